@@ -1,0 +1,5 @@
+"""`python -m levelflow` runs the CLI."""
+
+from levelflow.cli import main
+
+main()

@@ -1,0 +1,150 @@
+"""The Datalog program as the parser hands it on: plain frozen records, positions kept for errors.
+
+Primitive types are "number" (signed 32-bit in Soufflé; we use 64-bit), "unsigned", "float",
+"symbol". A user type `.type T <: symbol` resolves to its primitive in `Decl.types`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+PRIMITIVES = ("number", "unsigned", "float", "symbol")
+
+
+@dataclass(frozen=True, slots=True)
+class Loc:
+    """A position in a source file (1-based line and column)."""
+
+    file: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+@dataclass(frozen=True, slots=True)
+class Var:
+    """A named variable."""
+
+    name: str
+    loc: Loc | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Wildcard:
+    """The anonymous variable `_`."""
+
+    loc: Loc | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Const:
+    """A constant; kind is "number", "float" or "symbol" (a number constant also fits unsigned)."""
+
+    value: int | float | str
+    kind: str
+    loc: Loc | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class BinOp:
+    """Arithmetic `left op right` with op in + - * / %; unary minus is `0 - x`."""
+
+    op: str
+    left: Term
+    right: Term
+    loc: Loc | None = field(default=None, compare=False)
+
+
+Term = Var | Wildcard | Const | BinOp
+
+
+@dataclass(frozen=True, slots=True)
+class Atom:
+    """`relation(args...)`."""
+
+    relation: str
+    args: tuple[Term, ...]
+    loc: Loc | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Negation:
+    """`!atom` in a rule body."""
+
+    atom: Atom
+    loc: Loc | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """`left op right` with op in = != < <= > >=."""
+
+    op: str
+    left: Term
+    right: Term
+    loc: Loc | None = field(default=None, compare=False)
+
+
+Literal = Atom | Negation | Comparison
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """`heads :- body.`; a fact is a rule with one ground head and an empty body."""
+
+    heads: tuple[Atom, ...]
+    body: tuple[Literal, ...]
+    loc: Loc | None = field(default=None, compare=False)
+
+    @property
+    def is_fact(self) -> bool:
+        """Return True for a body-less rule."""
+        return not self.body
+
+
+@dataclass(frozen=True, slots=True)
+class Decl:
+    """`.decl name(attr:type, ...)` with each attribute's primitive type resolved."""
+
+    name: str
+    attrs: tuple[str, ...]
+    types: tuple[str, ...]  # primitive types, one of PRIMITIVES, per attribute
+    loc: Loc | None = field(default=None, compare=False)
+
+    @property
+    def arity(self) -> int:
+        """Return the number of attributes."""
+        return len(self.attrs)
+
+
+@dataclass(frozen=True, slots=True)
+class IO:
+    """An `.input`, `.output` or `.printsize` directive with its options (filename, delimiter...)."""
+
+    kind: str  # "input" | "output" | "printsize"
+    relation: str
+    options: tuple[tuple[str, str], ...] = ()
+    loc: Loc | None = field(default=None, compare=False)
+
+    def option(self, key: str, default: str | None = None) -> str | None:
+        """Return the value of option `key`, or `default`."""
+        return dict(self.options).get(key, default)
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """A checked program: declarations in source order, IO directives, rules (facts included)."""
+
+    file: str
+    decls: dict[str, Decl]
+    inputs: dict[str, IO]
+    outputs: dict[str, IO]
+    printsize: tuple[str, ...]
+    rules: tuple[Rule, ...]
+
+    @property
+    def facts(self) -> tuple[Rule, ...]:
+        """Return the body-less rules."""
+        return tuple(r for r in self.rules if r.is_fact)
