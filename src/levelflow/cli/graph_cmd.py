@@ -1,1 +1,97 @@
-"""CLI commands: graph."""
+"""`levelflow graph PROGRAM.dl`: the program's task DAG as a table, JSON or Graphviz DOT."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from levelflow.cli.app import app
+from levelflow.errors import LevelflowError
+from levelflow.tasks import ProgramTasks, build_tasks, load_program
+
+
+def graph_json(pt: ProgramTasks) -> dict:
+    """Return the task DAG as `{"tasks": [...], "edges": [[u, v]], "levels": n}`."""
+    g = pt.graph
+    return {
+        "tasks": [{"id": t.id, "name": t.name, "relations": list(t.relations),
+                   "level": g.level[t.id], "recursive": t.recursive, "input": t.input}
+                  for t in pt.tasks],
+        "edges": [[u, v] for u in range(len(g)) for v in g.children[u]],
+        "levels": g.num_levels,
+    }
+
+
+def _dot_quote(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def graph_dot(pt: ProgramTasks) -> str:
+    """Return the task DAG in Graphviz DOT (recursive tasks doubly outlined, inputs shaded)."""
+    g = pt.graph
+    lines = ["digraph levelflow {", "  rankdir=TB;", "  node [shape=box];"]
+    for t in pt.tasks:
+        # DOT reads \\n inside a quoted label as a line break.
+        label = _dot_quote(t.name)[:-1] + f'\\nlevel {g.level[t.id]}"'
+        attrs = [f"label={label}"]
+        if t.recursive:
+            attrs.append("peripheries=2")
+        if t.input:
+            attrs.append("style=filled, fillcolor=lightgrey")
+        lines.append(f"  t{t.id} [{', '.join(attrs)}];")
+    for level in g.by_level:
+        lines.append("  { rank=same; " + " ".join(f"t{v};" for v in level) + " }")
+    for u in range(len(g)):
+        for v in g.children[u]:
+            lines.append(f"  t{u} -> t{v};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _table(pt: ProgramTasks) -> Table:
+    g = pt.graph
+    table = Table(title=f"{pt.program.file}: task DAG")
+    for column in ("id", "level", "name", "relations", "flags", "parents"):
+        table.add_column(column, justify="right" if column in ("id", "level") else "left")
+    for t in pt.tasks:
+        flags = " ".join(f for f, on in (("recursive", t.recursive), ("input", t.input)) if on)
+        parents = ", ".join(str(p) for p in sorted(g.parents[t.id]))
+        table.add_row(str(t.id), str(g.level[t.id]), t.name, ", ".join(t.relations), flags,
+                      parents)
+    return table
+
+
+@app.command("graph")
+def graph(
+    program: Annotated[Path, typer.Argument(help="The Datalog program (.dl).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the DAG as JSON.")] = False,
+    dot: Annotated[Path | None, typer.Option("--dot", help="Write Graphviz DOT to FILE.",
+                                              metavar="FILE")] = None,
+) -> None:
+    """Show the task DAG of a Datalog program: one task per strongly connected component."""
+    pt = build_tasks(load_program(program))
+    if dot is not None:
+        try:
+            dot.write_text(graph_dot(pt))
+        except OSError as e:
+            raise LevelflowError(f"{dot}: error: cannot write DOT file: {e.strerror or e}"
+                                 ) from None
+    if as_json:
+        typer.echo(json.dumps(graph_json(pt)))
+        return
+    console = Console()
+    console.print(_table(pt))
+    tasks = pt.tasks
+    console.print(f"{_count(len(tasks), 'task')} ({sum(t.recursive for t in tasks)} recursive, "
+                  f"{sum(t.input for t in tasks)} input), {_count(pt.graph.num_edges, 'edge')}, "
+                  f"{_count(pt.graph.num_levels, 'level')}, "
+                  f"{_count(len(pt.program.rules), 'rule')}", highlight=False)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

@@ -121,7 +121,7 @@ class Decl:
 
 @dataclass(frozen=True, slots=True)
 class IO:
-    """An `.input`, `.output` or `.printsize` directive with its options (filename, delimiter...)."""
+    """An `.input`, `.output` or `.printsize` directive with its options (filename, ...)."""
 
     kind: str  # "input" | "output" | "printsize"
     relation: str

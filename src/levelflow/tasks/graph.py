@@ -68,7 +68,8 @@ class TaskGraph:
                 if indeg[v] == 0:
                     order.append(v)
         if len(order) < n:
-            raise GraphError(f"the graph has a cycle through node {self.names[self._on_cycle(indeg)]}")
+            node = self.names[self._on_cycle(indeg)]
+            raise GraphError(f"the graph has a cycle through node {node}")
         return tuple(order), level
 
     def _on_cycle(self, indeg: list[int]) -> int:

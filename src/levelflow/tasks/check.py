@@ -1,0 +1,349 @@
+"""Semantic checks turning a parsed file into a Program, or the first problem in source order.
+
+Every check reports (loc, message) into one list; at the end the problem with the smallest
+line:col is raised, so the user always sees the earliest problem whatever pass found it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+from levelflow.tasks.ast import (
+    IO,
+    PRIMITIVES,
+    Atom,
+    BinOp,
+    Comparison,
+    Const,
+    Decl,
+    Loc,
+    Negation,
+    Program,
+    Rule,
+    Term,
+    Var,
+    Wildcard,
+)
+from levelflow.tasks.errors import DatalogError
+from levelflow.tasks.parser import Parsed
+from levelflow.tasks.strata import strongly_connected
+from levelflow.tasks.typecheck import (
+    INT64_MAX,
+    INT64_MIN,
+    UNKNOWN,
+    TermTyper,
+    comparable,
+    describe,
+    fits,
+    fold,
+    resolve_types,
+    show,
+)
+
+
+class Problems:
+    """The problems found so far; `first()` is the one to show.
+
+    When parsing stopped at a syntax error, only the statements before it are checked, and a
+    problem that the rest of the file could fix (a relation or type declared further down) is
+    dropped: the syntax error itself is reported instead, unless an earlier problem stands.
+    """
+
+    __slots__ = ("items", "partial")
+
+    def __init__(self, syntax_error: DatalogError | None = None) -> None:
+        self.items: list[tuple[int, int, int, Loc, str]] = []
+        self.partial = syntax_error is not None
+        if syntax_error is not None and syntax_error.loc is not None:
+            self(syntax_error.loc, syntax_error.what)
+
+    def __call__(self, loc: Loc, what: str, *, needs_rest: bool = False) -> None:
+        if not (needs_rest and self.partial):
+            self.items.append((loc.line, loc.col, len(self.items), loc, what))
+
+    def first(self) -> DatalogError | None:
+        """Return the earliest problem as a DatalogError, or None when there is none."""
+        if not self.items:
+            return None
+        _, _, _, loc, what = min(self.items)
+        return DatalogError(what, loc)
+
+
+def check(parsed: Parsed, file: str) -> Program:
+    """Return the checked Program; raise DatalogError naming the earliest problem."""
+    report = Problems(parsed.error)
+    types = resolve_types(parsed.types, report)
+    decls = _check_decls(parsed, types, report)
+    inputs, outputs, printsize = _check_ios(parsed.ios, decls, report)
+    rules = tuple(_check_rule(rule, decls, report) for rule in parsed.rules)
+    _check_stratified(decls, rules, report)
+    error = report.first()
+    if error is not None:
+        raise error
+    return Program(file, decls, inputs, outputs, printsize, rules)
+
+
+def _check_decls(parsed: Parsed, types: dict[str, str], report: Problems) -> dict[str, Decl]:
+    decls: dict[str, Decl] = {}
+    for d in parsed.decls:
+        if d.name in decls:
+            first = decls[d.name].loc
+            report(d.name_loc,
+                   f"relation '{d.name}' is already declared at {first.line}:{first.col}")
+            continue
+        prims: list[str] = []
+        for t in d.types:
+            if t.name in PRIMITIVES:
+                prims.append(t.name)
+            elif t.name in types:
+                prims.append(types[t.name])
+            else:
+                report(t.loc, f"unknown type '{t.name}'", needs_rest=True)
+                prims.append(UNKNOWN)
+        decls[d.name] = Decl(d.name, d.attrs, tuple(prims), d.loc)
+    return decls
+
+
+def _check_ios(ios: list[IO], decls: dict[str, Decl], report: Problems
+               ) -> tuple[dict[str, IO], dict[str, IO], tuple[str, ...]]:
+    inputs: dict[str, IO] = {}
+    outputs: dict[str, IO] = {}
+    printsize: dict[str, None] = {}
+    for io in ios:
+        if io.relation not in decls:
+            report(io.loc, f"relation '{io.relation}' is not declared", needs_rest=True)
+            continue
+        if io.kind == "printsize":
+            printsize[io.relation] = None
+            continue
+        seen = inputs if io.kind == "input" else outputs
+        if io.relation in seen:
+            first = seen[io.relation].loc
+            report(io.loc, f"relation '{io.relation}' already has an .{io.kind} directive at "
+                           f"{first.line}:{first.col}")
+            continue
+        seen[io.relation] = io
+    return inputs, outputs, tuple(printsize)
+
+
+def _walk(term: Term) -> Iterator[Term]:
+    """Yield a term and its subterms, left to right."""
+    stack = [term]
+    while stack:
+        t = stack.pop()
+        yield t
+        if isinstance(t, BinOp):
+            stack.append(t.right)
+            stack.append(t.left)
+
+
+def _vars(term: Term) -> Iterator[Var]:
+    return (t for t in _walk(term) if isinstance(t, Var))
+
+
+def _check_constants(term: Term, report: Problems) -> None:
+    for t in _walk(term):
+        if isinstance(t, Const):
+            if t.kind == "number" and not INT64_MIN <= t.value <= INT64_MAX:
+                report(t.loc, f"integer constant {t.value} does not fit in 64 bits")
+            elif t.kind == "float" and not math.isfinite(t.value):
+                report(t.loc, f"float constant {t.value} is not finite")
+
+
+def _atom_ok(atom: Atom, decls: dict[str, Decl], report: Problems) -> Decl | None:
+    """Return the atom's Decl when the relation is declared with the atom's arity."""
+    decl = decls.get(atom.relation)
+    if decl is None:
+        report(atom.loc, f"relation '{atom.relation}' is not declared", needs_rest=True)
+        return None
+    if decl.arity != len(atom.args):
+        report(atom.loc, f"relation '{atom.relation}' has arity {decl.arity} but is used with "
+                         f"{len(atom.args)} argument{'s' if len(atom.args) != 1 else ''}")
+        return None
+    return decl
+
+
+def _check_rule(rule: Rule, decls: dict[str, Decl], report: Problems) -> Rule:
+    """Report the rule's problems; return it with a fact's constant expressions folded."""
+    for head in rule.heads:
+        for arg in head.args:
+            for t in _walk(arg):
+                if isinstance(t, Wildcard):
+                    report(t.loc, "wildcard '_' is not allowed in a rule head")
+    for lit in rule.body:
+        terms = lit.atom.args if isinstance(lit, Negation) else (
+            lit.args if isinstance(lit, Atom) else (lit.left, lit.right))
+        for arg in terms:
+            for t in _walk(arg):
+                if isinstance(t, Wildcard) and isinstance(lit, Comparison):
+                    report(t.loc, "wildcard '_' is not allowed in a comparison")
+                elif isinstance(t, BinOp):
+                    for w in (t.left, t.right):
+                        if isinstance(w, Wildcard):
+                            report(w.loc, "wildcard '_' is not allowed in arithmetic")
+            _check_constants(arg, report)
+    for head in rule.heads:
+        for arg in head.args:
+            _check_constants(arg, report)
+    if rule.is_fact:
+        return _check_fact(rule, decls, report)
+    _check_types(rule, decls, report)
+    _check_grounded(rule, report)
+    return rule
+
+
+def _check_fact(rule: Rule, decls: dict[str, Decl], report: Problems) -> Rule:
+    head = rule.heads[0]
+    decl = _atom_ok(head, decls, report)
+    args: list[Term] = []
+    for arg in head.args:
+        bad = next((t for t in _walk(arg) if isinstance(t, Var)), None)
+        if bad is not None:
+            report(bad.loc, f"fact argument '{bad.name}' is not a constant")
+            args.append(arg)
+            continue
+        const = fold(arg, report)
+        args.append(const if const is not None else arg)
+        if const is not None:
+            _check_constants(const, report)
+    if decl is not None:
+        for k, (arg, attr, ty) in enumerate(zip(args, decl.attrs, decl.types, strict=True)):
+            if not isinstance(arg, Const):
+                continue
+            if not fits(ty, _const_type(arg), arg):
+                report(arg.loc, f"type mismatch: attribute '{attr}' of '{decl.name}' is {ty} "
+                                f"but {describe(arg, _const_type(arg))}")
+            elif ty == "float" and arg.kind == "number":
+                # An integer literal is polymorphic (Soufflé 2); store it as the float it denotes.
+                args[k] = Const(float(arg.value), "float", arg.loc)
+    return Rule((Atom(head.relation, tuple(args), head.loc),), (), rule.loc)
+
+
+def _const_type(c: Const) -> str:
+    return "int" if c.kind == "number" else c.kind
+
+
+def _atoms(rule: Rule) -> Iterator[Atom]:
+    """Yield the rule's atoms in source order: heads, then positive and negated body atoms."""
+    yield from rule.heads
+    for lit in rule.body:
+        if isinstance(lit, Atom):
+            yield lit
+        elif isinstance(lit, Negation):
+            yield lit.atom
+
+
+def _check_types(rule: Rule, decls: dict[str, Decl], report: Problems) -> None:
+    var_types: dict[str, str] = {}
+    first_seen: dict[str, Loc] = {}
+    checked: list[tuple[Atom, Decl]] = []
+    for atom in _atoms(rule):
+        decl = _atom_ok(atom, decls, report)
+        if decl is None:
+            continue
+        checked.append((atom, decl))
+        for arg, attr, ty in zip(atom.args, decl.attrs, decl.types, strict=True):
+            if not isinstance(arg, Var) or ty == UNKNOWN:
+                continue
+            prev = var_types.get(arg.name)
+            if prev is None:
+                var_types[arg.name] = ty
+                first_seen[arg.name] = arg.loc
+            elif prev != ty:
+                at = first_seen[arg.name]
+                report(arg.loc, f"type mismatch: variable '{arg.name}' is {ty} here (attribute "
+                                f"'{attr}' of '{atom.relation}') but {prev} at {at.line}:{at.col}")
+    typer = TermTyper(var_types, report)
+    comparisons = [lit for lit in rule.body if isinstance(lit, Comparison)]
+    # `x = expr` gives x the type of expr when no atom typed x; repeat for chains of such.
+    silent = TermTyper(var_types, lambda loc, what, needs_rest=False: None)
+    changed = True
+    while changed:
+        changed = False
+        for c in comparisons:
+            if c.op != "=":
+                continue
+            for var, other in ((c.left, c.right), (c.right, c.left)):
+                if isinstance(var, Var) and var.name not in var_types:
+                    ty = silent.infer(other)
+                    if ty is not None:
+                        var_types[var.name] = ty
+                        changed = True
+    for atom, decl in checked:
+        for arg, attr, ty in zip(atom.args, decl.attrs, decl.types, strict=True):
+            if isinstance(arg, Var | Wildcard):
+                continue
+            got = typer.infer(arg)
+            if not fits(ty, got, arg):
+                report(arg.loc, f"type mismatch: attribute '{attr}' of '{atom.relation}' is {ty} "
+                                f"but {describe(arg, got)}")
+    for c in comparisons:
+        left, right = typer.infer(c.left), typer.infer(c.right)
+        if not comparable(left, right):
+            report(c.loc, f"type mismatch: cannot compare {_kind(c.left, left)} with "
+                          f"{_kind(c.right, right)}")
+
+
+def _kind(term: Term, ty: str | None) -> str:
+    ty = "number" if ty == "int" else ty
+    return f"{ty} {show(term)}" if isinstance(term, Const | Var) else f"a {ty} expression"
+
+
+def _check_grounded(rule: Rule, report: Problems) -> None:
+    bound: set[str] = set()
+    for lit in rule.body:
+        if isinstance(lit, Atom):
+            bound.update(arg.name for arg in lit.args if isinstance(arg, Var))
+    equalities = [lit for lit in rule.body if isinstance(lit, Comparison) and lit.op == "="]
+    changed = True
+    while changed:
+        changed = False
+        for c in equalities:
+            for var, other in ((c.left, c.right), (c.right, c.left)):
+                if (isinstance(var, Var) and var.name not in bound
+                        and all(v.name in bound for v in _vars(other))):
+                    bound.add(var.name)
+                    changed = True
+    uses: list[Term] = [arg for head in rule.heads for arg in head.args]
+    for lit in rule.body:
+        if isinstance(lit, Atom):
+            uses.extend(arg for arg in lit.args if isinstance(arg, BinOp))
+        elif isinstance(lit, Negation):
+            uses.extend(lit.atom.args)
+        else:
+            uses.extend((lit.left, lit.right))
+    for term in uses:
+        for var in _vars(term):
+            if var.name not in bound:
+                report(var.loc, f"variable '{var.name}' is not grounded (no positive body atom "
+                                "binds it)")
+
+
+def _check_stratified(decls: dict[str, Decl], rules: tuple[Rule, ...], report: Problems) -> None:
+    """Report each negation of a relation in the same recursive component as the rule's head."""
+    ids = {name: i for i, name in enumerate(decls)}
+    succ: list[set[int]] = [set() for _ in ids]
+    for rule in rules:
+        heads = [ids[h.relation] for h in rule.heads if h.relation in ids]
+        for lit in rule.body:
+            atom = lit.atom if isinstance(lit, Negation) else lit
+            if isinstance(atom, Atom) and atom.relation in ids:
+                succ[ids[atom.relation]].update(heads)
+    comp = [0] * len(ids)
+    for k, members in enumerate(strongly_connected(len(ids), [sorted(s) for s in succ])):
+        for v in members:
+            comp[v] = k
+    for rule in rules:
+        for lit in rule.body:
+            if not isinstance(lit, Negation) or lit.atom.relation not in ids:
+                continue
+            neg = ids[lit.atom.relation]
+            for head in rule.heads:
+                h = ids.get(head.relation)
+                if h is None or comp[h] != comp[neg]:
+                    continue
+                name = lit.atom.relation
+                cycle = "itself" if h == neg else f"'{head.relation}'"
+                report(lit.loc, f"relation '{name}' is negated inside a recursive cycle with "
+                                f"{cycle} (the program is not stratifiable)")

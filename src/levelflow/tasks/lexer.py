@@ -1,0 +1,155 @@
+"""Soufflé-style tokens: one linear pass over the text with a compiled master pattern.
+
+Constant: the source text and its line starts. Each token keeps its character offset; a Loc is
+computed from it only when an AST node or an error needs one.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+
+from levelflow.tasks.ast import Loc
+from levelflow.tasks.errors import DatalogError
+
+# Only these words after a '.' form a directive, as in Soufflé's lexer; `A(x).B(y).` stays legal.
+DIRECTIVES = frozenset({
+    "decl", "type", "input", "output", "printsize", "limitsize", "comp", "init", "functor",
+    "pragma", "plan", "include", "once", "override", "number_type", "symbol_type", "lattice",
+})
+
+# Whitespace and comments are skipped in the same match as the token after them (half the
+# matches). Order matters: longer operators before their prefixes, floats before integers.
+_TOKEN = re.compile(r"""
+    (?:[ \t\r\n\f\v]+|//[^\n]*|/\*(?:[^*]|\*(?!/))*\*/)*
+    (?:
+      (?P<str>"(?:[^"\\\n]|\\[^\n])*")
+    | (?P<badstr>")
+    | (?P<badcomment>/\*)
+    | (?P<float>\d+\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)
+    | (?P<hex>0[xX][0-9a-fA-F]+)
+    | (?P<bin>0[bB][01]+)
+    | (?P<int>\d+)u?
+    | (?P<dir>\.(?P<dname>DIRECTIVE_NAMES)(?![A-Za-z0-9_?]))
+    | (?P<ident>[A-Za-z_?][A-Za-z0-9_?]*)
+    | (?P<punct>:-|<:|<=|>=|!=|\*\*|[().,:!=<>+\-*/%;@\[\]$\#{}|^&~])
+    | (?P<end>\Z)
+    | (?P<bad>.)
+    )
+""".replace("DIRECTIVE_NAMES", "|".join(sorted(DIRECTIVES, key=len, reverse=True))),
+    re.VERBOSE | re.DOTALL)
+
+MAX_INT_DIGITS = 80
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "0": "\0", "'": "'"}
+
+
+class Token:
+    """One token: kind (ident, int, float, string, directive, punct, eof), text, value, offset."""
+
+    __slots__ = ("kind", "text", "value", "pos")
+
+    def __init__(self, kind: str, text: str, value: object, pos: int) -> None:
+        self.kind = kind
+        self.text = text
+        self.value = value
+        self.pos = pos
+
+    def __repr__(self) -> str:
+        return f"Token({self.kind}, {self.text!r}, {self.pos})"
+
+    def describe(self) -> str:
+        """Return the token as an error message shows it (`')'`, `end of file`, ...)."""
+        if self.kind == "eof":
+            return "end of file"
+        text = self.text if len(self.text) <= 40 else self.text[:37] + "..."
+        return f"'{text}'"
+
+
+class Source:
+    """A program text with its file name; maps character offsets to 1-based line:col."""
+
+    __slots__ = ("file", "text", "line_starts")
+
+    def __init__(self, text: str, file: str) -> None:
+        self.file = file
+        self.text = text
+        self.line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def loc(self, pos: int) -> Loc:
+        """Return the Loc of character offset `pos`."""
+        line = bisect_right(self.line_starts, pos)
+        return Loc(self.file, line, pos - self.line_starts[line - 1] + 1)
+
+    def error(self, pos: int, what: str) -> DatalogError:
+        """Return a DatalogError located at offset `pos`."""
+        return DatalogError(what, self.loc(pos))
+
+
+def _unescape(body: str) -> str:
+    """Return a string literal's body with \\n, \\t, \\" ... replaced; unknown escapes stay."""
+    if "\\" not in body:
+        return body
+    out: list[str] = []
+    i, n = 0, len(body)
+    while i < n:
+        c = body[i]
+        if c == "\\" and i + 1 < n:
+            nxt = body[i + 1]
+            out.append(_ESCAPES.get(nxt, "\\" + nxt))
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def tokenize(source: Source) -> tuple[list[Token], DatalogError | None]:
+    """Return the tokens of `source` up to an eof token, and the error that cut them short."""
+    text = source.text
+    tokens: list[Token] = []
+    append = tokens.append
+    error: DatalogError | None = None
+    for m in _TOKEN.finditer(text, 1 if text.startswith("\ufeff") else 0):
+        kind = m.lastgroup
+        pos = m.start(kind)
+        if kind == "ident":
+            word = m.group(kind)
+            append(Token("ident", word, word, pos))
+        elif kind == "punct":
+            word = m.group(kind)
+            append(Token("punct", word, word, pos))
+        elif kind in ("int", "hex", "bin") and len(m.group(kind)) > MAX_INT_DIGITS:
+            # Python refuses to convert very long digit strings; no such literal fits anyway.
+            error = source.error(pos, f"integer constant {m.group(kind)[:20]}... does not fit "
+                                      "in 64 bits")
+            append(Token("eof", "", None, pos))
+            return tokens, error
+        elif kind == "int":
+            append(Token("int", m.group(kind), int(m.group(kind)), pos))
+        elif kind == "str":
+            word = m.group(kind)
+            append(Token("string", word, _unescape(word[1:-1]), pos))
+        elif kind == "float":
+            word = m.group(kind)
+            append(Token("float", word, float(word), pos))
+        elif kind in ("hex", "bin"):
+            word = m.group(kind)
+            append(Token("int", word, int(word, 0), pos))
+        elif kind == "dir":
+            append(Token("directive", m.group(kind), m.group("dname"), pos))
+        elif kind == "end":
+            break
+        else:
+            if kind == "badstr":
+                error = source.error(pos, "unterminated string (no closing '\"' on this line)")
+            elif kind == "badcomment":
+                error = source.error(pos, "unterminated comment (no closing '*/')")
+            else:
+                ch = m.group(kind)
+                shown = ch if ch.isprintable() and not ch.isspace() else f"\\u{ord(ch):04x}"
+                error = source.error(pos, f"unexpected character '{shown}'")
+            # The statements before the bad text are still parsed: an earlier problem wins.
+            append(Token("eof", "", None, pos))
+            return tokens, error
+    append(Token("eof", "", None, len(text)))
+    return tokens, None

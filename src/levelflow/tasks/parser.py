@@ -1,0 +1,496 @@
+"""Recursive-descent parser from tokens to unchecked declarations, directives and rules.
+
+Constant: the token list. Changes: the cursor `i` and the nesting depth (bounded, so no input
+can exhaust Python's stack). Disjunctions `;` in rule bodies are expanded here into one rule per
+alternative (disjunctive normal form), so the AST only ever holds conjunctive bodies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from levelflow.tasks.ast import (
+    IO,
+    Atom,
+    BinOp,
+    Comparison,
+    Const,
+    Literal,
+    Loc,
+    Negation,
+    Rule,
+    Term,
+    Var,
+    Wildcard,
+)
+from levelflow.tasks.errors import DatalogError
+from levelflow.tasks.lexer import Source, Token, tokenize
+
+MAX_NESTING = 100  # parentheses, unary minus and body groups
+MAX_EXPR_DEPTH = 256  # a long `a + b + c ...` chain is a deep tree for every later pass
+MAX_DNF = 1024  # rules one disjunctive body may expand into
+
+COMPARISONS = frozenset({"=", "!=", "<", "<=", ">", ">="})
+AGGREGATES = frozenset({"count", "sum", "min", "max", "mean"})
+FUNCTORS = frozenset({
+    "cat", "ord", "strlen", "substr", "contains", "match", "to_number", "to_string", "to_float",
+    "to_unsigned", "itou", "itof", "utoi", "utof", "ftoi", "ftou", "min", "max", "range",
+    "urange", "frange", "autoinc", "lnot", "bnot", "mean", "sum", "count",
+})
+INFIX_WORDS = frozenset({"band", "bor", "bxor", "bshl", "bshr", "bshru", "land", "lor", "lxor"})
+DECL_QUALIFIERS = frozenset({
+    "brie", "btree", "btree_delete", "inline", "no_inline", "magic", "no_magic", "override",
+    "overridable", "input", "output", "printsize", "eqrel", "choice",
+})
+UNSUPPORTED_DIRECTIVES = {
+    "comp": " (components)", "init": " (component instances)", "functor": " (user functors)",
+    "pragma": "", "plan": " (query plans)", "include": "", "limitsize": "", "once": "",
+    "override": " (components)", "lattice": " (lattices)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TypeRef:
+    """A type name as written, with its position."""
+
+    name: str
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class RawDecl:
+    """A `.decl` before its attribute types are resolved to primitives."""
+
+    name: str
+    attrs: tuple[str, ...]
+    types: tuple[TypeRef, ...]
+    loc: Loc
+    name_loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class TypeDef:
+    """`.type name <: base` (kind "subtype") or `.type name = a | b` (kind "equiv")."""
+
+    name: str
+    kind: str
+    bases: tuple[TypeRef, ...]
+    loc: Loc
+
+
+@dataclass(slots=True)
+class Parsed:
+    """Everything a file declares, in source order, not yet checked."""
+
+    decls: list[RawDecl] = field(default_factory=list)
+    types: list[TypeDef] = field(default_factory=list)
+    ios: list[IO] = field(default_factory=list)
+    rules: list[Rule] = field(default_factory=list)
+    # The syntax error that stopped parsing; the lists then hold the statements before it.
+    error: DatalogError | None = None
+
+
+def parse(text: str, filename: str = "<input>") -> Parsed:
+    """Return the unchecked statements of `text`, up to the first syntax error if any."""
+    source = Source(text, filename)
+    tokens, lex_error = tokenize(source)
+    parser = _Parser(source, tokens)
+    try:
+        parser.parse()
+    except DatalogError as e:
+        # A parse error at the cut made by a lexer error is only its echo.
+        parser.out.error = lex_error or e
+    else:
+        parser.out.error = lex_error
+    return parser.out
+
+
+class _Parser:
+    __slots__ = ("source", "toks", "i", "depth", "out")
+
+    def __init__(self, source: Source, tokens: list[Token]) -> None:
+        self.source = source
+        self.toks = tokens
+        self.i = 0
+        self.depth = 0
+        self.out = Parsed()
+
+    # -- cursor -------------------------------------------------------------------------------
+    @property
+    def tok(self) -> Token:
+        return self.toks[self.i]
+
+    def peek(self, k: int = 1) -> Token:
+        return self.toks[min(self.i + k, len(self.toks) - 1)]
+
+    def loc(self, tok: Token | None = None) -> Loc:
+        return self.source.loc((tok or self.tok).pos)
+
+    def at(self, text: str) -> bool:
+        tok = self.tok
+        return tok.kind == "punct" and tok.text == text
+
+    def error(self, what: str, tok: Token | None = None) -> DatalogError:
+        return self.source.error((tok or self.tok).pos, what)
+
+    def expected(self, what: str) -> DatalogError:
+        return self.error(f"expected {what} but found {self.tok.describe()}")
+
+    def unsupported(self, what: str, tok: Token | None = None) -> DatalogError:
+        return self.error(f"{what} is not supported", tok)
+
+    def take(self) -> Token:
+        tok = self.toks[self.i]
+        if tok.kind != "eof":
+            self.i += 1
+        return tok
+
+    def expect(self, text: str) -> Token:
+        if not self.at(text):
+            raise self.expected(f"'{text}'")
+        return self.take()
+
+    def ident(self, what: str) -> Token:
+        if self.tok.kind != "ident":
+            raise self.expected(what)
+        return self.take()
+
+    def nest(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise self.error(f"nesting deeper than {MAX_NESTING} levels")
+
+    # -- statements ---------------------------------------------------------------------------
+    def parse(self) -> None:
+        # Statements are appended only once complete, so `out` never holds half a statement.
+        while self.tok.kind != "eof":
+            self.statement()
+
+    def statement(self) -> None:
+        tok = self.tok
+        if tok.kind == "directive":
+            name = tok.value
+            if name == "decl":
+                self.decl()
+            elif name == "type":
+                self.type_def()
+            elif name in ("number_type", "symbol_type"):
+                self.take()
+                t = self.ident("a type name")
+                base = TypeRef(name[:-5], self.loc(tok))
+                self.out.types.append(TypeDef(t.text, "subtype", (base,), self.loc(t)))
+            elif name in ("input", "output", "printsize"):
+                self.io(name)
+            else:
+                raise self.unsupported(f"'.{name}'{UNSUPPORTED_DIRECTIVES[name]}")
+        elif tok.kind == "ident":
+            self.rule()
+        elif self.at("#"):
+            word = self.peek()
+            shown = "#" + word.text if word.kind == "ident" and word.pos == tok.pos + 1 else "#"
+            raise self.unsupported(f"'{shown}' (the C preprocessor)")
+        else:
+            raise self.expected("a directive, a rule or a fact")
+
+    def decl(self) -> None:
+        start = self.take()
+        name = self.ident("a relation name")
+        self.expect("(")
+        attrs: list[str] = []
+        types: list[TypeRef] = []
+        if not self.at(")"):
+            while True:
+                attr = self.ident("an attribute name")
+                self.expect(":")
+                if self.at("["):
+                    raise self.unsupported("'[...]' (record types)")
+                t = self.ident("a type name")
+                attrs.append(attr.text)
+                types.append(TypeRef(t.text, self.loc(t)))
+                if not self.at(","):
+                    break
+                self.take()
+        self.expect(")")
+        extra_io: list[str] = []
+        # A qualifier is a known word not opening an atom: `A(1).` may follow on the next line.
+        while (self.tok.kind == "ident" and self.tok.text in DECL_QUALIFIERS
+               and not (self.peek().kind == "punct" and self.peek().text in ("(", ",", ":-"))):
+            q = self.take()
+            if q.text == "eqrel":
+                raise self.unsupported("'eqrel' (equivalence relations)", q)
+            if q.text == "choice":
+                raise self.unsupported("'choice-domain'", q)
+            if q.text in ("input", "output", "printsize"):
+                extra_io.append(q.text)
+        self.out.decls.append(RawDecl(name.text, tuple(attrs), tuple(types), self.loc(start),
+                                      self.loc(name)))
+        for kind in extra_io:
+            self.out.ios.append(IO(kind, name.text, (), self.loc(name)))
+
+    def type_def(self) -> None:
+        self.take()
+        name = self.ident("a type name")
+        loc = self.loc(name)
+        if self.at("<:"):
+            self.take()
+            base = self.ident("a base type")
+            ref = TypeRef(base.text, self.loc(base))
+            self.out.types.append(TypeDef(name.text, "subtype", (ref,), loc))
+            return
+        if not self.at("="):
+            raise self.expected("'<:' or '='")
+        self.take()
+        if self.at("["):
+            raise self.unsupported("'[...]' (record types)")
+        bases: list[TypeRef] = []
+        while True:
+            base = self.ident("a type name")
+            if self.at("{"):
+                raise self.unsupported(f"'{base.text} {{...}}' (algebraic data types)")
+            bases.append(TypeRef(base.text, self.loc(base)))
+            if not self.at("|"):
+                break
+            self.take()
+        self.out.types.append(TypeDef(name.text, "equiv", tuple(bases), loc))
+
+    def io(self, kind: str) -> None:
+        self.take()
+        names = [self.ident("a relation name")]
+        while self.at(","):
+            self.take()
+            names.append(self.ident("a relation name"))
+        options: list[tuple[str, str]] = []
+        if self.at("("):
+            self.take()
+            while not self.at(")"):
+                key = self.ident("an option name")
+                self.expect("=")
+                value = self.tok
+                if value.kind not in ("string", "ident", "int", "float"):
+                    raise self.expected("an option value")
+                self.take()
+                options.append((key.text, value.value if value.kind == "string" else value.text))
+                if not self.at(","):
+                    break
+                self.take()
+            self.expect(")")
+        for name in names:
+            self.out.ios.append(IO(kind, name.text, tuple(options), self.loc(name)))
+
+    # -- rules --------------------------------------------------------------------------------
+    def rule(self) -> None:
+        first = self.tok
+        heads = [self.atom()]
+        while self.at(","):
+            self.take()
+            heads.append(self.atom())
+        loc = self.loc(first)
+        if self.at(".") and len(heads) == 1:
+            self.take()
+            self.out.rules.append(Rule(tuple(heads), (), loc))
+            return
+        if self.at("<="):
+            raise self.unsupported("'<=' (subsumptive rules)")
+        if not self.at(":-"):
+            raise self.expected("':-' or '.'" if len(heads) == 1 else "':-'")
+        self.take()
+        bodies = self.disjunction()
+        if not self.at("."):
+            raise self.expected("',' or '.'")
+        self.take()
+        self.out.rules.extend(Rule(tuple(heads), body, loc) for body in bodies)
+
+    def atom(self) -> Atom:
+        name = self.ident("a relation name")
+        if not self.at("("):
+            raise self.expected("'('")
+        self.take()
+        args: list[Term] = []
+        if not self.at(")"):
+            while True:
+                args.append(self.expr())
+                if not self.at(","):
+                    break
+                self.take()
+        self.expect(")")
+        return Atom(name.text, tuple(args), self.loc(name))
+
+    def disjunction(self) -> list[tuple[Literal, ...]]:
+        alts = self.conjunction()
+        while self.at(";"):
+            self.take()
+            alts = alts + self.conjunction()
+            if len(alts) > MAX_DNF:
+                raise self.error(f"disjunction expands into more than {MAX_DNF} rules")
+        return alts
+
+    def conjunction(self) -> list[tuple[Literal, ...]]:
+        result: list[tuple[Literal, ...]] = [()]
+        while True:
+            options = self.literal()
+            if len(result) * len(options) > MAX_DNF:
+                raise self.error(f"disjunction expands into more than {MAX_DNF} rules")
+            result = [a + b for a in result for b in options]
+            if not self.at(","):
+                return result
+            self.take()
+
+    def literal(self) -> list[tuple[Literal, ...]]:
+        tok = self.tok
+        if self.at("!"):
+            self.take()
+            if self.at("("):
+                raise self.unsupported("negation of a parenthesized body")
+            if not (self.tok.kind == "ident" and self.peek().kind == "punct"
+                    and self.peek().text == "("):
+                raise self.expected("an atom after '!'")
+            return [(Negation(self.atom(), self.loc(tok)),)]
+        if tok.kind == "ident":
+            nxt = self.peek()
+            if nxt.kind == "punct" and nxt.text == "(":
+                if tok.text not in FUNCTORS and tok.text != "as":
+                    return [(self.atom(),)]
+            elif tok.text == "true":
+                self.take()
+                return [()]
+            elif tok.text == "false":
+                self.take()
+                return []
+        if tok.kind in ("directive", "eof") or (
+                tok.kind == "punct" and tok.text not in ("(", "-", "@", "[", "$")):
+            raise self.expected("an atom, a negation or a comparison")
+        if self.at("(") and self.is_group():
+            self.take()
+            self.nest()
+            alts = self.disjunction()
+            self.depth -= 1
+            if not self.at(")"):
+                raise self.expected("',', ';' or ')'")
+            self.take()
+            return alts
+        left = self.expr()
+        op = self.tok
+        if not (op.kind == "punct" and op.text in COMPARISONS):
+            raise self.expected("a comparison operator")
+        self.take()
+        right = self.expr()
+        return [(Comparison(op.text, left, right, self.loc(op)),)]
+
+    def is_group(self) -> bool:
+        """Return True when the '(' at the cursor opens a body group, not an arithmetic term."""
+        toks = self.toks
+        depth = 0
+        j = self.i
+        while j < len(toks):
+            t = toks[j]
+            if t.kind == "eof":
+                return False
+            if t.kind == "punct":
+                if t.text == "(":
+                    depth += 1
+                elif t.text == ")":
+                    depth -= 1
+                    if depth == 0:
+                        return False
+                elif depth == 1 and (t.text in COMPARISONS or t.text in (",", ";", "!")):
+                    return True
+            elif (depth == 1 and t.kind == "ident" and toks[j + 1].kind == "punct"
+                  and toks[j + 1].text == "(" and t.text not in FUNCTORS):
+                return True
+            j += 1
+        return False
+
+    # -- terms --------------------------------------------------------------------------------
+    def expr(self) -> Term:
+        return self.additive()[0]
+
+    def additive(self) -> tuple[Term, int]:
+        term, depth = self.multiplicative()
+        while self.at("+") or self.at("-"):
+            op = self.take()
+            right, rdepth = self.multiplicative()
+            depth = max(depth, rdepth) + 1
+            if depth > MAX_EXPR_DEPTH:
+                raise self.error(f"expression deeper than {MAX_EXPR_DEPTH} operations", op)
+            term = BinOp(op.text, term, right, self.loc(op))
+        return term, depth
+
+    def multiplicative(self) -> tuple[Term, int]:
+        term, depth = self.unary()
+        while True:
+            tok = self.tok
+            if tok.kind == "punct" and tok.text in ("*", "/", "%"):
+                op = self.take()
+                right, rdepth = self.unary()
+                depth = max(depth, rdepth) + 1
+                if depth > MAX_EXPR_DEPTH:
+                    raise self.error(f"expression deeper than {MAX_EXPR_DEPTH} operations", op)
+                term = BinOp(op.text, term, right, self.loc(op))
+            elif tok.kind == "punct" and tok.text in ("^", "**", "&", "|", "~"):
+                raise self.unsupported(f"the operator '{tok.text}'")
+            elif tok.kind == "ident" and tok.text in INFIX_WORDS:
+                raise self.unsupported(f"the operator '{tok.text}'")
+            else:
+                return term, depth
+
+    def unary(self) -> tuple[Term, int]:
+        if not self.at("-"):
+            return self.primary()
+        op = self.take()
+        self.nest()
+        term, depth = self.unary()
+        self.depth -= 1
+        if isinstance(term, Const) and term.kind in ("number", "float"):
+            # `-5` is the constant -5 (facts need constants), not the expression 0 - 5.
+            return Const(-term.value, term.kind, self.loc(op)), depth
+        zero = Const(0, "number", self.loc(op))
+        return BinOp("-", zero, term, self.loc(op)), depth + 1
+
+    def primary(self) -> tuple[Term, int]:
+        tok = self.tok
+        kind = tok.kind
+        if kind == "int":
+            self.take()
+            return Const(tok.value, "number", self.loc(tok)), 0
+        if kind == "float":
+            self.take()
+            return Const(tok.value, "float", self.loc(tok)), 0
+        if kind == "string":
+            self.take()
+            return Const(tok.value, "symbol", self.loc(tok)), 0
+        if kind == "ident":
+            name = tok.text
+            nxt = self.peek()
+            calls = nxt.kind == "punct" and nxt.text == "("
+            if name == "_":
+                self.take()
+                return Wildcard(self.loc(tok)), 0
+            if name == "as" and calls:
+                raise self.unsupported("'as(...)' (type casts)")
+            if name in AGGREGATES and not calls:
+                raise self.unsupported(f"the aggregate '{name}'")
+            if calls and name in FUNCTORS:
+                raise self.unsupported(f"the functor '{name}'")
+            if calls:
+                raise self.error(f"'{name}(...)' cannot be used as a term (functors are not "
+                                 "supported)")
+            if name == "nil":
+                raise self.unsupported("'nil' (records)")
+            self.take()
+            return Var(name, self.loc(tok)), 0
+        if self.at("("):
+            self.take()
+            self.nest()
+            term, depth = self.additive()
+            self.depth -= 1
+            self.expect(")")
+            return term, depth
+        if self.at("@"):
+            nxt = self.peek()
+            shown = "@" + nxt.text if nxt.kind == "ident" and nxt.pos == tok.pos + 1 else "@"
+            raise self.unsupported(f"'{shown}' (user-defined functors)")
+        if self.at("["):
+            raise self.unsupported("'[...]' (records)")
+        if self.at("$"):
+            raise self.unsupported("'$' (ADT constructors and counters)")
+        raise self.expected("a term")

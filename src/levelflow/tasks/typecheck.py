@@ -1,0 +1,177 @@
+"""Types: user types resolved to primitives, and the primitive type of every term in a rule.
+
+A term's type is one of the PRIMITIVES, "int" (an integer constant, which fits number,
+unsigned and float as in Soufflé 2) or None (unknown: an unbound variable, reported elsewhere).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Protocol
+
+from levelflow.tasks.ast import PRIMITIVES, BinOp, Const, Loc, Term, Var, Wildcard
+from levelflow.tasks.parser import TypeDef
+from levelflow.tasks.strata import strongly_connected
+
+NUMERIC = ("number", "unsigned", "float")
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+UNKNOWN = "?"  # the primitive of an attribute whose type could not be resolved (already reported)
+
+
+class Report(Protocol):
+    """Where problems go; `needs_rest` marks one that later text could fix (a missing name)."""
+
+    def __call__(self, loc: Loc, what: str, *, needs_rest: bool = False) -> None: ...
+
+
+def resolve_types(defs: list[TypeDef], report: Report) -> dict[str, str]:
+    """Return each user type's primitive (UNKNOWN when it cannot be resolved, after reporting)."""
+    by_name: dict[str, TypeDef] = {}
+    for d in defs:
+        if d.name in PRIMITIVES:
+            report(d.loc, f"cannot redefine the primitive type '{d.name}'")
+        elif d.name in by_name:
+            first = by_name[d.name].loc
+            report(d.loc, f"type '{d.name}' is already defined at {first.line}:{first.col}")
+        else:
+            by_name[d.name] = d
+    names = list(by_name)
+    ids = {name: i for i, name in enumerate(names)}
+    succ = [[ids[b.name] for b in by_name[name].bases if b.name in ids] for name in names]
+    resolved: dict[str, str] = {}
+    # Tarjan emits a type after every type it is defined from, so bases resolve first.
+    for comp in strongly_connected(len(names), succ):
+        if len(comp) > 1 or comp[0] in succ[comp[0]]:
+            for i in comp:
+                d = by_name[names[i]]
+                report(d.loc, f"type '{d.name}' is defined in terms of itself")
+                resolved[d.name] = UNKNOWN
+            continue
+        d = by_name[names[comp[0]]]
+        prims: list[str] = []
+        for base in d.bases:
+            if base.name in PRIMITIVES:
+                prims.append(base.name)
+            elif base.name in resolved:
+                prims.append(resolved[base.name])
+            else:
+                report(base.loc, f"unknown type '{base.name}'", needs_rest=True)
+                prims.append(UNKNOWN)
+        known = sorted(set(prims) - {UNKNOWN})
+        if UNKNOWN in prims:
+            resolved[d.name] = UNKNOWN
+        elif len(known) > 1:
+            report(d.loc, f"union type '{d.name}' mixes the primitive types {' and '.join(known)}")
+            resolved[d.name] = UNKNOWN
+        else:
+            resolved[d.name] = known[0]
+    return resolved
+
+
+def show(term: Term) -> str:
+    """Return a short source-like rendering of a term for messages."""
+    if isinstance(term, Const):
+        if term.kind == "symbol":
+            text = term.value if len(term.value) <= 30 else term.value[:27] + "..."
+            return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        return repr(term.value)
+    if isinstance(term, Var):
+        return term.name
+    if isinstance(term, Wildcard):
+        return "_"
+    return "expression"
+
+
+def fits(declared: str, got: str | None, term: Term) -> bool:
+    """Return True when a term of type `got` may stand at an attribute of type `declared`."""
+    if got is None or declared == UNKNOWN or declared == got:
+        return True
+    if got == "int" and declared in NUMERIC:
+        return not (declared == "unsigned" and isinstance(term, Const) and term.value < 0)
+    return False
+
+
+def comparable(a: str | None, b: str | None) -> bool:
+    """Return True when terms of types a and b may be compared."""
+    if a is None or b is None or a == b:
+        return True
+    return (a == "int" and b in NUMERIC) or (b == "int" and a in NUMERIC)
+
+
+def describe(term: Term, got: str | None) -> str:
+    """Return how a mismatching term is named in a message."""
+    if isinstance(term, Const):
+        if term.kind == "number" and isinstance(term.value, int) and term.value < 0:
+            return f"the constant {show(term)} is negative"
+        return f"the constant {show(term)} is a {term.kind}"
+    if isinstance(term, Var):
+        return f"the variable '{term.name}' is {got}"
+    return f"the expression is {got}"
+
+
+class TermTyper:
+    """Infers term types from variable types, reporting arithmetic on symbols or mixed types."""
+
+    __slots__ = ("vars", "report")
+
+    def __init__(self, var_types: dict[str, str], report: Report) -> None:
+        self.vars = var_types
+        self.report = report
+
+    def infer(self, term: Term) -> str | None:
+        """Return the type of `term` (None if unknown), reporting bad arithmetic once."""
+        if isinstance(term, Var):
+            return self.vars.get(term.name)
+        if isinstance(term, Const):
+            return "int" if term.kind == "number" else term.kind
+        if isinstance(term, Wildcard):
+            return None
+        left = self.infer(term.left)
+        right = self.infer(term.right)
+        if left == "symbol" or right == "symbol":
+            self.report(term.loc, f"arithmetic '{term.op}' on a symbol")
+            return None
+        if left is None or left == "int":
+            return right if right is not None else left
+        if right is None or right == "int" or right == left:
+            return left
+        self.report(term.loc, f"type mismatch: arithmetic '{term.op}' mixes {left} and {right}")
+        return None
+
+
+def fold(term: Term, report: Report) -> Const | None:
+    """Return a constant expression evaluated to a Const (C-style / and %), or None on error."""
+    if isinstance(term, Const):
+        return term
+    if not isinstance(term, BinOp):
+        return None
+    left = fold(term.left, report)
+    right = fold(term.right, report)
+    if left is None or right is None:
+        return None
+    if left.kind == "symbol" or right.kind == "symbol":
+        report(term.loc, f"arithmetic '{term.op}' on a symbol")
+        return None
+    kind = "float" if "float" in (left.kind, right.kind) else "number"
+    a, b, op = left.value, right.value, term.op
+    if op in ("/", "%") and b == 0:
+        report(term.loc, "division by zero")
+        return None
+    if op == "+":
+        value = a + b
+    elif op == "-":
+        value = a - b
+    elif op == "*":
+        value = a * b
+    elif kind == "float":
+        value = a / b if op == "/" else math.fmod(a, b)
+    else:
+        # C truncates toward zero; Python's // floors.
+        q = abs(a) // abs(b)
+        q = q if (a >= 0) == (b >= 0) else -q
+        value = q if op == "/" else a - b * q
+    if kind == "number" and not INT64_MIN <= value <= INT64_MAX:
+        # Checked at every step, so integers stay small enough to convert to float later.
+        report(term.loc, f"integer overflow: {value} does not fit in 64 bits")
+        return None
+    return Const(float(value) if kind == "float" else value, kind, term.loc)
