@@ -18,7 +18,7 @@ ValueError naming the task.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from levelflow.tasks.graph import TaskGraph
 
@@ -28,8 +28,11 @@ class Scheduler(ABC):
 
     name = "scheduler"
 
-    def __init__(self, graph: TaskGraph) -> None:
+    def __init__(self, graph: TaskGraph, *, costs: Sequence[float] | None = None) -> None:
         self.graph = graph
+        # Estimated durations per task id when the driver knows them (trace, previous run);
+        # policies may use them, correctness never depends on them.
+        self.costs = costs
 
     @abstractmethod
     def activate(self, tasks: Iterable[int]) -> None:

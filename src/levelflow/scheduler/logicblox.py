@@ -1,0 +1,167 @@
+"""LogicBlox: the production baseline; exact readiness by ancestor-interval queries.
+
+Constant: post numbers and each node's ancestor intervals (levelflow.scheduler.intervals).
+Changes: live = SortedList of the post numbers of the activated unfinished tasks (synced from the
+owner's event logs when consulted); unchecked = activated waiting tasks not yet queried;
+waiters[b] = the tasks whose last query found b as an unfinished activated ancestor.
+
+A task is ready when no post number in `live` other than its own falls in its intervals. A blocked
+task is re-queried only when the blocker it was parked on finishes: until then it cannot be ready.
+Ready tasks are handed out as soon as they are found, so an external activation can never block a
+task this finder is holding.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import deque
+from collections.abc import Sequence
+
+from sortedcontainers import SortedList
+
+from levelflow.scheduler.core import FINISHED, WAITING, ActiveSet, Finder, FinderScheduler
+from levelflow.scheduler.intervals import BYTES_PER_INTERVAL, ancestor_spans
+from levelflow.scheduler.registry import register
+from levelflow.tasks.graph import TaskGraph
+
+
+class IntervalFinder(Finder):
+    """Finds ready tasks with interval queries against the unfinished activated tasks."""
+
+    def __init__(self, owner: ActiveSet) -> None:
+        super().__init__(owner)
+        self.post, self.node_of, self.spans = ancestor_spans(owner.graph)
+        self.intervals = sum(map(len, self.spans)) // 2
+        self.live = SortedList()
+        self.in_live = bytearray(len(owner.graph))
+        self.unchecked: deque[int] = deque()
+        self.waiters: dict[int, list[int]] = {}
+        self.queries = 0
+        self.interval_probes = 0
+        self.released = 0
+        self.rebuilds = 0
+
+    def _sync(self) -> None:
+        """Bring `live` and `unchecked` up to date with the owner's activations and finishes."""
+        owner = self.owner
+        state = owner._state
+        acts, fins = owner._act_log, owner._fin_log
+        post = self.post
+        in_live = self.in_live
+        live = self.live
+        if acts:
+            new = []
+            for v in acts:
+                if state[v] != FINISHED:
+                    in_live[v] = 1
+                    new.append(post[v])
+            self.unchecked.extend(acts)
+            acts.clear()
+            if new:
+                live.update(new)
+        if fins:
+            gone = [v for v in fins if in_live[v]]
+            if len(gone) * 8 > len(live):
+                # Many removals: one filtered rebuild beats a tree removal each.
+                for v in gone:
+                    in_live[v] = 0
+                node_of = self.node_of
+                keep = [p for p in live if in_live[node_of[p]]]
+                live.clear()
+                live.update(keep)
+                self.rebuilds += 1
+            else:
+                for v in gone:
+                    in_live[v] = 0
+                    live.remove(post[v])
+            waiters = self.waiters
+            if waiters:
+                for v in fins:
+                    ws = waiters.pop(v, None)
+                    if ws:
+                        self.released += len(ws)
+                        self.unchecked.extend(ws)
+            fins.clear()
+
+    def blocker(self, v: int) -> int:
+        """Return an activated unfinished proper ancestor of v, or -1 if there is none."""
+        live = self.live
+        # SortedList's public bisect/index rebuild a positional index after every change; its
+        # sublists and their maxima answer "first element >= a" without that.
+        maxes = live._maxes
+        lists = live._lists
+        nm = len(maxes)
+        pv = self.post[v]
+        sp = self.spans[v]
+        probes = 0
+        for j in range(0, len(sp), 2):
+            a = sp[j]
+            probes += 1
+            pos = bisect_left(maxes, a)
+            if pos == nm:
+                break  # nothing live at or above a: later intervals start higher still
+            lst = lists[pos]
+            i = bisect_left(lst, a)
+            x = lst[i]
+            if x == pv:
+                i += 1
+                if i == len(lst):
+                    pos += 1
+                    if pos == nm:
+                        break
+                    lst = lists[pos]
+                    i = 0
+                x = lst[i]
+            if x <= sp[j + 1]:
+                self.interval_probes += probes
+                return self.node_of[x]
+        self.interval_probes += probes
+        return -1
+
+    def find(self, k: int) -> list[int]:
+        """Return up to k waiting tasks with no unfinished activated ancestor."""
+        self._sync()
+        state = self.owner._state
+        unchecked = self.unchecked
+        waiters = self.waiters
+        blocker = self.blocker
+        out: list[int] = []
+        queries = 0
+        while unchecked:
+            v = unchecked.popleft()
+            if state[v] != WAITING:
+                continue  # handed out meanwhile (by LevelBased in a hybrid)
+            queries += 1
+            b = blocker(v)
+            if b < 0:
+                out.append(v)
+                if len(out) >= k:
+                    break
+            else:
+                ws = waiters.get(b)
+                if ws is None:
+                    waiters[b] = [v]
+                else:
+                    ws.append(v)
+        self.queries += queries
+        return out
+
+    def counters(self) -> dict[str, int]:
+        """Return ancestor_queries, interval_probes, intervals, released, rebuilds."""
+        return {"ancestor_queries": self.queries, "interval_probes": self.interval_probes,
+                "intervals": self.intervals, "released": self.released,
+                "rebuilds": self.rebuilds}
+
+    def memory(self) -> int:
+        """Return the interval lists' size: interval count times bytes per interval."""
+        return self.intervals * BYTES_PER_INTERVAL
+
+
+@register("logicblox")
+class LogicBlox(FinderScheduler):
+    """Exact readiness from ancestor interval lists and a sorted list of unfinished tasks."""
+
+    finder_class = IntervalFinder
+
+    def __init__(self, graph: TaskGraph, *, costs: Sequence[float] | None = None) -> None:
+        super().__init__(graph, costs=costs)

@@ -1,0 +1,110 @@
+"""LogicBlox: ancestor interval lists are exact, readiness is exact, blocked tasks are parked."""
+
+from __future__ import annotations
+
+import networkx as nx
+import pytest
+from test_scheduler_driver import drive, exactly_ready, graph_of, random_case
+
+from levelflow.scheduler import LogicBlox
+from levelflow.scheduler.intervals import BYTES_PER_INTERVAL, ancestor_spans, merge
+from levelflow.tasks.graph import TaskGraph
+
+
+def expand(spans: tuple[int, ...]) -> set[int]:
+    """Return the post numbers covered by a flat interval list."""
+    return {p for a, b in zip(spans[::2], spans[1::2], strict=True) for p in range(a, b + 1)}
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_interval_lists_match_networkx_ancestors(seed):
+    g, _, _ = random_case(seed, n=60, p_edge=0.08)
+    post, node_of, spans = ancestor_spans(g)
+    assert sorted(post) == list(range(len(g)))
+    assert all(node_of[post[v]] == v for v in range(len(g)))
+    nxg = nx.DiGraph()
+    nxg.add_nodes_from(range(len(g)))
+    nxg.add_edges_from((u, c) for u in range(len(g)) for c in g.children[u])
+    for v in range(len(g)):
+        want = {post[u] for u in nx.ancestors(nxg, v)} | {post[v]}
+        assert expand(spans[v]) == want
+        sp = spans[v]  # sorted, disjoint, not adjacent: merged as far as possible
+        assert all(sp[i] <= sp[i + 1] for i in range(len(sp) - 1))
+        assert all(sp[i + 1] > sp[i] + 1 for i in range(1, len(sp) - 1, 2))
+
+
+def test_merge_joins_overlapping_and_adjacent_intervals():
+    assert merge([(5, 6), (0, 2), (3, 3), (8, 9), (9, 12)]) == (0, 3, 5, 6, 8, 12)
+
+
+def test_deep_graph_needs_no_recursion():
+    """A 50,000-node chain would overflow a recursive DFS."""
+    n = 50_000
+    g = TaskGraph([str(i) for i in range(n)], [(i, i + 1) for i in range(n - 1)])
+    post, _, spans = ancestor_spans(g)
+    assert spans[n - 1] == (0, n - 1) and post[0] == 0
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_readiness_is_exact_on_random_dags(seed):
+    g, initial, acts = random_case(seed)
+    drive(LogicBlox(g), g, initial, acts, P=len(g), exact=exactly_ready(g, initial, acts))
+
+
+def test_ready_across_levels_on_an_uneven_diamond():
+    """
+        a          a activates b and x; b activates c; x activates nothing
+       / \\
+      b   x        x is slow: LogicBlox still runs c as soon as b is done,
+      |   |        because the only activated ancestors of c are a and b;
+      c   y        d waits for x (an activated ancestor through y).
+       \\ /
+        d
+    """
+    g = graph_of("a>b a>x b>c x>y c>d y>d")
+    i = g.index()
+    s = LogicBlox(g)
+    s.activate([i["a"]])
+    assert s.get_ready(4) == [i["a"]]
+    s.done(i["a"], [i["b"], i["x"]])
+    assert sorted(s.get_ready(4)) == [i["b"], i["x"]]
+    s.done(i["b"], [i["c"]])
+    assert s.get_ready(4) == [i["c"]]
+    s.done(i["c"], [i["d"]])
+    assert s.get_ready(4) == []  # x (ancestor of d through y) still runs
+    s.done(i["x"])
+    assert s.get_ready(4) == [i["d"]]
+
+
+def test_blocked_tasks_are_queried_again_only_when_their_blocker_finishes():
+    """
+           r                 r activates all of w0..w99; each wi waits on r only.
+       /  / \\  \\
+     w0 w1 ... w99
+
+    Asking for ready tasks many times while r runs must not re-query the waiting tasks.
+    """
+    n = 100
+    g = TaskGraph(["r"] + [f"w{i}" for i in range(n)], [(0, i) for i in range(1, n + 1)])
+    s = LogicBlox(g)
+    s.activate(range(n + 1))
+    assert s.get_ready(1) == [0]
+    assert s.get_ready(1) == []  # queries every wi once and parks it on r
+    first = s.counters()["ancestor_queries"]
+    assert first == n + 1
+    for _ in range(50):
+        assert s.get_ready(1) == []
+    assert s.counters()["ancestor_queries"] == first  # nothing changed, nothing re-queried
+    s.done(0)
+    got = s.get_ready(n)
+    assert sorted(got) == list(range(1, n + 1))
+    assert s.counters()["ancestor_queries"] <= 2 * (n + 1)
+
+
+def test_memory_is_interval_count_times_bytes_per_interval():
+    g, _, _ = random_case(1, n=50)
+    s = LogicBlox(g)
+    _, _, spans = ancestor_spans(g)
+    count = sum(len(sp) for sp in spans) // 2
+    assert s.counters()["intervals"] == count
+    assert s.memory() == count * BYTES_PER_INTERVAL
