@@ -1,1 +1,162 @@
-"""CLI commands: simulate."""
+"""`levelflow simulate`: replay a job trace under one or more schedulers and compare them."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from levelflow.cli.app import app
+from levelflow.errors import LevelflowError
+
+LONG_RUN_NODES = 20_000  # below this a run takes well under a second: no progress bar
+
+
+class SimulateUsageError(LevelflowError):
+    """A flag combination `levelflow simulate` cannot honour; str() is one line."""
+
+    exit_code = 2
+
+
+def _split_specs(text: str) -> list[str]:
+    """Return the scheduler specs of a comma-separated list, blanks dropped."""
+    specs = [s.strip() for s in text.split(",") if s.strip()]
+    if not specs:
+        raise SimulateUsageError("--scheduler: give at least one scheduler name")
+    return specs
+
+
+def _ops(counters: dict) -> str:
+    """Return the scheduler's operation counts as one cell, a counter per line."""
+    return "\n".join(f"{k}={v:,}" if isinstance(v, int) else f"{k}={v}"
+                    for k, v in counters.items()) or "-"
+
+
+def _size(n: int) -> str:
+    """Return a byte count in human units."""
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def _table(results, trace, P: int, model: str):
+    """Return the rich comparison table of the results."""
+    from rich.table import Table
+
+    title = (f"{trace.name or 'trace'}: {len(trace.graph):,} nodes, {P} processors, "
+             f"{model} model, lower bound {results[0].lower_bound:.6g} s")
+    table = Table(title=title)
+    for col, just in (("scheduler", "left"), ("makespan (s)", "right"),
+                      ("overhead (s)", "right"), ("utilization", "right"),
+                      ("tasks", "right"), ("ops", "left"), ("memory", "right"),
+                      ("makespan / LB", "right")):
+        # Only the ops cell may wrap: names and figures must stay whole on narrow screens.
+        table.add_column(col, justify=just, no_wrap=col != "ops")
+    for r in results:
+        table.add_row(r.scheduler, f"{r.makespan:.6g}", f"{r.overhead_s:.4f}",
+                      f"{r.utilization:.1%}", f"{r.tasks:,}", _ops(r.counters), _size(r.memory),
+                      f"{r.makespan_over_lower_bound:.3f}")
+    return table
+
+
+@app.command("simulate")
+def simulate_cmd(
+    trace_path: Annotated[Path, typer.Argument(metavar="TRACE", help="A jobtrace/1 file "
+                                               "(.json or .json.gz).")],
+    scheduler: Annotated[str, typer.Option(
+        "--scheduler", "-s", help="Comma-separated scheduler specs, e.g. levelbased,lookahead:15,"
+        "logicblox,hybrid, or pkg.mod:Class.")] = "levelbased",
+    processors: Annotated[int | None, typer.Option(
+        "--processors", "-P", min=1, help="Simulated processors (default: the trace's, else 8).")
+    ] = None,
+    model: Annotated[str, typer.Option(
+        "--model", help="serial: a task holds one processor; parallel: a task's work spreads "
+        "over the idle processors.")] = "serial",
+    charge_overhead: Annotated[bool, typer.Option(
+        "--charge-overhead", help="Add the real time of each scheduler call to the clock.")
+    ] = False,
+    schedule: Annotated[Path | None, typer.Option(
+        "--schedule", help="Write the schedule/1 CSV here (one scheduler only).")] = None,
+    gantt: Annotated[Path | None, typer.Option(
+        "--gantt", help="Write a Gantt chart PNG here (one scheduler only).")] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print one JSON object per scheduler, one per line.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No table, no progress bar.")
+                     ] = False,
+) -> None:
+    """Replay a job trace under schedulers on P simulated processors and compare them."""
+    from levelflow.simulator import SchedulerStall, default_processors, simulate
+    from levelflow.simulator.bounds import MODELS
+    from levelflow.simulator.replay import build_scheduler
+
+    specs = _split_specs(scheduler)
+    if model not in MODELS:
+        raise SimulateUsageError(f"--model: unknown model {model!r} "
+                                 f"(choose from {', '.join(MODELS)})")
+    for flag, value in (("--schedule", schedule), ("--gantt", gantt)):
+        if value is not None and len(specs) != 1:
+            raise SimulateUsageError(f"{flag} needs exactly one scheduler, got {len(specs)}: "
+                                     f"{','.join(specs)}")
+    from levelflow.traces import load_trace
+
+    trace = load_trace(trace_path)
+    P = default_processors(trace, processors)
+    # Build every scheduler before running any, so a bad name fails before output starts.
+    built = [build_scheduler(spec, trace) for spec in specs]
+    show_progress = (not (as_json or quiet) and len(trace.graph) >= LONG_RUN_NODES
+                     and sys.stderr.isatty())
+    record = schedule is not None or gantt is not None
+    results = []
+    for spec, (sched, _, setup_s) in zip(specs, built, strict=True):
+        try:
+            if show_progress:
+                result = _with_progress(trace, sched, spec, P, model, charge_overhead, record)
+            else:
+                result = simulate(trace, sched, P, model=model, charge_overhead=charge_overhead,
+                                  record_schedule=record, label=spec)
+        except SchedulerStall as e:
+            print(f"levelflow: error: {e}", file=sys.stderr)
+            raise typer.Exit(3) from None
+        result.setup_s = setup_s  # built above, before the run
+        results.append(result)
+        if as_json:
+            print(json.dumps(result.to_dict()), flush=True)
+    if schedule is not None:
+        from levelflow.traces import write_schedule
+
+        write_schedule(results[0].schedule, trace, schedule)
+    if gantt is not None:
+        from levelflow.simulator.gantt import plot_gantt
+
+        plot_gantt(results[0].schedule, P, gantt,
+                   title=f"{trace.name or trace_path.name}: {specs[0]}, P={P}")
+    if not (as_json or quiet):
+        from rich.console import Console
+
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=160)  # a pipe or file has no width: do not cut the table
+        console.print(_table(results, trace, P, model))
+
+
+def _with_progress(trace, sched, spec: str, P: int, model: str, charge: bool, record: bool):
+    """Return simulate(...) run under a transient rich progress bar on stderr."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from levelflow.simulator import simulate
+
+    with Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
+        job = bar.add_task(spec, total=None)
+
+        def tick(done: int, total: int) -> None:
+            bar.update(job, completed=done, total=total)
+
+        return simulate(trace, sched, P, model=model, charge_overhead=charge,
+                        record_schedule=record, progress=tick, label=spec)
