@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import os
+import sys
 from collections.abc import Callable, Sequence
 
 from levelflow.errors import LevelflowError
@@ -71,6 +73,10 @@ def _known() -> str:
 def _import_path(path: str, spec: str) -> type[Scheduler]:
     """Return the class named by `package.module:Class`."""
     module_name, _, attr = path.partition(":")
+    # Console scripts do not put the working directory on sys.path the way `python -m` does;
+    # users expect `--scheduler mymodule:Class` to find ./mymodule.py.
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
