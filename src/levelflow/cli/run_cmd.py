@@ -1,1 +1,143 @@
-"""CLI commands: run."""
+"""CLI commands: run (evaluate a Datalog program on Spark, Soufflé-style -F/-D directories)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from levelflow.cli.app import app
+from levelflow.errors import LevelflowError
+
+
+@contextmanager
+def _jvm_stderr_to(path: Path):
+    """Point fd 2 at `path` while the JVM starts, so it (and only it) logs there for good."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.dup2(fd, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(fd)
+
+
+def _quiet_pyspark_loggers() -> None:
+    """Silence PySpark's Python-side error loggers: a failed run is reported in one line."""
+    from pyspark.logger import PySparkLogger
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).disabled = True
+
+
+def _prepare(program: Path, factdir: Path, outdir: Path, scheduler: str, jobs: int,
+             checkpoint: str):
+    """Return (ProgramTasks, scheduler) after every check that needs no Spark; raise one line."""
+    from levelflow.engine.runner import RunError, check_fact_files, check_run_args
+    from levelflow.scheduler import make_scheduler
+    from levelflow.tasks import build_tasks, load_program
+
+    check_run_args(jobs, checkpoint)
+    program_tasks = build_tasks(load_program(program))
+    try:
+        sched = make_scheduler(scheduler, program_tasks.graph)
+    except LevelflowError as e:
+        raise RunError(f"--scheduler: {e}") from None  # a bad flag: exit 1 like the others
+    if not factdir.is_dir():
+        raise RunError(f"{factdir}: error: fact directory does not exist")
+    check_fact_files(program_tasks.program, factdir)
+    if outdir.exists() and not outdir.is_dir():
+        raise RunError(f"{outdir}: error: output directory is not a directory")
+    return program_tasks, sched
+
+
+@app.command("run")
+def run_command(
+    program: Annotated[Path, typer.Argument(help="The Datalog program (.dl, Soufflé syntax).")],
+    factdir: Annotated[Path, typer.Option(
+        "-F", "--fact-dir", help="Directory of the .input fact files.")] = Path("."),
+    outdir: Annotated[Path, typer.Option(
+        "-D", "--output-dir", help="Directory for the .output files.")] = Path("."),
+    scheduler: Annotated[str, typer.Option(
+        "--scheduler", "-s", help="Scheduler spec: hybrid, levelbased, lookahead:K, logicblox, "
+        "signal, pkg.mod:Class, ...")] = "hybrid",
+    jobs: Annotated[int, typer.Option("-j", "--jobs", help="Tasks evaluated concurrently.")] = 2,
+    master: Annotated[str, typer.Option(
+        "--master", help="Spark master URL (local[*], spark://host:7077, yarn, k8s://...).")
+    ] = "local[*]",
+    trace_out: Annotated[Path | None, typer.Option(
+        "--trace-out", help="Write the run as a jobtrace/1 file.")] = None,
+    schedule_out: Annotated[Path | None, typer.Option(
+        "--schedule", help="Write the run's schedule/1 CSV (wall time, slot = worker).")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False,
+    checkpoint: Annotated[str, typer.Option(
+        "--checkpoint", help="How fixpoint deltas cut their plans: local|reliable.")] = "local",
+    driver_memory: Annotated[str, typer.Option(
+        "--driver-memory", help="Spark driver memory.")] = "2g",
+    spark_log: Annotated[Path | None, typer.Option(
+        "--spark-log", help="Keep Spark's own log in this file (default: a temp file, "
+        "removed unless Spark failed).")] = None,
+    state: Annotated[Path | None, typer.Option(
+        "--state", help="Keep the maintained state here (epoch 0) for `levelflow update`.")
+    ] = None,
+) -> None:
+    """Evaluate PROGRAM from scratch on Spark; print 'ran k of N tasks' and .printsize counts."""
+    from levelflow.engine.progress import make_progress
+    from levelflow.engine.runner import RunError, run_program
+
+    program_tasks, sched = _prepare(program, factdir, outdir, scheduler, jobs, checkpoint)
+    if state is not None:
+        from levelflow.engine.incremental.state import StateDir, StateError
+
+        if StateDir(state).exists():
+            raise StateError(f"{state}: error: already holds a state; use `levelflow update`")
+    log = spark_log or Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
+    keep_log = spark_log is not None
+    progress = make_progress(quiet)
+    spark = None
+    ckdir = None
+    try:
+        from levelflow.engine.session import make_session
+
+        _quiet_pyspark_loggers()
+        progress.start(program_tasks.graph.names)
+        progress.phase(f"starting Spark ({master})")
+        with _jvm_stderr_to(log):
+            spark = make_session(master=master, driver_memory=driver_memory)
+        progress.phase("")
+        if checkpoint == "reliable":
+            ckdir = tempfile.mkdtemp(prefix="levelflow-checkpoints-")
+            spark.sparkContext.setCheckpointDir(ckdir)
+        if state is not None:  # the run is the maintained state's epoch 0
+            from levelflow.engine.incremental.session_api import run_with_state
+
+            progress.stop()
+            run_with_state(spark, program_tasks, factdir, outdir, state, sched, jobs)
+            return
+        try:
+            result = run_program(spark, program_tasks, factdir, outdir, scheduler=sched,
+                                 jobs=jobs, trace_out=trace_out, schedule_out=schedule_out,
+                                 progress=progress, checkpoint=checkpoint)
+        except RunError as e:
+            keep_log = True  # a Spark failure: its log tells why
+            raise RunError(f"{e} (Spark log: {log})") from None
+        print(result.summary())
+        for name, count in result.printsize.items():
+            print(f"{name}\t{count}")
+    finally:
+        progress.stop()
+        if spark is not None:
+            spark.stop()
+        if ckdir is not None:
+            shutil.rmtree(ckdir, ignore_errors=True)
+        if not keep_log:
+            log.unlink(missing_ok=True)

@@ -25,6 +25,14 @@ def _log4j_file() -> Path:
     return path
 
 
+def _loopback_master(master: str) -> bool:
+    """Return True for a standalone master URL on the loopback interface (spark://127.0.0.1:P)."""
+    if not master.startswith("spark://"):
+        return False
+    hosts = [h.rsplit(":", 1)[0] for h in master[len("spark://"):].split(",")]
+    return all(h in ("127.0.0.1", "localhost") for h in hosts)
+
+
 def make_session(master: str = "local[*]", shuffle_partitions: int = 2,
                  driver_memory: str = "2g", app_name: str = "levelflow", java_options: str = "",
                  extra: dict | None = None):
@@ -45,8 +53,9 @@ def make_session(master: str = "local[*]", shuffle_partitions: int = 2,
         .config("spark.driver.extraJavaOptions", java_opts)
         .config("spark.executor.extraJavaOptions", java_opts)
     )
-    if master.startswith("local"):
-        # Local runs bind to loopback; a cluster master must reach the driver, so leave it alone.
+    if master.startswith("local") or _loopback_master(master):
+        # Local runs bind to loopback; so does a standalone master on this host (its executors
+        # connect back to 127.0.0.1). A remote master must reach the driver: leave it alone.
         builder = builder.config("spark.driver.host", "127.0.0.1").config(
             "spark.driver.bindAddress", "127.0.0.1")
     for key, value in (extra or {}).items():

@@ -1,0 +1,55 @@
+"""The Python entry points: load a program, run it on a SparkSession, read the relations back.
+
+    prog = levelflow.load("examples/tc/program.dl")
+    result = levelflow.run(prog, "examples/tc/facts", spark=spark, jobs=2)
+    result.relation("path").count(); result.ran, result.total
+
+A session passed in is used as it is: nothing here sets its config (only thread-local properties
+while tasks run). Without one, `run` starts (or reuses) a local session and leaves it running so
+that the returned DataFrames stay usable.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from levelflow.engine.runner import RunError, RunResult, run_program
+from levelflow.tasks.ast import Program
+from levelflow.tasks.tasks import ProgramTasks
+
+
+def load(path: str | os.PathLike) -> ProgramTasks:
+    """Return the program at `path` parsed, checked and condensed into tasks."""
+    from levelflow.tasks import build_tasks, load_program
+
+    return build_tasks(load_program(path))
+
+
+def _as_tasks(program: str | os.PathLike | Program | ProgramTasks) -> ProgramTasks:
+    """Return ProgramTasks for a path, a parsed Program, or ProgramTasks as they are."""
+    if isinstance(program, ProgramTasks):
+        return program
+    if isinstance(program, Program):
+        from levelflow.tasks import build_tasks
+
+        return build_tasks(program)
+    return load(program)
+
+
+def run(program: str | os.PathLike | Program | ProgramTasks, factdir=None, outdir=None, *,
+        spark=None, master: str = "local[*]", scheduler="hybrid", jobs: int = 2,
+        checkpoint: str = "local", trace_out=None, schedule_out=None,
+        progress=None) -> RunResult:
+    """Return the RunResult of running `program` from scratch on `spark` (or a local session)."""
+    program_tasks = _as_tasks(program)
+    if spark is None:
+        from levelflow.engine.session import make_session
+
+        spark = make_session(master=master)
+    if checkpoint == "reliable" and not spark.sparkContext.getCheckpointDir():
+        raise RunError("checkpoint: 'reliable' needs a checkpoint directory on the session "
+                       "(spark.sparkContext.setCheckpointDir(...))")
+    return run_program(spark, program_tasks, Path(factdir) if factdir is not None else None,
+                       outdir, scheduler=scheduler, jobs=jobs, trace_out=trace_out,
+                       schedule_out=schedule_out, progress=progress, checkpoint=checkpoint)

@@ -1,0 +1,191 @@
+"""Soufflé fact files in and out: `.facts` reading (validated, then loaded by Spark) and writing.
+
+Input format (Soufflé's): one tuple per line, fields split by a literal delimiter (TAB unless
+given; several characters allowed), no quoting or escaping, a trailing CR dropped, extra fields
+ignored. A nullary relation holds when its file has at least one line.
+Output format: no header, one line per tuple, numbers in decimal, floats as C's `%g`, `()` for a
+nullary relation that holds, an empty file for an empty relation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from levelflow.engine.types import SQL_TYPES, empty_relation, relation_schema
+from levelflow.errors import LevelflowError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from levelflow.tasks.ast import IO, Decl
+
+# empty_relation and relation_schema live in engine.types; they are re-exported here because
+# callers that do I/O (the runner) reach for them next to read_facts/write_relation.
+__all__ = ["COLLECT_ROWS", "FactError", "empty_relation", "format_rows", "format_value",
+           "input_path", "io_delimiter", "output_path", "read_facts", "relation_schema",
+           "validate_facts", "write_relation"]
+
+# Relations up to this many rows are written from one collect(); bigger ones are streamed.
+COLLECT_ROWS = 50_000
+_LONG_MAX = 2**63 - 1
+_LONG_MIN = -(2**63)
+# A subset of what Java's Double.parseDouble accepts, so a validated field always casts in Spark.
+_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+class FactError(LevelflowError):
+    """A fact file is missing or malformed; str() is `path:line:col: error: ...`."""
+
+
+def input_path(io: IO, factdir: str | Path) -> Path:
+    """Return the fact file of an `.input`: `filename=` (relative to factdir) or R.facts."""
+    return Path(factdir) / (io.option("filename") or f"{io.relation}.facts")
+
+
+def output_path(io: IO, outdir: str | Path) -> Path:
+    """Return the file of an `.output`: `filename=` (relative to outdir) or R.csv."""
+    return Path(outdir) / (io.option("filename") or f"{io.relation}.csv")
+
+
+def io_delimiter(io: IO | None) -> str:
+    """Return the field delimiter of a directive (`delimiter=` option, TAB by default)."""
+    return (io.option("delimiter") if io is not None else None) or "\t"
+
+
+def _check_field(field: str, primitive: str) -> str | None:
+    """Return why `field` is not a valid value of the primitive type, or None if it is."""
+    if primitive == "symbol":
+        return None
+    if primitive == "float":
+        return None if _FLOAT.fullmatch(field) else "not a float"
+    digits = field[1:] if field[:1] in "+-" else field
+    if not (digits.isascii() and digits.isdigit()):
+        return "not a number" if primitive == "number" else "not an unsigned number"
+    value = int(field)
+    if primitive == "unsigned" and value < 0:
+        return "not an unsigned number"
+    if not _LONG_MIN <= value <= _LONG_MAX:
+        return "out of the 64-bit range"
+    return None
+
+
+def _lines(path: Path) -> list[str]:
+    """Return the file's lines split on LF only (as Spark's reader is told to), CR dropped."""
+    try:
+        text = path.read_bytes().decode("utf-8", errors="replace")
+    except OSError as e:
+        raise FactError(f"{path}:1:1: error: cannot read fact file ({e.strerror})") from None
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def validate_facts(path: Path, decl: Decl, delimiter: str) -> int:
+    """Return the number of lines of a fact file after checking every field; raise FactError."""
+    if not delimiter:
+        raise FactError(f"{path}:1:1: error: empty delimiter for relation {decl.name}")
+    lines = _lines(path)
+    arity = decl.arity
+    if arity == 0:
+        return len(lines)
+    width = len(delimiter)
+    checked = [(i, t) for i, t in enumerate(decl.types) if t != "symbol"]
+    for lineno, line in enumerate(lines, 1):
+        if line.endswith("\r"):
+            line = line[:-1]
+        fields = line.split(delimiter, arity)
+        if len(fields) < arity:
+            raise FactError(f"{path}:{lineno}:{len(line) + 1}: error: {decl.name} expects "
+                            f"{arity} fields, found {len(fields)}")
+        for i, primitive in checked:
+            why = _check_field(fields[i], primitive)
+            if why is not None:
+                col = 1 + sum(len(f) for f in fields[:i]) + i * width
+                raise FactError(f"{path}:{lineno}:{col}: error: field {i + 1} "
+                                f"{fields[i]!r} is {why} ({decl.name}.{decl.attrs[i]})")
+    return len(lines)
+
+
+def _java_literal(text: str) -> str:
+    """Return a Java regex that matches `text` literally (every non-alphanumeric char escaped)."""
+    return "".join(c if c.isalnum() else "\\" + c for c in text)
+
+
+def _hadoop_path(path: Path) -> str:
+    """Return the path with Hadoop glob characters escaped, so Spark reads exactly that file."""
+    return re.sub(r"([\\*?\[\]{}])", r"\\\1", str(path.resolve()))
+
+
+def read_facts(spark: SparkSession, decl: Decl, path: str | Path,
+               delimiter: str = "\t") -> DataFrame:
+    """Return the distinct tuples of a validated fact file as a DataFrame (c0..c{n-1})."""
+    import pyspark.sql.functions as F
+
+    path = Path(path)
+    count = validate_facts(path, decl, delimiter)
+    if count == 0:
+        return empty_relation(spark, decl)
+    if decl.arity == 0:
+        return spark.createDataFrame([(True,)], relation_schema(decl))
+    # Spark splits on LF only, like the validation pass, so line numbers and tuples agree.
+    text = spark.read.text(_hadoop_path(path), lineSep="\n")
+    line = F.regexp_replace(F.col("value"), "\r\\z", "")  # only the very last CR, as above
+    parts = F.split(line, _java_literal(delimiter), -1)
+    cols = []
+    for i, primitive in enumerate(decl.types):
+        field = parts.getItem(i)
+        if primitive != "symbol":
+            field = field.cast(SQL_TYPES[primitive])
+        cols.append(field.alias(f"c{i}"))
+    return text.select(*cols).distinct()
+
+
+def format_value(value: object, primitive: str) -> str:
+    """Return one field as Soufflé prints it (floats like C's `%g`)."""
+    if primitive == "float":
+        return f"{value:g}"
+    return str(value)
+
+
+def format_rows(rows: Iterable, decl: Decl, delimiter: str = "\t") -> Iterator[str]:
+    """Return an iterator of output lines (with newline) for rows of a relation."""
+    types = decl.types
+    if decl.arity == 0:
+        for _ in rows:
+            yield "()\n"
+            return
+        return
+    plain = all(t != "float" for t in types)
+    for row in rows:
+        if plain:
+            yield delimiter.join(map(str, row)) + "\n"
+        else:
+            yield delimiter.join(format_value(v, t) for v, t in zip(row, types, strict=True)) + "\n"
+
+
+def write_relation(df: DataFrame, decl: Decl, path: str | Path, delimiter: str = "\t", *,
+                   sort: bool = True) -> int:
+    """Return the number of tuples written to `path` (Soufflé .csv format, streamed, sorted)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if decl.arity == 0:
+        rows = df.limit(1).collect()
+    else:
+        # One job fetches a small relation whole; a big one is sorted by Spark and streamed
+        # a partition at a time, so the driver never holds it all.
+        rows = df.limit(COLLECT_ROWS + 1).collect()
+        if len(rows) <= COLLECT_ROWS:
+            if sort:
+                rows.sort()
+        else:
+            rows = (df.orderBy(*df.columns) if sort else df).toLocalIterator()
+    count = 0
+    with path.open("w", encoding="utf-8", newline="\n") as out:
+        for line in format_rows(rows, decl, delimiter):
+            out.write(line)
+            count += 1
+    return count

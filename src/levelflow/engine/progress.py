@@ -1,0 +1,119 @@
+"""What the dispatch loop reports while it runs: nothing, or a live rich line on a terminal.
+
+Constant: the task names and N. Changes: activated / running / done sets, updated by the loop's
+main thread only (rich's refresh thread only reads them).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+
+
+class Progress:
+    """The reporting hooks the runner calls; this base class reports nothing."""
+
+    def start(self, names: Sequence[str]) -> None:
+        """Begin a run over tasks with these names (ids are positions)."""
+
+    def activated(self, tasks: Iterable[int]) -> None:
+        """Record tasks the scheduler was told are activated."""
+
+    def started(self, task: int) -> None:
+        """Record that a task was handed to a worker."""
+
+    def finished(self, task: int, seconds: float) -> None:
+        """Record that a task finished after `seconds` of wall time."""
+
+    def phase(self, text: str) -> None:
+        """Show what the run is doing outside task evaluation (e.g. writing outputs)."""
+
+    def stop(self) -> None:
+        """End the display (also after an error)."""
+
+
+class RichProgress(Progress):
+    """A transient one-line display: tasks done / activated, the running ones, elapsed time."""
+
+    def __init__(self, console=None) -> None:
+        from rich.console import Console
+
+        self.console = console or Console()
+        self._live = None
+        self._names: Sequence[str] = ()
+        self._activated: set[int] = set()
+        self._running: dict[int, float] = {}
+        self._done = 0
+        self._phase = ""
+        self._t0 = time.perf_counter()
+
+    def start(self, names: Sequence[str]) -> None:
+        """Begin a run and start the live display (already live: just take the names)."""
+        from rich.live import Live
+        from rich.spinner import Spinner
+
+        self._names = names
+        if self._live is None:
+            self._t0 = time.perf_counter()
+            self._spinner = Spinner("dots")
+            self._live = Live(self, console=self.console, transient=True, refresh_per_second=4)
+            self._live.start()
+
+    def activated(self, tasks: Iterable[int]) -> None:
+        """Record activated tasks."""
+        self._activated.update(tasks)
+
+    def started(self, task: int) -> None:
+        """Record a task handed to a worker."""
+        self._running[task] = time.perf_counter()
+
+    def finished(self, task: int, seconds: float) -> None:
+        """Record a finished task."""
+        self._running.pop(task, None)
+        self._done += 1
+
+    def phase(self, text: str) -> None:
+        """Show a phase outside task evaluation."""
+        self._phase = text
+
+    def stop(self) -> None:
+        """Stop the live display, leaving the terminal clean."""
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def render(self):
+        """Return the current status line as a rich renderable."""
+        from rich.text import Text
+
+        now = time.perf_counter()
+        line = Text()
+        if self._names:
+            line.append(f"{self._done} of {len(self._activated)} activated tasks done",
+                        style="bold")
+            line.append(f" ({len(self._names)} in all)", style="dim")
+        if self._running:
+            running = ", ".join(f"{self._names[v]} {now - t:.0f}s"
+                                for v, t in sorted(self._running.items()))
+            line.append("  running: ")
+            line.append(running, style="cyan")
+        if self._phase:
+            line.append(f"  {self._phase}", style="yellow")
+        line.append(f"  {now - self._t0:.1f}s", style="dim")
+        return line
+
+    def __rich__(self):
+        # Live re-renders on every refresh, so the elapsed times tick without events.
+        self._spinner.update(text=self.render())
+        return self._spinner
+
+
+def make_progress(quiet: bool = False, console=None) -> Progress:
+    """Return a live display when writing to a terminal and not quiet, else a silent one."""
+    if quiet:
+        return Progress()
+    if console is None:
+        from rich.console import Console
+
+        console = Console()
+    return RichProgress(console) if console.is_terminal else Progress()

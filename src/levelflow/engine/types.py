@@ -1,0 +1,69 @@
+"""Datalog types as Spark types: positional columns c0..c{n-1}, one Spark type per primitive.
+
+Constant: the mapping number/unsigned -> LongType, float -> DoubleType, symbol -> StringType.
+A nullary relation is one BooleanType column `c0`: one row (True) when it holds, none otherwise,
+so that every relation keeps at least one column and Spark joins, unions and distincts just work.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql.types import (
+    BooleanType,
+    DataType,
+    DoubleType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from levelflow.tasks.ast import Decl
+
+_SPARK_TYPES: dict[str, DataType] = {
+    "number": LongType(),
+    "unsigned": LongType(),
+    "float": DoubleType(),
+    "symbol": StringType(),
+}
+
+# The SQL type names, for Column.cast.
+SQL_TYPES: dict[str, str] = {"number": "bigint", "unsigned": "bigint", "float": "double",
+                             "symbol": "string"}
+
+
+def spark_type(primitive: str) -> DataType:
+    """Return the Spark type that stores a value of the given primitive Datalog type."""
+    try:
+        return _SPARK_TYPES[primitive]
+    except KeyError:
+        raise ValueError(f"unknown primitive type {primitive!r}") from None
+
+
+def column_names(arity: int) -> list[str]:
+    """Return the internal column names of a relation of this arity (c0 for a nullary one)."""
+    return [f"c{i}" for i in range(max(arity, 1))]
+
+
+def relation_schema(decl: Decl) -> StructType:
+    """Return the Spark schema of a declared relation (positional columns c0..c{n-1})."""
+    if decl.arity == 0:
+        return StructType([StructField("c0", BooleanType(), True)])
+    return StructType([StructField(f"c{i}", spark_type(t), True)
+                       for i, t in enumerate(decl.types)])
+
+
+def empty_relation(spark: SparkSession, decl: Decl) -> DataFrame:
+    """Return an empty DataFrame with the relation's schema."""
+    return spark.createDataFrame([], relation_schema(decl))
+
+
+def rows_frame(spark: SparkSession, decl: Decl, rows: list[tuple]) -> DataFrame:
+    """Return a DataFrame of the given Python tuples with the relation's schema (nullary: `()`)."""
+    if decl.arity == 0:
+        rows = [(True,)] if rows else []
+    return spark.createDataFrame(rows, relation_schema(decl))

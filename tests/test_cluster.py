@@ -1,0 +1,134 @@
+"""`levelflow run --master spark://...` on a real standalone cluster gives the local run's outputs.
+
+A Spark standalone master and one worker (1 core, 1g) are started on 127.0.0.1 from the pyspark
+installation; the run happens in a subprocess because this test session already owns a local
+SparkContext in-process. Both daemons are stopped whatever happens.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "pointsto"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _spark_home() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
+
+
+def _master_status(webui_port: int) -> dict:
+    """Return the master's JSON status page ({} while it is unreachable)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{webui_port}/json/", timeout=2) as r:
+            return json.load(r)
+    except OSError:
+        return {}
+
+
+def _alive_workers(webui_port: int) -> int:
+    """Return the number of ALIVE workers the master reports."""
+    return sum(1 for w in _master_status(webui_port).get("workers", [])
+               if w.get("state") == "ALIVE")
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop a daemon started in its own process group: TERM, then KILL after 15 s."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(15)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(5)
+
+
+@pytest.fixture(scope="module")
+def standalone_master(tmp_path_factory):
+    """Yield the spark:// URL of a running standalone master with one registered worker."""
+    home = _spark_home()
+    logs = tmp_path_factory.mktemp("spark-standalone")
+    env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOG_DIR=str(logs))
+    port, ui, worker_ui = _free_port(), _free_port(), _free_port()
+    spark_class = str(home / "bin" / "spark-class")
+    procs = []
+    try:
+        procs.append(subprocess.Popen(
+            [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+             "--port", str(port), "--webui-port", str(ui)],
+            env=env, stdout=open(logs / "master.log", "w"), stderr=subprocess.STDOUT,
+            start_new_session=True))
+        procs.append(subprocess.Popen(
+            [spark_class, "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
+             "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
+             "--webui-port", str(worker_ui), "--work-dir", str(logs / "work")],
+            env=env, stdout=open(logs / "worker.log", "w"), stderr=subprocess.STDOUT,
+            start_new_session=True))
+        deadline = time.monotonic() + 60
+        while _alive_workers(ui) < 1:
+            dead = [p.args[1] for p in procs if p.poll() is not None]
+            if dead or time.monotonic() > deadline:
+                tail = (logs / "worker.log").read_text()[-2000:]
+                pytest.fail(f"standalone cluster did not come up ({dead or 'timeout'}): {tail}")
+            time.sleep(0.3)
+        yield f"spark://127.0.0.1:{port}", ui
+    finally:
+        for proc in reversed(procs):
+            _stop(proc)
+
+
+def _sorted_lines(directory: Path) -> dict[str, list[str]]:
+    return {p.name: sorted(p.read_text().splitlines()) for p in sorted(directory.glob("*.csv"))}
+
+
+def test_run_on_standalone_cluster_matches_local_run(standalone_master, spark, tmp_path):
+    master_url, master_ui = standalone_master
+    from levelflow.engine.api import load
+    from levelflow.engine.runner import run_program
+
+    cluster_out = tmp_path / "cluster"
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)  # executors' Python = this venv's
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "levelflow", "run", str(EXAMPLE / "program.dl"),
+         "-F", str(EXAMPLE / "facts"), "-D", str(cluster_out), "--master", master_url,
+         "--driver-memory", "1g", "-j", "2", "--quiet"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        # The local run happens in-process while the cluster run is going.
+        local_out = tmp_path / "local"
+        local = run_program(spark, load(EXAMPLE / "program.dl"), EXAMPLE / "facts", local_out,
+                            scheduler="levelbased", jobs=2)
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, stderr
+
+    cluster_files = _sorted_lines(cluster_out)
+    assert cluster_files == _sorted_lines(local_out)
+    assert cluster_files == _sorted_lines(EXAMPLE / "expected")
+    assert f"ran {local.ran} of {local.total} tasks" in stdout
+    assert f"vpt\t{len(cluster_files['vpt.csv'])}" in stdout.splitlines()
+    # The work really went to the cluster: the master saw the application finish.
+    apps = _master_status(master_ui).get("completedapps", [])
+    assert any(app.get("name") == "levelflow" for app in apps), apps
