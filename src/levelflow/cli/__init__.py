@@ -6,7 +6,14 @@ import sys
 
 import typer
 
-from levelflow.cli import graph_cmd, run_cmd, simulate_cmd, trace_cmd  # noqa: F401 (registers)
+from levelflow.cli import (  # noqa: F401 (registers)
+    graph_cmd,
+    run_cmd,
+    shell_cmd,
+    simulate_cmd,
+    trace_cmd,
+    update_cmd,
+)
 from levelflow.cli.app import app
 from levelflow.errors import LevelflowError
 

@@ -1,0 +1,153 @@
+"""CLI commands: shell (an interactive prompt over a maintained program; stdin may be piped)."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from levelflow.cli.app import app
+from levelflow.errors import LevelflowError
+
+HELP = """\
+commands:
+  insert R(1,"a")   queue a fact to insert into input relation R
+  remove R(1,"a")   queue a fact to remove from input relation R
+  commit            apply the queued changes as one epoch
+  print R           print relation R (Soufflé format, sorted)
+  size R            print the number of tuples of R
+  help              this text
+  quit              leave (uncommitted changes are discarded)"""
+
+
+class Shell:
+    """The prompt's command interpreter over an IncrementalSession (I/O passed in)."""
+
+    def __init__(self, session, out=None, err=None) -> None:
+        self.session = session
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+
+    def say(self, text: str) -> None:
+        print(text, file=self.out)
+
+    def execute(self, line: str) -> bool:
+        """Run one command line; return False when the shell should stop."""
+        line = line.strip()
+        if not line or line.startswith(("//", "#")):
+            return True
+        word, _, rest = line.partition(" ")
+        word, rest = word.strip(), rest.strip()
+        if "(" in word:  # `insert(...)` is not a command; `insert r(1)` is
+            word, rest = line, ""
+        try:
+            return self._dispatch(word, rest)
+        except LevelflowError as e:
+            print(str(e), file=self.err)
+        except KeyError as e:
+            print(f"error: {e.args[0]}", file=self.err)
+        return True
+
+    def _dispatch(self, word: str, rest: str) -> bool:
+        from levelflow.engine.incremental.updates import parse_literal
+
+        s = self.session
+        if word in ("quit", "exit"):
+            return False
+        if word == "help":
+            self.say(HELP)
+        elif word in ("insert", "remove"):
+            name, row = parse_literal(s.program, rest, "<shell>")
+            present = s.has_base(name, row)
+            shown = f"{name}({', '.join(map(repr, row))})".replace("'", '"')
+            if word == "insert" and present:
+                self.say(f"note: {shown} is already there; nothing to insert")
+            elif word == "remove" and not present:
+                self.say(f"note: {shown} is not there; nothing to remove")
+            else:
+                (s.insert if word == "insert" else s.remove)(name, row)
+        elif word == "commit":
+            from levelflow.cli.update_cmd import print_epoch
+
+            print_epoch(s.commit(), s.program, self.out)
+        elif word in ("print", "size"):
+            name = rest.strip()
+            if name not in s.program.decls:
+                print(f"error: unknown relation {name!r}", file=self.err)
+            elif word == "size":
+                self.say(str(s.size(name)))
+            else:
+                from levelflow.engine.facts import format_rows
+
+                decl = s.program.decls[name]
+                df = s.relation(name)
+                rows = df.orderBy(*df.columns).collect() if decl.arity else df.limit(1).collect()
+                for text in format_rows(rows, decl):
+                    self.out.write(text)
+        else:
+            print(f"error: unknown command {word!r} (try help)", file=self.err)
+        return True
+
+    def loop(self, lines) -> None:
+        """Run commands from an iterable of lines until quit or the end of input."""
+        interactive = sys.stdin.isatty() and lines is sys.stdin
+        while True:
+            if interactive:
+                self.out.write("levelflow> ")
+                self.out.flush()
+            line = lines.readline() if hasattr(lines, "readline") else next(lines, "")
+            if not line:
+                break
+            if not self.execute(line):
+                break
+        if self.session.pending:
+            self.say(f"note: {len(self.session.discard())} uncommitted change(s) discarded")
+
+
+@app.command("shell")
+def shell_command(
+    program: Annotated[Path, typer.Argument(help="The Datalog program (.dl).")],
+    factdir: Annotated[Path, typer.Option(
+        "-F", "--fact-dir", help="Directory of the .input fact files (epoch 0).")] = Path("."),
+    state: Annotated[Path | None, typer.Option(
+        "--state", help="Keep (or resume) the maintained state in this directory.")] = None,
+    switch: Annotated[float, typer.Option("--switch", help="Elastic switch fraction.")] = 0.2,
+    master: Annotated[str, typer.Option("--master", help="Spark master URL.")] = "local[*]",
+    driver_memory: Annotated[str, typer.Option("--driver-memory")] = "2g",
+) -> None:
+    """Interactive prompt: insert / remove / commit / print / size / help / quit."""
+    from levelflow.cli.run_cmd import _jvm_stderr_to
+    from levelflow.engine.incremental.state import StateDir, StateError
+    from levelflow.engine.runner import check_fact_files
+    from levelflow.tasks import build_tasks, load_program
+
+    program_tasks = build_tasks(load_program(program))
+    resume = state is not None and StateDir(state).exists()
+    if resume:
+        if StateDir(state).manifest()["program"] != program.read_text(encoding="utf-8"):
+            raise StateError(f"{state}: error: the state was made by a different program")
+    else:
+        check_fact_files(program_tasks.program, factdir)
+    log = Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
+    spark = None
+    try:
+        from levelflow.engine.incremental.session_api import IncrementalSession
+        from levelflow.engine.session import make_session
+
+        with _jvm_stderr_to(log):
+            spark = make_session(master=master, driver_memory=driver_memory)
+        if resume:
+            session = IncrementalSession.open(spark, state, switch=switch)
+        else:
+            session = IncrementalSession.bootstrap(spark, program_tasks, factdir, state,
+                                                   switch=switch)
+        print(f"epoch {session.epoch}: {session.last.summary() if session.last else 'resumed'}"
+              f"; type help for commands")
+        Shell(session).loop(sys.stdin)
+    finally:
+        if spark is not None:
+            spark.stop()
+        log.unlink(missing_ok=True)

@@ -1,0 +1,100 @@
+"""CLI commands: update (apply inserted / removed input facts to a maintained state, one epoch)."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from levelflow.cli.app import app
+from levelflow.errors import LevelflowError
+
+
+class UpdateArgsError(LevelflowError):
+    """A bad flag or directory given to `levelflow update`."""
+
+
+def print_epoch(result, program, out=sys.stdout) -> None:
+    """Print per output relation the tuples added and removed, the strategies and the summary."""
+    for name in program.outputs:
+        d = result.deltas.get(name)
+        added, removed = (d.added_rows, d.removed_rows) if d is not None else (0, 0)
+        print(f"{name}\t+{added}\t-{removed}", file=out)
+    for note in result.notes:
+        print(note, file=out)
+    if result.strategies:
+        print("strategies: " + ", ".join(f"{t}={s}" for t, s in result.strategies.items()),
+              file=out)
+    print(result.summary(), file=out)
+
+
+def check_switch(switch: float, strategy: str) -> None:
+    """Return None if the elastic flags are valid; else raise UpdateArgsError naming the flag."""
+    from levelflow.engine.incremental.maintain import MODES
+
+    if not 0 <= switch:
+        raise UpdateArgsError(f"--switch: must be a fraction >= 0, got {switch}")
+    if strategy not in MODES:
+        raise UpdateArgsError(f"--strategy: must be one of {', '.join(MODES)}, got {strategy!r}")
+
+
+@app.command("update")
+def update_command(
+    statedir: Annotated[Path, typer.Argument(help="State directory made by `run --state`.")],
+    insert: Annotated[list[Path] | None, typer.Option(
+        "--insert", help="Facts to insert: REL.facts (Soufflé format) or a +r(..)/-r(..) diff "
+        "file. Repeatable.")] = None,
+    remove: Annotated[list[Path] | None, typer.Option(
+        "--remove", help="Facts to remove: REL.facts, or a diff file (signs flipped). "
+        "Repeatable.")] = None,
+    outdir: Annotated[Path | None, typer.Option(
+        "-D", "--output-dir", help="Write every .output relation as it now stands here.")] = None,
+    switch: Annotated[float, typer.Option(
+        "--switch", help="Elastic switch: stop a task's update after this fraction of its last "
+        "from-scratch time and recompute it from scratch.")] = 0.2,
+    strategy: Annotated[str, typer.Option(
+        "--strategy", help="elastic | incremental (never switch) | scratch.")] = "elastic",
+    scheduler: Annotated[str, typer.Option("--scheduler", "-s", help="Scheduler spec.")
+                         ] = "hybrid",
+    jobs: Annotated[int, typer.Option("-j", "--jobs", help="Tasks updated concurrently.")] = 1,
+    master: Annotated[str, typer.Option("--master", help="Spark master URL.")] = "local[*]",
+    driver_memory: Annotated[str, typer.Option("--driver-memory")] = "2g",
+) -> None:
+    """Apply the changes as one epoch; print per output relation +added -removed, 'ran k of N'."""
+    from levelflow.cli.run_cmd import _jvm_stderr_to
+    from levelflow.engine.incremental.state import StateDir
+    from levelflow.engine.incremental.updates import read_updates
+    from levelflow.tasks import build_tasks, parse_program
+
+    check_switch(switch, strategy)
+    if jobs < 1:
+        raise UpdateArgsError(f"--jobs: must be a positive integer, got {jobs}")
+    state = StateDir(statedir)
+    data = state.manifest()  # raises a one-line StateError if there is no state
+    program_tasks = build_tasks(parse_program(data["program"], data["program_file"]))
+    # Every file is parsed and checked before Spark starts: a bad line refuses the whole epoch.
+    ops = read_updates(program_tasks.program, insert or [], remove or [])
+    if outdir is not None and outdir.exists() and not outdir.is_dir():
+        raise UpdateArgsError(f"{outdir}: error: output directory is not a directory")
+    log = Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
+    spark = None
+    try:
+        from levelflow.engine.incremental.session_api import IncrementalSession
+        from levelflow.engine.session import make_session
+
+        with _jvm_stderr_to(log):
+            spark = make_session(master=master, driver_memory=driver_memory)
+        session = IncrementalSession.open(spark, statedir, scheduler=scheduler, jobs=jobs,
+                                          mode=strategy, switch=switch)
+        session.extend(ops)
+        result = session.commit()
+        if outdir is not None:
+            session.write_outputs(outdir)
+        print_epoch(result, program_tasks.program)
+    finally:
+        if spark is not None:
+            spark.stop()
+        log.unlink(missing_ok=True)

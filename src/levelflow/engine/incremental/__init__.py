@@ -1,0 +1,14 @@
+"""Incremental maintenance: keep a program's results up to date as input facts change, in epochs.
+
+state.py (snapshots, the on-disk epochs), updates.py (validated update input), delta.py (one
+task: counting, DRed, from scratch), maintain.py (one epoch: scheduler loop, elastic switch),
+session_api.py (the Python API).
+"""
+
+from levelflow.engine.incremental.maintain import Delta, EpochError, EpochResult
+from levelflow.engine.incremental.session_api import IncrementalSession
+from levelflow.engine.incremental.state import Snapshot, StateDir, StateError
+from levelflow.engine.incremental.updates import Op, UpdateError, read_updates
+
+__all__ = ["Delta", "EpochError", "EpochResult", "IncrementalSession", "Op", "Snapshot",
+           "StateDir", "StateError", "UpdateError", "read_updates"]

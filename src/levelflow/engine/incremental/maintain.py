@@ -1,0 +1,322 @@
+"""One epoch: the scheduler orders the tasks whose inputs changed; workers update each task.
+
+Constant during an epoch: the program's tasks, which relations each edge carries, the old
+snapshot. Changes (main thread only): each relation's Versions once its task finished, the
+scheduler's state, the per-task strategies and times.
+
+A task activates a child only when a relation the child reads has a non-empty net change, so
+unaffected parts of the DAG never run. Per task the strategy is counting (non-recursive) or
+DRed; under the elastic switch an update that runs longer than `switch` x the task's last
+from-scratch time is stopped (cancel event + Spark job tag) and the task is recomputed from
+scratch instead, then diffed against its old version.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+
+from levelflow.engine.evaluate import MERGE_PIECES, _cut
+from levelflow.engine.incremental.delta import (
+    TaskContext,
+    TaskUpdate,
+    Versions,
+    count_scratch,
+    count_update,
+    countable,
+    diff,
+    dred_update,
+    scratch_sets,
+)
+from levelflow.engine.incremental.state import COUNT, Snapshot
+from levelflow.engine.runner import edge_reads, initial_tasks
+from levelflow.engine.types import column_names, empty_relation
+from levelflow.errors import LevelflowError
+from levelflow.tasks.tasks import ProgramTasks
+
+MODES = ("elastic", "incremental", "scratch")
+# Below this budget the switch would only measure Spark's per-job overhead, not the work.
+SWITCH_FLOOR_SECONDS = 1.0
+
+
+class EpochError(LevelflowError):
+    """An epoch failed; the previous epoch stays current. str() names the task."""
+
+
+@dataclass
+class Delta:
+    """The net change of one relation in an epoch (DataFrames with columns c0..)."""
+
+    added: object
+    removed: object
+    added_rows: int
+    removed_rows: int
+
+
+@dataclass
+class EpochResult:
+    """What an epoch did: per-relation deltas, which tasks ran and how, and the times."""
+
+    epoch: int
+    deltas: dict[str, Delta]  # every relation with a non-empty net change
+    ran: int
+    total: int
+    strategies: dict[str, str]  # task name -> counting | dred | scratch | switched
+    task_seconds: dict[str, float]
+    seconds: float
+    notes: list[str] = field(default_factory=list)
+
+    def summary(self) -> str:
+        """Return the line 'ran k of N tasks in S s'."""
+        return f"ran {self.ran} of {self.total} tasks in {self.seconds:.2f} s"
+
+
+class Epoch:
+    """One epoch's state; `run` is the dispatch loop, `_update` what a worker thread does."""
+
+    def __init__(self, spark, program_tasks: ProgramTasks, snap: Snapshot, base: dict, *,
+                 mode: str = "elastic", switch: float = 0.2,
+                 switch_floor: float = SWITCH_FLOOR_SECONDS, bootstrap: bool = False) -> None:
+        if mode not in MODES:
+            raise EpochError(f"strategy: must be one of {', '.join(MODES)}, got {mode!r}")
+        self.spark = spark
+        self.pt = program_tasks
+        self.program = program_tasks.program
+        self.snap = snap
+        self.mode = "scratch" if bootstrap else mode
+        self.switch = switch
+        self.switch_floor = switch_floor
+        self.bootstrap = bootstrap
+        self.versions = {n: Versions(d, snap.tuples(n), snap.rows[n], snap.pieces.get(n, 1))
+                         for n, d in self.program.decls.items()}
+        self.base = base  # input relation -> Versions of base facts (change already set)
+        self.ctx = TaskContext(spark, self.program, self.versions,
+                               {n: snap.rel[n] for n in snap.counted}, base)
+        self.updates: dict[int, TaskUpdate] = {}
+        self.edges = edge_reads(program_tasks)
+
+    # -- one task ------------------------------------------------------------------------------
+
+    def _update(self, v: int) -> TaskUpdate:
+        """Return task v updated (in a worker thread, Spark jobs tagged for cancellation)."""
+        task = self.pt.tasks[v]
+        sc = self.spark.sparkContext
+        t0 = time.perf_counter()
+        counted = task.relations[0] in self.snap.counted
+        last = self.snap.scratch_seconds.get(task.name)
+        if counted and not task.rules and all(n in self.base for n in task.relations):
+            return self._copy_base(v, t0)
+        if self.mode == "scratch":
+            return self._scratch(v, counted, "scratch", t0)
+        cancel = threading.Event()
+        tag = f"levelflow-inc-{uuid.uuid4().hex[:12]}"
+        timer = None
+        if self.mode == "elastic" and last is not None:
+            budget = max(self.switch * last, self.switch_floor)
+
+            def fire():
+                cancel.set()
+                sc.cancelJobsWithTag(tag)
+
+            timer = threading.Timer(budget, fire)
+            timer.daemon = True
+        sc.addJobTag(tag)
+        sc.setInterruptOnCancel(True)
+        try:
+            if timer is not None:
+                timer.start()
+            if counted:
+                out = count_update(self.ctx, task)
+                upd = self._apply_counts(v, out, "counting", t0)
+            else:
+                out, rounds = dred_update(self.ctx, task, cancel)
+                upd = self._apply_sets(v, out, "dred", t0, rounds)
+            if cancel.is_set():  # finished, but the timer fired during the last job
+                raise TimeoutError
+            return upd
+        except Exception:
+            if not cancel.is_set():
+                raise
+        finally:
+            if timer is not None:
+                timer.cancel()
+            sc.removeJobTag(tag)
+            sc.setInterruptOnCancel(False)
+        return self._scratch(v, counted, "switched", t0)
+
+    def _copy_base(self, v: int, t0: float) -> TaskUpdate:
+        """Return the update of a task of input relations without rules: its base facts' change."""
+        import pyspark.sql.functions as F
+
+        versions, counts = {}, {}
+        for n in self.pt.tasks[v].relations:
+            b = self.base[n]
+            ver = Versions(b.decl, self.versions[n].old, self.versions[n].old_rows)
+            if b.changed:
+                ver.set_change(b.new, b.new_rows, b.plus, b.plus_rows, b.minus, b.minus_rows)
+                counts[n] = b.new.withColumn(COUNT, F.lit(1).cast("bigint"))
+            versions[n] = ver
+        strategy = "scratch" if self.mode == "scratch" else "counting"
+        return TaskUpdate(v, strategy, time.perf_counter() - t0, versions, counts)
+
+    def _scratch(self, v: int, counted: bool, strategy: str, t0: float) -> TaskUpdate:
+        """Return task v recomputed from scratch and diffed against its old version."""
+        task = self.pt.tasks[v]
+        t1 = time.perf_counter()
+        if counted:
+            counts = count_scratch(self.ctx, task)
+            out = {}
+            for n in task.relations:
+                new_c, rows = _cut(counts[n])
+                ver = self.versions[n]
+                cols = column_names(self.program.decls[n].arity)
+                new = new_c.drop(COUNT)
+                out[n] = (new_c, *diff(ver.old, ver.old_rows, new, rows, cols), rows, True)
+            upd = self._apply_counts(v, out, strategy, t0)
+        else:
+            sets, rounds = scratch_sets(self.ctx, task)
+            out = {}
+            for n in task.relations:
+                new, rows = sets[n]
+                ver = self.versions[n]
+                cols = column_names(self.program.decls[n].arity)
+                out[n] = (new, *diff(ver.old, ver.old_rows, new, rows, cols), rows,
+                          MERGE_PIECES)
+            upd = self._apply_sets(v, out, strategy, t0, rounds)
+        upd.scratch_seconds = time.perf_counter() - t1
+        return upd
+
+    def _apply_counts(self, v, out, strategy, t0) -> TaskUpdate:
+        """Return the TaskUpdate of a counted task from count_update-shaped results."""
+        versions, counts = {}, {}
+        for n, (new_c, plus, plus_rows, minus, minus_rows, rows, dirty) in out.items():
+            ver = Versions(self.program.decls[n], self.versions[n].old, self.versions[n].old_rows)
+            if dirty:
+                new_c = _cut(new_c)[0] if strategy == "counting" else new_c
+                counts[n] = new_c
+                ver.set_change(new_c.drop(COUNT), rows, plus, plus_rows, minus, minus_rows)
+            versions[n] = ver
+        return TaskUpdate(v, strategy, time.perf_counter() - t0, versions, counts)
+
+    def _apply_sets(self, v, out, strategy, t0, rounds) -> TaskUpdate:
+        """Return the TaskUpdate of a set-maintained task."""
+        versions = {}
+        for n, (new, plus, plus_rows, minus, minus_rows, rows, pieces) in out.items():
+            old = self.versions[n]
+            ver = Versions(self.program.decls[n], old.old, old.old_rows, old.pieces)
+            if plus_rows or minus_rows:
+                ver.set_change(new, rows, plus, plus_rows, minus, minus_rows)
+                ver.pieces = pieces
+            versions[n] = ver
+        return TaskUpdate(v, strategy, time.perf_counter() - t0, versions, iterations=rounds)
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def initial(self) -> list[int]:
+        """Return the tasks to activate: those with changed base facts (all inputs at bootstrap)."""
+        first = set(initial_tasks(self.pt)) if self.bootstrap else set()
+        for task in self.pt.tasks:
+            if any(n in self.base and self.base[n].changed for n in task.relations):
+                first.add(task.id)
+        return sorted(first)
+
+    def run(self, scheduler="hybrid", jobs: int = 1) -> list[int]:
+        """Run every activated task to completion; return the ids that ran, in finish order."""
+        from levelflow.scheduler import make_scheduler
+
+        sched = make_scheduler(scheduler, self.pt.graph) if isinstance(scheduler, str) \
+            else scheduler
+        sched.activate(self.initial())
+        finished: list[int] = []
+        inflight: dict[Future, int] = {}
+        pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="levelflow-inc")
+        try:
+            while sched.is_active():
+                idle = jobs - len(inflight)
+                if idle:
+                    for v in sched.get_ready(idle):
+                        inflight[pool.submit(self._update, v)] = v
+                if not inflight:
+                    raise RuntimeError(f"scheduler {type(sched).__name__} stalled")
+                done, _ = wait(inflight, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    v = inflight.pop(fut)
+                    try:
+                        upd = fut.result()
+                    except LevelflowError:
+                        raise
+                    except Exception as e:  # a Spark failure: name the task, keep one line
+                        line = next((s for s in str(e).splitlines() if s.strip()),
+                                    type(e).__name__)
+                        raise EpochError(f"{self.program.file}: task {self.pt.tasks[v].name} "
+                                         f"failed: {line.strip()}") from e
+                    self.updates[v] = upd
+                    for n, ver in upd.versions.items():
+                        self.versions[n] = ver
+                    activated = [c for c, pos in self.edges[v] if any(
+                        self.versions[self.pt.tasks[v].relations[i]].changed for i in pos)]
+                    finished.append(v)
+                    sched.done(v, activated)
+        finally:
+            for fut in inflight:
+                fut.cancel()
+            wait(inflight)
+            pool.shutdown(wait=True, cancel_futures=True)
+        return finished
+
+    def snapshot(self) -> tuple[Snapshot, set[str], set[str]]:
+        """Return the new snapshot (not yet on disk), the relations and base facts it changed."""
+        old = self.snap
+        rel, rows, pieces = dict(old.rel), dict(old.rows), dict(old.pieces)
+        changed: set[str] = set()
+        scratch = dict(old.scratch_seconds)
+        for v, upd in self.updates.items():
+            task = self.pt.tasks[v]
+            if upd.scratch_seconds is not None:
+                scratch[task.name] = upd.scratch_seconds
+            for n, ver in upd.versions.items():
+                if n in upd.counts:
+                    rel[n], rows[n] = upd.counts[n], ver.new_rows
+                    changed.add(n)
+                elif ver.changed:
+                    rel[n], rows[n], pieces[n] = ver.new, ver.new_rows, ver.pieces
+                    changed.add(n)
+        base, base_rows = dict(old.base), dict(old.base_rows)
+        changed_base = set()
+        for n, ver in self.base.items():
+            if ver.changed:
+                base[n], base_rows[n] = ver.new, ver.new_rows
+                changed_base.add(n)
+        snap = Snapshot(old.epoch + 1, rel, base, rows, base_rows, set(old.counted), scratch,
+                        dict(old.where), dict(old.base_where), pieces)
+        return snap, changed, changed_base
+
+    def result(self, seconds: float) -> EpochResult:
+        """Return the EpochResult of the finished epoch."""
+        deltas = {}
+        for n, ver in self.versions.items():
+            if ver.changed:
+                decl = self.program.decls[n]
+                deltas[n] = Delta(ver.plus if ver.plus_rows else empty_relation(self.spark, decl),
+                                  ver.minus if ver.minus_rows else empty_relation(self.spark,
+                                                                                  decl),
+                                  ver.plus_rows, ver.minus_rows)
+        names = self.pt.graph.names
+        return EpochResult(
+            epoch=self.snap.epoch + 1, deltas=deltas, ran=len(self.updates),
+            total=len(self.pt.tasks),
+            strategies={names[v]: u.strategy for v, u in sorted(self.updates.items())},
+            task_seconds={names[v]: u.seconds for v, u in sorted(self.updates.items())},
+            seconds=seconds)
+
+
+def counted_relations(program_tasks: ProgramTasks) -> set[str]:
+    """Return the relations whose tasks the counting algorithm maintains."""
+    out = set()
+    for task in program_tasks.tasks:
+        if countable(program_tasks.program, task):
+            out.update(task.relations)
+    return out

@@ -1,0 +1,278 @@
+"""The Python API of incremental maintenance: bootstrap or open a state, insert, remove, commit.
+
+    s = IncrementalSession.bootstrap(spark, "examples/tc/program.dl", "examples/tc/facts",
+                                     statedir="state")
+    s.insert("edge", (1, 2)); s.remove('edge(2, 3)')
+    result = s.commit()            # EpochResult: result.deltas["path"].added is a DataFrame
+    s.relation("path").count()
+
+Constant: the program and its tasks. Changes: the current snapshot (replaced whole by a
+successful commit, never touched by a failed one) and the pending ops of the next epoch.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from levelflow.engine.evaluate import _cut
+from levelflow.engine.incremental.delta import Versions
+from levelflow.engine.incremental.maintain import (
+    SWITCH_FLOOR_SECONDS,
+    Epoch,
+    EpochResult,
+    counted_relations,
+)
+from levelflow.engine.incremental.state import StateDir, StateError, empty_snapshot
+from levelflow.engine.incremental.updates import Op, coerce_row, parse_literal
+from levelflow.engine.types import column_names, rows_frame
+from levelflow.tasks.tasks import ProgramTasks
+
+
+def _load(program) -> tuple[ProgramTasks, str]:
+    """Return (ProgramTasks, program text) for a path or ProgramTasks."""
+    from levelflow.tasks import build_tasks, load_program
+
+    if isinstance(program, ProgramTasks):
+        path = Path(program.program.file)
+        return program, path.read_text() if path.is_file() else ""
+    text = Path(program).read_text(encoding="utf-8")
+    return build_tasks(load_program(program)), text
+
+
+class IncrementalSession:
+    """A maintained program on a SparkSession: pending base-fact ops and the current snapshot."""
+
+    def __init__(self, spark, program_tasks: ProgramTasks, program_text: str, snap,
+                 statedir: StateDir | None = None, *, scheduler="hybrid", jobs: int = 1,
+                 mode: str = "elastic", switch: float = 0.2,
+                 switch_floor: float = SWITCH_FLOOR_SECONDS) -> None:
+        self.spark = spark
+        self.pt = program_tasks
+        self.program = program_tasks.program
+        self.program_text = program_text
+        self.snap = snap
+        self.statedir = statedir
+        self.scheduler, self.jobs = scheduler, jobs
+        self.mode, self.switch, self.switch_floor = mode, switch, switch_floor
+        self.pending: list[Op] = []
+        self.last: EpochResult | None = None
+
+    # -- construction --------------------------------------------------------------------------
+
+    @classmethod
+    def bootstrap(cls, spark, program, factdir, statedir: str | os.PathLike | None = None,
+                  **options) -> IncrementalSession:
+        """Return a session whose epoch 0 is the program evaluated from scratch on `factdir`."""
+        from levelflow.engine.facts import input_path, io_delimiter, read_facts
+        from levelflow.engine.runner import check_fact_files
+
+        pt, text = _load(program)
+        prog = pt.program
+        check_fact_files(prog, factdir)
+        state = StateDir(statedir) if statedir is not None else None
+        if state is not None and state.exists():
+            raise StateError(f"{state.path}: error: already holds a state (epoch "
+                             f"{state.current()}); use `levelflow update` or remove it")
+        snap = empty_snapshot(spark, prog, counted_relations(pt))
+        base = {}
+        for name, io in prog.inputs.items():
+            decl = prog.decls[name]
+            ver = Versions(decl, snap.base[name], 0)
+            df, rows = _cut(read_facts(spark, decl, input_path(io, factdir), io_delimiter(io)))
+            if rows:
+                ver.set_change(df, rows, df, rows, None, 0)
+            base[name] = ver
+        session = cls(spark, pt, text, snap, state, **options)
+        session.last = session._run_epoch(base, bootstrap=True)
+        return session
+
+    @classmethod
+    def open(cls, spark, statedir: str | os.PathLike, **options) -> IncrementalSession:
+        """Return a session on the current epoch of an existing state directory."""
+        from levelflow.tasks import build_tasks, parse_program
+
+        state = StateDir(statedir)
+        data = state.manifest()
+        pt = build_tasks(parse_program(data["program"], data["program_file"]))
+        return cls(spark, pt, data["program"], state.load(spark, pt.program), state, **options)
+
+    # -- changes -------------------------------------------------------------------------------
+
+    def _op(self, sign: int, relation: str, row) -> Op:
+        if row is None:
+            name, values = parse_literal(self.program, relation)
+        else:
+            name, values = relation, coerce_row(self.program, relation, row)
+        op = Op(sign, name, values)
+        self.pending.append(op)
+        return op
+
+    def insert(self, relation: str, row=None) -> Op:
+        """Return the queued op inserting `row` into input `relation` (or a literal `r(1,"a")`)."""
+        return self._op(+1, relation, row)
+
+    def remove(self, relation: str, row=None) -> Op:
+        """Return the queued op removing `row` from input `relation` (or a literal `r(1,"a")`)."""
+        return self._op(-1, relation, row)
+
+    def extend(self, ops) -> None:
+        """Queue already validated ops (from update files)."""
+        self.pending.extend(ops)
+
+    def has_base(self, relation: str, row: tuple) -> bool:
+        """Return whether `row` is a base fact of `relation` once the pending ops are applied."""
+        present = self._present(relation, [row])
+        state = row in present
+        for op in self.pending:
+            if op.relation == relation and op.row == row:
+                state = op.sign > 0
+        return state
+
+    def _present(self, relation: str, rows) -> set[tuple]:
+        """Return which of `rows` are base facts of `relation` now."""
+        import pyspark.sql.functions as F
+
+        decl = self.program.decls[relation]
+        if not self.snap.base_rows[relation] or not rows:
+            return set()
+        if decl.arity == 0:
+            return {()}
+        probe = rows_frame(self.spark, decl, list(rows))
+        hits = self.snap.base[relation].join(F.broadcast(probe), column_names(decl.arity),
+                                             "left_semi")
+        return {tuple(r) for r in hits.collect()}
+
+    def _net_change(self, ops) -> tuple[dict[str, Versions], list[str]]:
+        """Return per input relation its base Versions with the net change set, and notes."""
+        import pyspark.sql.functions as F
+
+        by_rel: dict[str, list[Op]] = {}
+        for op in ops:
+            by_rel.setdefault(op.relation, []).append(op)
+        base, notes = {}, []
+        for name in self.program.inputs:
+            decl = self.program.decls[name]
+            ver = Versions(decl, self.snap.base[name], self.snap.base_rows[name])
+            base[name] = ver
+            if name not in by_rel:
+                continue
+            touched = list(dict.fromkeys(op.row for op in by_rel[name]))
+            initial = self._present(name, touched)
+            state = {row: row in initial for row in touched}
+            noop_ins = noop_rem = 0
+            for op in by_rel[name]:
+                if op.sign > 0:
+                    noop_ins += state[op.row]
+                    state[op.row] = True
+                else:
+                    noop_rem += not state[op.row]
+                    state[op.row] = False
+            if noop_ins:
+                notes.append(f"note: {noop_ins} inserted fact(s) of {name} already present "
+                             f"(no-op)")
+            if noop_rem:
+                notes.append(f"note: {noop_rem} removed fact(s) of {name} not present (no-op)")
+            plus = [r for r in touched if state[r] and r not in initial]
+            minus = [r for r in touched if not state[r] and r in initial]
+            if not plus and not minus:
+                continue
+            cols = column_names(decl.arity)
+            plus_df = rows_frame(self.spark, decl, plus) if plus else None
+            minus_df = rows_frame(self.spark, decl, minus) if minus else None
+            new = ver.old
+            if minus_df is not None:
+                new = new.join(F.broadcast(minus_df), cols, "left_anti")
+            if plus_df is not None:
+                new = new.unionByName(plus_df)
+            new, rows = _cut(new)
+            ver.set_change(new, rows, plus_df, len(plus), minus_df, len(minus))
+        return base, notes
+
+    # -- epochs --------------------------------------------------------------------------------
+
+    def commit(self, *, before_switch=None) -> EpochResult:
+        """Return the EpochResult of applying the pending ops as one epoch (atomic)."""
+        ops, self.pending = self.pending, []
+        try:
+            base, notes = self._net_change(ops)
+            result = self._run_epoch(base, before_switch=before_switch)
+        except BaseException:
+            self.pending = ops + self.pending  # nothing applied: the ops stay queued
+            raise
+        result.notes[:0] = notes
+        return result
+
+    def discard(self) -> list[Op]:
+        """Return and drop the pending ops."""
+        ops, self.pending = self.pending, []
+        return ops
+
+    def _run_epoch(self, base, *, bootstrap: bool = False, before_switch=None) -> EpochResult:
+        """Return the result of one epoch; the snapshot is replaced only if it all succeeded."""
+        t0 = time.perf_counter()
+        epoch = Epoch(self.spark, self.pt, self.snap, base, mode=self.mode, switch=self.switch,
+                      switch_floor=self.switch_floor, bootstrap=bootstrap)
+        if self.statedir is None:
+            epoch.run(self.scheduler, self.jobs)
+            snap, _, _ = epoch.snapshot()
+        else:
+            with self.statedir.lock():
+                if self.statedir.exists() and self.statedir.current() != self.snap.epoch:
+                    raise StateError(f"{self.statedir.path}: error: the state moved to epoch "
+                                     f"{self.statedir.current()} under this session (epoch "
+                                     f"{self.snap.epoch}); reopen it")
+                epoch.run(self.scheduler, self.jobs)
+                snap, changed, changed_base = epoch.snapshot()
+                snap = self.statedir.commit(self.spark, self.program, self.program_text, snap,
+                                            changed, changed_base, before_switch=before_switch)
+        result = epoch.result(time.perf_counter() - t0)
+        self.snap = snap
+        self.last = result
+        return result
+
+    # -- reading -------------------------------------------------------------------------------
+
+    @property
+    def epoch(self) -> int:
+        """Return the current epoch number."""
+        return self.snap.epoch
+
+    def relation(self, name: str):
+        """Return the current tuples of relation `name` (columns c0..)."""
+        if name not in self.program.decls:
+            raise KeyError(f"no relation named {name!r}")
+        return self.snap.tuples(name)
+
+    def size(self, name: str) -> int:
+        """Return the number of tuples of relation `name`."""
+        if name not in self.program.decls:
+            raise KeyError(f"no relation named {name!r}")
+        return self.snap.rows[name]
+
+    def write_outputs(self, outdir, jobs: int = 1) -> dict[str, int]:
+        """Return tuple counts per output relation after writing them all to `outdir`."""
+        from levelflow.engine.runner import write_outputs
+
+        rels = {n: self.snap.tuples(n) for n in self.program.outputs}
+        return write_outputs(self.program, rels, outdir, jobs=jobs)
+
+
+def run_with_state(spark, program_tasks: ProgramTasks, factdir, outdir, statedir, scheduler,
+                   jobs: int, out=None) -> IncrementalSession:
+    """Return the session after evaluating from scratch into `statedir` (epoch 0), as `run` does.
+
+    Writes the `.output` relations to `outdir` and prints 'ran k of N tasks' and .printsize.
+    """
+    import sys
+
+    out = out or sys.stdout
+    session = IncrementalSession.bootstrap(spark, program_tasks, factdir, statedir,
+                                           scheduler=scheduler, jobs=jobs)
+    if outdir is not None and program_tasks.program.outputs:
+        session.write_outputs(outdir, jobs=jobs)
+    print(session.last.summary(), file=out)
+    for name in program_tasks.program.printsize:
+        print(f"{name}\t{session.size(name)}", file=out)
+    return session

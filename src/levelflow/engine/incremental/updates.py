@@ -1,0 +1,208 @@
+"""Update input, validated: fact literals `edge(1,"a")`, fact files, `+r(..)`/`-r(..)` diffs.
+
+Everything here is pure Python and runs before any Spark job: a bad update is refused whole,
+with one line `file:line: error: ...`, and nothing is applied.
+An update is a list of `Op(sign, relation, row)`, applied in order (sign +1 insert, -1 remove).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from levelflow.engine.facts import FactError, io_delimiter, validate_facts
+from levelflow.errors import LevelflowError
+from levelflow.tasks.ast import Program
+
+_CONVERT = {"number": int, "unsigned": int, "float": float, "symbol": str}
+
+
+class UpdateError(LevelflowError):
+    """An update names an unknown relation, has the wrong arity or a badly typed value."""
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One base-fact change: sign +1 inserts `row` into input relation `relation`, -1 removes."""
+
+    sign: int
+    relation: str
+    row: tuple
+
+
+def _split_args(text: str) -> list[str] | None:
+    """Return the comma-separated arguments of `text` (quotes respected), or None if unbalanced."""
+    args, cur, quoted, i = [], [], False, 0
+    while i < len(text):
+        c = text[i]
+        if quoted:
+            if c == "\\" and i + 1 < len(text):
+                cur.append(c + text[i + 1])
+                i += 2
+                continue
+            quoted = c != '"'
+            cur.append(c)
+        elif c == '"':
+            quoted = True
+            cur.append(c)
+        elif c == ",":
+            args.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(c)
+        i += 1
+    if quoted:
+        return None
+    last = "".join(cur).strip()
+    if args or last:
+        args.append(last)
+    return args
+
+
+def _unquote(arg: str) -> str:
+    """Return a symbol argument without its quotes and escapes (bare words as they are)."""
+    if len(arg) >= 2 and arg[0] == arg[-1] == '"':
+        body = arg[1:-1]
+        return body.replace('\\"', '"').replace("\\t", "\t").replace("\\n", "\n").replace(
+            "\\\\", "\\")
+    return arg
+
+
+def convert(value: str, primitive: str) -> int | float | str:
+    """Return a field converted to its primitive type; raise ValueError if it does not parse."""
+    if primitive == "symbol":
+        return _unquote(value)
+    if primitive == "float":
+        return float(value)
+    number = int(value, 10)
+    if primitive == "unsigned" and number < 0:
+        raise ValueError("negative")
+    if not -(2**63) <= number < 2**63:
+        raise ValueError("out of range")
+    return number
+
+
+def parse_literal(program: Program, text: str, where: str = "<input>") -> tuple[str, tuple]:
+    """Return (relation, row) of a fact literal like `edge(1, "a")`; raise UpdateError."""
+    text = text.strip().removesuffix(".").strip()
+    open_at = text.find("(")
+    if open_at <= 0 or not text.endswith(")"):
+        raise UpdateError(f"{where}: error: expected a fact like rel(1, \"a\"), got {text!r}")
+    name = text[:open_at].strip()
+    check_input(program, name, where)
+    decl = program.decls[name]
+    args = _split_args(text[open_at + 1:-1])
+    if args is None:
+        raise UpdateError(f"{where}: error: unterminated string in {text!r}")
+    if len(args) != decl.arity:
+        raise UpdateError(f"{where}: error: {name} has arity {decl.arity}, got {len(args)} "
+                          f"arguments")
+    row = []
+    for i, (arg, primitive) in enumerate(zip(args, decl.types, strict=True)):
+        try:
+            row.append(convert(arg, primitive))
+        except ValueError:
+            raise UpdateError(f"{where}: error: argument {i + 1} {arg!r} is not a {primitive} "
+                              f"({name}.{decl.attrs[i]})") from None
+    return name, tuple(row)
+
+
+def check_input(program: Program, name: str, where: str) -> None:
+    """Return None if `name` is an `.input` relation of the program; else raise UpdateError."""
+    if name not in program.decls:
+        raise UpdateError(f"{where}: error: unknown relation {name}")
+    if name not in program.inputs:
+        raise UpdateError(f"{where}: error: {name} is not an .input relation; only input facts "
+                          f"can be inserted or removed")
+
+
+def coerce_row(program: Program, name: str, values: Iterable, where: str = "<api>") -> tuple:
+    """Return a Python row checked and converted for input relation `name`; raise UpdateError."""
+    check_input(program, name, where)
+    decl = program.decls[name]
+    values = tuple(values)
+    if len(values) != decl.arity:
+        raise UpdateError(f"{where}: error: {name} has arity {decl.arity}, got {len(values)} "
+                          f"values")
+    out = []
+    for i, (v, primitive) in enumerate(zip(values, decl.types, strict=True)):
+        try:
+            if primitive == "symbol":
+                if not isinstance(v, str):
+                    raise ValueError
+                out.append(v)
+            elif primitive == "float":
+                out.append(float(v))
+            else:
+                if isinstance(v, bool) or not isinstance(v, int):
+                    v = convert(str(v), primitive)
+                elif primitive == "unsigned" and v < 0:
+                    raise ValueError
+                out.append(int(v))
+        except ValueError:
+            raise UpdateError(f"{where}: error: value {v!r} is not a {primitive} "
+                              f"({name}.{decl.attrs[i]})") from None
+    return tuple(out)
+
+
+def _fact_file_rows(program: Program, name: str, path: Path) -> list[tuple]:
+    """Return the rows of a Soufflé fact file for `name`, validated with the run's own checks."""
+    decl = program.decls[name]
+    delimiter = io_delimiter(program.inputs[name])
+    try:
+        validate_facts(path, decl, delimiter)
+    except FactError as e:
+        raise UpdateError(str(e)) from None
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if decl.arity == 0:
+        return [()] if lines else []
+    rows = []
+    for line in lines:
+        fields = line.removesuffix("\r").split(delimiter, decl.arity)
+        rows.append(tuple(_CONVERT[t](f) for t, f in zip(decl.types, fields[:decl.arity],
+                                                          strict=True)))
+    return rows
+
+
+def read_update_file(program: Program, path: str | Path, sign: int) -> list[Op]:
+    """Return the ops of one update file: a `<rel>.facts` file (every row gets `sign`) or a diff.
+
+    A diff file has one change per line, `+rel(1,"a")` or `-rel(2,"b")`; blank lines and lines
+    starting with `//` or `#` are skipped. Under `--remove` the signs of a diff are flipped.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise UpdateError(f"{path}:1: error: cannot read update file (no such file)")
+    stem = path.name.removesuffix(".facts")
+    if path.name.endswith(".facts"):
+        check_input(program, stem, f"{path}:1")
+        return [Op(sign, stem, row) for row in _fact_file_rows(program, stem, path)]
+    ops = []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise UpdateError(f"{path}:1: error: cannot read update file ({e})") from None
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith(("//", "#")):
+            continue
+        where = f"{path}:{lineno}"
+        if line[0] not in "+-":
+            raise UpdateError(f"{where}: error: a diff line starts with + or -, got {line!r}")
+        name, row = parse_literal(program, line[1:], where)
+        ops.append(Op(sign * (1 if line[0] == "+" else -1), name, row))
+    return ops
+
+
+def read_updates(program: Program, inserts: Iterable, removes: Iterable) -> list[Op]:
+    """Return the ops of every --insert file, then every --remove file, all validated first."""
+    ops: list[Op] = []
+    for path in inserts:
+        ops += read_update_file(program, path, +1)
+    for path in removes:
+        ops += read_update_file(program, path, -1)
+    return ops

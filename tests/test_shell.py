@@ -1,0 +1,92 @@
+"""`levelflow shell`: insert / remove / commit / print / size / help / quit, also with piped input.
+
+Inserting a fact that is already there, or removing one that is not, is a no-op with a note.
+"""
+
+from __future__ import annotations
+
+import io
+import subprocess
+from pathlib import Path
+
+from levelflow.cli.shell_cmd import Shell
+from levelflow.engine.incremental import IncrementalSession
+
+ROOT = Path(__file__).resolve().parents[1]
+LEVELFLOW = ROOT / ".venv" / "bin" / "levelflow"
+
+PROGRAM = """
+.decl person(n:symbol, age:number)
+.input person
+.decl adult(n:symbol)
+adult(n) :- person(n, a), a >= 18.
+.decl minor(n:symbol)
+minor(n) :- person(n, _), !adult(n).
+.output adult
+.output minor
+"""
+
+
+def make(tmp: Path) -> tuple[Path, Path]:
+    prog = tmp / "people.dl"
+    prog.write_text(PROGRAM)
+    facts = tmp / "facts"
+    facts.mkdir()
+    (facts / "person.facts").write_text("ann\t30\nbob\t12\n")
+    return prog, facts
+
+
+def run_shell(session, script: str) -> tuple[str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    Shell(session, out, err).loop(io.StringIO(script))
+    return out.getvalue(), err.getvalue()
+
+
+def test_shell_commands_and_notes(spark, tmp_path):
+    prog, facts = make(tmp_path)
+    session = IncrementalSession.bootstrap(spark, prog, facts, mode="incremental")
+    out, err = run_shell(session, "\n".join([
+        'insert person("ann", 30)',     # already there: a note
+        'remove person("zed", 1)',      # not there: a note
+        'insert person("cy", 40)',
+        'remove person("ann", 30)',
+        "commit",
+        "print adult",
+        "size minor",
+        "print nope",
+        'insert adult("x")',            # not an input relation: an error line, shell goes on
+        "frobnicate",
+        "help",
+        'insert person("dee", 5)',
+        "quit",
+        "size adult",                   # never reached
+    ]) + "\n")
+    lines = out.splitlines()
+    assert 'note: person("ann", 30) is already there; nothing to insert' in lines
+    assert 'note: person("zed", 1) is not there; nothing to remove' in lines
+    assert "adult\t+1\t-1" in lines and "minor\t+0\t-0" in lines
+    assert "ran 3 of 3 tasks" in out
+    i = lines.index("cy")  # print adult: exactly cy, then size minor: 1 (bob)
+    assert lines[i + 1] == "1" and "ann" not in lines
+    assert "commands:" in out
+    assert "note: 1 uncommitted change(s) discarded" in lines
+    assert lines[-1].startswith("note: 1 uncommitted")  # `size adult` after quit did not run
+    assert "unknown relation 'nope'" in err
+    assert "adult is not an .input relation" in err
+    assert "unknown command 'frobnicate'" in err
+    assert {tuple(r) for r in session.relation("adult").collect()} == {("cy",)}
+
+
+def test_shell_cli_with_piped_input(tmp_path):
+    prog, facts = make(tmp_path)
+    script = 'insert person("eve", 20)\ncommit\nprint adult\nsize person\n'
+    proc = subprocess.run([str(LEVELFLOW), "shell", str(prog), "-F", str(facts), "--state",
+                           str(tmp_path / "st")], input=script, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("epoch 0: ran 3 of 3 tasks")
+    assert "adult\t+1\t-0" in lines
+    i = lines.index("ann")
+    assert lines[i:i + 3] == ["ann", "eve", "3"]
+    assert (tmp_path / "st" / "CURRENT").read_text().strip() == "1"

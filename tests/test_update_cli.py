@@ -1,0 +1,137 @@
+"""`levelflow run --state` and `levelflow update`: end to end, and bad updates refused whole.
+
+Bad update files (unknown relation, not an input, wrong arity, a value of the wrong type) are
+refused before Spark starts with one line `file:line: error: ...`, exit 1, state untouched.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from levelflow.cli import main as cli_main
+from levelflow.engine.incremental import IncrementalSession, StateDir
+from levelflow.engine.incremental.updates import UpdateError, read_update_file
+from levelflow.tasks import build_tasks, parse_program
+
+sys.path.insert(0, str(Path(__file__).parent))
+import naive_datalog  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+LEVELFLOW = ROOT / ".venv" / "bin" / "levelflow"
+
+PROGRAM = """
+.decl edge(x:number, y:number)
+.input edge
+.decl label(x:number, l:symbol)
+.input label
+.decl path(x:number, y:number)
+path(x, y) :- edge(x, y).
+path(x, z) :- path(x, y), edge(y, z).
+.decl named(x:number, l:symbol)
+named(y, l) :- path(x, y), label(x, l).
+.output path
+.output named
+"""
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+@pytest.fixture(scope="module")
+def state(spark, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("upd")
+    prog = write(tmp / "p.dl", PROGRAM)
+    write(tmp / "facts" / "edge.facts", "1\t2\n2\t3\n")
+    write(tmp / "facts" / "label.facts", "1\tone\n")
+    IncrementalSession.bootstrap(spark, prog, tmp / "facts", tmp / "state")
+    return tmp
+
+
+@pytest.mark.parametrize("name,text,fragment", [
+    ("d.diff", "+edge(1,2)\n+nope(1)\n", ":2: error: unknown relation nope"),
+    ("d.diff", "+path(1,2)\n", ":1: error: path is not an .input relation"),
+    ("d.diff", "\n-edge(1)\n", ":2: error: edge has arity 2, got 1 arguments"),
+    ("d.diff", "+edge(1,x)\n", ":1: error: argument 2 'x' is not a number"),
+    ("d.diff", "edge(1,2)\n", ":1: error: a diff line starts with + or -"),
+    ("edge.facts", "1\t2\n3\tq\n", ":2:3: error: field 2 'q' is not a number"),
+    ("path.facts", "1\t2\n", ":1: error: path is not an .input relation"),
+])
+def test_bad_update_is_one_line_and_changes_nothing(state, capsys, name, text, fragment):
+    bad = write(state / "bad" / name, text)
+    good = write(state / "good.diff", "+edge(3,4)\n")
+    with pytest.raises(SystemExit) as e:
+        cli_main(["update", str(state / "state"), "--insert", str(good), "--insert", str(bad)])
+    assert e.value.code == 1
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith(str(bad)) and fragment in err
+    assert StateDir(state / "state").current() == 0
+
+
+def test_missing_state_dir_is_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli_main(["update", str(tmp_path / "none")])
+    assert e.value.code == 1
+    assert "not a levelflow state directory" in capsys.readouterr().err
+
+
+def test_diff_and_fact_files_parse_with_signs(state):
+    pt = build_tasks(parse_program(PROGRAM, "p.dl"))
+    diff = write(state / "x.diff", '+label(3, "a b")\n// comment\n-edge(1,2)\n')
+    ops = read_update_file(pt.program, diff, +1)
+    assert [(o.sign, o.relation, o.row) for o in ops] == [(1, "label", (3, "a b")),
+                                                          (-1, "edge", (1, 2))]
+    flipped = read_update_file(pt.program, diff, -1)
+    assert [o.sign for o in flipped] == [-1, 1]
+    facts = write(state / "f" / "edge.facts", "7\t8\n")
+    assert [(o.sign, o.row) for o in read_update_file(pt.program, facts, -1)] == [(-1, (7, 8))]
+    with pytest.raises(UpdateError, match="no such file"):
+        read_update_file(pt.program, state / "missing.diff", 1)
+
+
+def _reference(program_text, edges, labels, tmp: Path):
+    pt = build_tasks(parse_program(program_text, "p.dl"))
+    write(tmp / "edge.facts", "".join(f"{a}\t{b}\n" for a, b in sorted(edges)))
+    write(tmp / "label.facts", "".join(f"{a}\t{b}\n" for a, b in sorted(labels)))
+    return naive_datalog.evaluate(pt, tmp)
+
+
+def _lines(path: Path) -> set[str]:
+    return set(path.read_text().splitlines())
+
+
+def test_run_state_then_update_end_to_end(tmp_path):
+    prog = write(tmp_path / "p.dl", PROGRAM)
+    write(tmp_path / "facts" / "edge.facts", "1\t2\n2\t3\n3\t4\n")
+    write(tmp_path / "facts" / "label.facts", "1\tone\n")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    run = subprocess.run([str(LEVELFLOW), "run", str(prog), "-F", str(tmp_path / "facts"),
+                          "-D", str(tmp_path / "out0"), "--state", str(tmp_path / "st"), "-q"],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "ran 4 of 4 tasks" in run.stdout
+    ins = write(tmp_path / "upd" / "label.facts", "4\tfour\n")
+    diff = write(tmp_path / "upd" / "change.diff", "+edge(4,5)\n-edge(1,2)\n+edge(2,3)\n")
+    upd = subprocess.run([str(LEVELFLOW), "update", str(tmp_path / "st"), "--insert", str(ins),
+                          "--insert", str(diff), "-D", str(tmp_path / "out1")],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert upd.returncode == 0, upd.stderr
+    edges = {(2, 3), (3, 4), (4, 5)}
+    labels = {(1, "one"), (4, "four")}
+    ref = _reference(PROGRAM, edges, labels, tmp_path / "ref")
+    assert _lines(tmp_path / "out1" / "path.csv") == {f"{a}\t{b}" for a, b in ref["path"]}
+    assert _lines(tmp_path / "out1" / "named.csv") == {f"{a}\t{b}" for a, b in ref["named"]}
+    # path lost (1,2) (1,3) (1,4), gained (4,5) (2,5) (3,5); named lost all of label 1's.
+    out = upd.stdout.splitlines()
+    assert "path\t+3\t-3" in out
+    assert "named\t+1\t-3" in out
+    assert any("inserted fact(s) of edge already present" in line for line in out)
+    assert "ran 4 of 4 tasks" in upd.stdout
+    assert StateDir(tmp_path / "st").current() == 1
