@@ -11,7 +11,8 @@ import pytest
 from levelflow.cli import main
 from levelflow.traces import TraceError, convert_wfcommons, dump_trace, load_trace, trace_to_obj
 
-DATA = Path("/work/shared/data/wfcommons")
+# CI and developers have shared/ beside the repository.
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "wfcommons"
 REAL = sorted(DATA.glob("*.json"))
 
 #  split ──► a ──► merge
