@@ -88,7 +88,30 @@ def _cut(df: DataFrame, checkpoint: str = "local") -> tuple[DataFrame, int]:
     seen = Observation()
     df = df.observe(seen, F.count(F.lit(1)).alias("rows"))
     df = df.checkpoint(eager=True) if checkpoint == "reliable" else df.localCheckpoint(eager=True)
-    return df, int(seen.get["rows"])
+    return _forget_stats(df), int(seen.get["rows"])
+
+
+def _forget_stats(df: DataFrame) -> DataFrame:
+    """Return a checkpointed frame re-rooted on its RDD, without the cut plan's size estimate.
+
+    A checkpoint keeps the optimizer's size estimate of the plan it cut, and an inner join's
+    estimate is the product of its sides'. A delta derived by joining two recursive relations
+    would inherit the product of their estimates, so the estimate's digits doubled every round;
+    Spark computes on those BigInts and rounds grew ~2.5x slower each (mutual recursion,
+    ~25 rounds). Re-rooted, the frame has Spark's default estimate; broadcasts come from the
+    known row counts (compile.py hints) and AQE's runtime sizes. Left as is where the JVM
+    call is unavailable (e.g. Spark Connect).
+    """
+    from pyspark.sql import DataFrame as _DataFrame
+
+    try:
+        jdf = df._jdf
+        jspark = df.sparkSession._jsparkSession
+        rdd = jdf.queryExecution().toRdd()
+        return _DataFrame(jspark.internalCreateDataFrame(rdd, jdf.schema(), False),
+                          df.sparkSession)
+    except Exception:  # noqa: BLE001 - an optimization only: keep the checkpointed frame
+        return df
 
 
 def _union(frames: list[DataFrame]) -> DataFrame:
