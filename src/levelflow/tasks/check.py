@@ -11,7 +11,6 @@ from collections.abc import Iterator
 
 from levelflow.tasks.ast import (
     IO,
-    PRIMITIVES,
     Atom,
     BinOp,
     Comparison,
@@ -37,6 +36,7 @@ from levelflow.tasks.typecheck import (
     describe,
     fits,
     fold,
+    primitive_of,
     resolve_types,
     show,
 )
@@ -92,16 +92,8 @@ def _check_decls(parsed: Parsed, types: dict[str, str], report: Problems) -> dic
             report(d.name_loc,
                    f"relation '{d.name}' is already declared at {first.line}:{first.col}")
             continue
-        prims: list[str] = []
-        for t in d.types:
-            if t.name in PRIMITIVES:
-                prims.append(t.name)
-            elif t.name in types:
-                prims.append(types[t.name])
-            else:
-                report(t.loc, f"unknown type '{t.name}'", needs_rest=True)
-                prims.append(UNKNOWN)
-        decls[d.name] = Decl(d.name, d.attrs, tuple(prims), d.loc)
+        prims = tuple(primitive_of(t.name, t.loc, types, report) for t in d.types)
+        decls[d.name] = Decl(d.name, d.attrs, prims, d.loc)
     return decls
 
 

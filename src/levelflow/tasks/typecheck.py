@@ -24,6 +24,16 @@ class Report(Protocol):
     def __call__(self, loc: Loc, what: str, *, needs_rest: bool = False) -> None: ...
 
 
+def primitive_of(name: str, loc: Loc, resolved: dict[str, str], report: Report) -> str:
+    """Return the primitive a type name stands for, or UNKNOWN after reporting it at loc."""
+    if name in PRIMITIVES:
+        return name
+    if name in resolved:
+        return resolved[name]
+    report(loc, f"unknown type '{name}'", needs_rest=True)
+    return UNKNOWN
+
+
 def resolve_types(defs: list[TypeDef], report: Report) -> dict[str, str]:
     """Return each user type's primitive (UNKNOWN when it cannot be resolved, after reporting)."""
     by_name: dict[str, TypeDef] = {}
@@ -48,15 +58,7 @@ def resolve_types(defs: list[TypeDef], report: Report) -> dict[str, str]:
                 resolved[d.name] = UNKNOWN
             continue
         d = by_name[names[comp[0]]]
-        prims: list[str] = []
-        for base in d.bases:
-            if base.name in PRIMITIVES:
-                prims.append(base.name)
-            elif base.name in resolved:
-                prims.append(resolved[base.name])
-            else:
-                report(base.loc, f"unknown type '{base.name}'", needs_rest=True)
-                prims.append(UNKNOWN)
+        prims = [primitive_of(base.name, base.loc, resolved, report) for base in d.bases]
         known = sorted(set(prims) - {UNKNOWN})
         if UNKNOWN in prims:
             resolved[d.name] = UNKNOWN
