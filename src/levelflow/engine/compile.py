@@ -184,8 +184,10 @@ class _Body:
     """The plan of one rule body being built: the frame so far and its bound variables."""
 
     def __init__(self, spark: SparkSession, rule: Rule, decls: Mapping[str, Decl],
-                 frames: Mapping[int, DataFrame], counts: Mapping[int, int]) -> None:
+                 frames: Mapping[int, DataFrame], counts: Mapping[int, int],
+                 small_seed: bool = False) -> None:
         self.spark = spark
+        self.small_seed = small_seed  # the first atom is a few rows: ship them to a big atom
         self.rule = rule
         self.decls = decls
         self.frames = frames
@@ -218,11 +220,15 @@ class _Body:
         # Expressions over already-bound variables become computed join keys (`fib(n-1, x)`).
         keyed = [(k, t) for k, t in exprs if term_vars(t) <= known]
         later = [(k, t) for k, t in exprs if not term_vars(t) <= known]
-        if self.counts.get(i, _UNKNOWN_ROWS) <= BROADCAST_ROWS:
-            adf = F.broadcast(adf)
         cur = self.df
         for k, t in keyed:
             cur = cur.withColumn(k, term_column(t, self.types)[0])
+        if self.counts.get(i, _UNKNOWN_ROWS) <= BROADCAST_ROWS:
+            adf = F.broadcast(adf)
+        elif self.small_seed:
+            # Only the first big atom: after it the rows joined so far may be many.
+            self.small_seed = False
+            cur = F.broadcast(cur)
         on = [c for c in names if c[2:] in known] + [k for k, _ in keyed]
         if on:
             cur = cur.join(adf, on=on, how="inner")
@@ -311,14 +317,16 @@ class _Body:
 
 def body_frame(spark: SparkSession, rule: Rule, decls: Mapping[str, Decl],
                frames: Mapping[int, DataFrame], counts: Mapping[int, int] | None = None,
-               first: int | None = None) -> tuple[DataFrame, dict[str, str]]:
+               first: int | None = None,
+               small_seed: bool = False) -> tuple[DataFrame, dict[str, str]]:
     """Return the rule body's plan (one `v_x` column per bound variable) and the variable types.
 
     `frames` maps the body position of every atom (positive or negated) to the DataFrame it
     reads; `counts` maps positions to known row counts; `first` is the atom to start from
-    (the recent delta of a semi-naive variant).
+    (the recent delta of a semi-naive variant); `small_seed` says that atom has few rows, so the
+    rows joined so far are broadcast to the first big atom instead of shuffling it.
     """
-    body = _Body(spark, rule, decls, frames, counts or {})
+    body = _Body(spark, rule, decls, frames, counts or {}, small_seed)
     todo = [i for i, lit in enumerate(rule.body) if isinstance(lit, Atom)]
     if not todo:
         body.df = body.unit()

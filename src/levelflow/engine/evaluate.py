@@ -53,6 +53,9 @@ SMALL_FULL_ROWS = 50_000
 BIG_STABLE_ROWS = 50_000
 # Candidate cells (rows x columns) broadcast in that path: 150k rows of a binary relation.
 CANDIDATE_BROADCAST_CELLS = 300_000
+# The column that holds a tuple's rank: the round it was found in (0 for facts and rules over
+# lower relations). Every tuple of rank r > 0 has a derivation from tuples of rank < r.
+RANK = "_it"
 
 
 class Cancelled(Exception):
@@ -155,6 +158,36 @@ class _Relation:
             self.stable = [_cut(_union(self.stable).coalesce(parts))[0]]
 
 
+class _Rounds(_Relation):
+    """A fixpoint relation that remembers every non-empty delta it was given, with its round."""
+
+    __slots__ = ("rounds", "next_round")
+
+    def __init__(self, spark, decl, recent, rows) -> None:
+        super().__init__(spark, decl, recent, rows)
+        self.rounds = [(recent, rows, 0)] if rows else []
+        self.next_round = 1
+
+    def advance(self, new, rows) -> None:
+        if rows:
+            self.rounds.append((new, rows, self.next_round))
+        self.next_round += 1
+        super().advance(new, rows)
+
+    def ranked(self, offset: int = 0) -> DataFrame:
+        """Return every tuple found with a RANK column: offset + the round it was found in."""
+        return ranked_union([(df, offset + r) for df, _, r in self.rounds], self.decl, self.spark)
+
+
+def ranked_union(pieces: list[tuple[DataFrame, int]], decl, spark) -> DataFrame:
+    """Return the union of (tuples, rank) pieces as one frame with a RANK column."""
+    import pyspark.sql.functions as F
+
+    if not pieces:
+        return empty_relation(spark, decl).withColumn(RANK, F.lit(0).cast("bigint"))
+    return _union([df.withColumn(RANK, F.lit(r).cast("bigint")) for df, r in pieces])
+
+
 def _new_tuples(candidates: DataFrame, rel: _Relation) -> tuple[DataFrame, int]:
     """Return the candidates not yet in the relation (cut) and their count."""
     import pyspark.sql.functions as F
@@ -223,11 +256,12 @@ def _frames(rule: Rule, relations: Mapping[str, DataFrame], own: Mapping[str, Da
 def evaluate_task(spark: SparkSession, program: Program, task: Task,
                   relations: Mapping[str, DataFrame], factdir: str | Path | None = None, *,
                   checkpoint: str = "local", cancel: threading.Event | None = None,
-                  counts: Mapping[str, int] | None = None) -> TaskResult:
+                  counts: Mapping[str, int] | None = None, ranked: bool = False) -> TaskResult:
     """Return the task's relations as materialized DataFrames (a TaskResult with `.stats`).
 
     `relations` holds the relations of lower tasks; `counts` their row counts where known
     (used for join order and broadcasts). With `factdir` None, `.input` files are not read.
+    With `ranked`, each relation carries a RANK column (one cut piece; incremental DRed).
     """
     if checkpoint not in CHECKPOINTS:
         raise ValueError(f"checkpoint must be one of {CHECKPOINTS}, got {checkpoint!r}")
@@ -266,17 +300,21 @@ def evaluate_task(spark: SparkSession, program: Program, task: Task,
     stats.per_iteration.append({n: first[n][1] for n in names})
     stats.iteration_seconds.append(time.perf_counter() - t0)
     if not recursive_rules:
-        out = TaskResult((n, first[n][0]) for n in names)
+        out = TaskResult((n, ranked_union([(first[n][0], 0)], decls[n], spark) if ranked
+                          else first[n][0]) for n in names)
         stats.rows = {n: first[n][1] for n in names}
         stats.seconds = time.perf_counter() - t0
         out.stats = stats
         return out
-    rels = {n: _Relation(spark, decls[n], *first[n]) for n in names}
+    kind = _Rounds if ranked else _Relation
+    rels = {n: kind(spark, decls[n], *first[n]) for n in names}
     _fixpoint(spark, program, names, recursive_rules, relations, counts, rels, stats, cancel)
     out = TaskResult()
     for name, rel in rels.items():
         pieces = rel.stable + ([rel.recent] if rel.recent_rows else [])
-        if checkpoint == "local":
+        if ranked:
+            out[name] = _cut(rel.ranked(), checkpoint)[0]
+        elif checkpoint == "local":
             # Every piece is already cut, so their union is too: no copy needed.
             out[name] = _union(pieces) if pieces else rel.recent
         else:

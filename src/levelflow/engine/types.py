@@ -57,13 +57,32 @@ def relation_schema(decl: Decl) -> StructType:
                        for i, t in enumerate(decl.types)])
 
 
+# Up to this many rows a frame of Python tuples is parsed from one JSON literal inside the JVM;
+# createDataFrame needs Python workers, whose start costs ~1 s after a pause.
+LITERAL_ROWS = 50_000
+
+
 def empty_relation(spark: SparkSession, decl: Decl) -> DataFrame:
     """Return an empty DataFrame with the relation's schema."""
-    return spark.createDataFrame([], relation_schema(decl))
+    return rows_frame(spark, decl, [])
 
 
 def rows_frame(spark: SparkSession, decl: Decl, rows: list[tuple]) -> DataFrame:
     """Return a DataFrame of the given Python tuples with the relation's schema (nullary: `()`)."""
+    import json
+
+    import pyspark.sql.functions as F
+    from pyspark.sql.types import ArrayType
+
+    schema = relation_schema(decl)
     if decl.arity == 0:
         rows = [(True,)] if rows else []
-    return spark.createDataFrame(rows, relation_schema(decl))
+    if len(rows) > LITERAL_ROWS:
+        return spark.createDataFrame(rows, schema)
+    if not rows:
+        return spark.range(0).select(*[F.lit(None).cast(f.dataType).alias(f.name)
+                                       for f in schema.fields])
+    names = schema.fieldNames()
+    text = json.dumps([dict(zip(names, row, strict=True)) for row in rows])
+    parsed = F.from_json(F.lit(text), ArrayType(schema), {"allowNonNumericNumbers": "true"})
+    return spark.range(1).select(F.inline(parsed))

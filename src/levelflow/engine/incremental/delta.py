@@ -1,4 +1,4 @@
-"""Updating one task from its inputs' changes: counting, delete-and-rederive, or from scratch.
+"""Updating one task from its inputs' changes: counting, or from scratch (DRed: dred.py).
 
 Constant during a task's update: `Versions` of every relation it reads (old, new, Δ+, Δ-, all
 cut) and of its own relations (old only). Produced: each own relation's new version and Δ±.
@@ -9,11 +9,6 @@ telescoping sum over changed atoms k of  new(A1..Ak-1) × Δ(Ak) × old(Ak+1..An
 !A contributes -Δ of A's projection on its non-wildcard positions (an insertion deletes).
 Tuples whose count crosses zero are the net Δ±.
 
-DRed (recursive tasks). 1. Over-delete: everything with an old derivation that uses a deleted
-fact, propagated through the recursion with old versions everywhere. 2. S' = old - D.
-3. Re-derive: D tuples with a derivation from S' and the new lower relations (the rule's body
-prefixed with the D tuple, so only D's bindings are joined), plus insertion seeds (Δ+ of lower
-relations, S' for own atoms). 4. The engine's semi-naive fixpoint from stable S', recent seeds.
 """
 
 from __future__ import annotations
@@ -23,16 +18,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from levelflow.engine.compile import BROADCAST_ROWS, CompileError, body_frame, head_frame
+from levelflow.engine.compile import BROADCAST_ROWS, body_frame, head_frame
 from levelflow.engine.evaluate import (
-    MERGE_PIECES,
     Cancelled,
-    EvalStats,
     _cast_fact,
     _cut,
     _fact_rows,
-    _fixpoint,
-    _Relation,
     _union,
     evaluate_task,
 )
@@ -128,6 +119,7 @@ class TaskUpdate:
     seconds: float
     versions: dict  # relation name -> Versions (new / plus / minus set)
     counts: dict = field(default_factory=dict)  # counted relation -> new counts (c.., _cnt)
+    ranked: dict = field(default_factory=dict)  # DRed relation -> (new tuples + _it, max rank)
     scratch_seconds: float | None = None
     iterations: int = 0
 
@@ -136,13 +128,17 @@ class TaskContext:
     """Everything a task's update reads: the program, the Versions of relations, base facts."""
 
     def __init__(self, spark: SparkSession, program: Program, versions: Mapping[str, Versions],
-                 old_counts: Mapping[str, DataFrame], base: Mapping[str, Versions]) -> None:
+                 old_counts: Mapping[str, DataFrame], base: Mapping[str, Versions],
+                 old_ranked: Mapping[str, DataFrame] | None = None,
+                 max_rank: Mapping[str, int] | None = None) -> None:
         self.spark = spark
         self.program = program
         self.decls = program.decls
         self.versions = versions
         self.old_counts = old_counts
         self.base = base  # input relation -> Versions of its base facts
+        self.old_ranked = old_ranked or {}  # DRed relation -> old tuples with their RANK
+        self.max_rank = max_rank or {}  # DRed relation -> its highest rank
 
     def sizes(self, rule: Rule, new: bool) -> dict[int, int]:
         """Return known row counts per body atom position (for join order and broadcasts)."""
@@ -223,10 +219,12 @@ def countable(program: Program, task: Task) -> bool:
     return True
 
 
-def _heads(ctx: TaskContext, rule: Rule, names, frames, sizes, first=None, decls=None):
+def _heads(ctx: TaskContext, rule: Rule, names, frames, sizes, first=None, decls=None,
+           small_seed: bool = False):
     """Return (relation, head tuples) for each head of `rule` in `names`, body over `frames`."""
     decls = decls or ctx.decls
-    body, types = body_frame(ctx.spark, rule, decls, frames, sizes, first=first)
+    body, types = body_frame(ctx.spark, rule, decls, frames, sizes, first=first,
+                             small_seed=small_seed)
     return [(h.relation, head_frame(body, types, h, decls[h.relation]))
             for h in rule.heads if h.relation in names]
 
@@ -350,232 +348,11 @@ def count_update(ctx: TaskContext, task: Task) -> dict[str, tuple]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Delete and re-derive.
-
-
-class _Tracked(_Relation):
-    """A fixpoint relation that remembers every delta it was given (the tuples it added)."""
-
-    __slots__ = ("added",)
-
-    def __init__(self, spark, decl, recent, rows) -> None:
-        super().__init__(spark, decl, recent, rows)
-        self.added = [(recent, rows)] if rows else []
-
-    def advance(self, new, rows) -> None:
-        if rows:
-            self.added.append((new, rows))
-        super().advance(new, rows)
-
-
-def _reads_own(rule: Rule, names) -> bool:
-    """Return whether a rule's body reads one of `names` positively."""
-    return any(isinstance(lit, Atom) and lit.relation in names for lit in rule.body)
-
-
-def dred_update(ctx: TaskContext, task: Task, cancel=None) -> tuple[dict[str, tuple], int]:
-    """Return per relation (new, Δ+, Δ+ rows, Δ-, Δ- rows, new rows) by DRed, and the rounds."""
-    spark, decls = ctx.spark, ctx.decls
-    names = task.relations
-    own = set(names)
-    rules = [r for r in task.rules if r.body]
-    rec_rules = [r for r in rules if _reads_own(r, own)]
-    old = {n: ctx.versions[n] for n in names}
-    cols = {n: column_names(decls[n].arity) for n in names}
-    rounds = 0
-
-    # 1. Over-delete: D0 = derivations that use a deleted lower fact (all else old), then
-    #    propagate D through the recursive rules with old versions everywhere else.
-    seeds: dict[str, list[DataFrame]] = {n: [] for n in names}
-    for n in names:
-        b = ctx.base.get(n)
-        if b is not None and b.minus_rows:
-            seeds[n].append(b.minus)
-    for rule in rules:
-        for i, atom, neg in atoms_of(rule):
-            ver = ctx.versions[atom.relation]
-            if atom.relation in own or not ver.changed:
-                continue
-            df, rows = ver.delta(atom, neg, deleting=True)
-            if not rows:
-                continue
-            frames = {j: ctx.versions[a.relation].old for j, a, _ in atoms_of(rule) if j != i}
-            sizes = ctx.sizes(rule, new=False)
-            frames[i], sizes[i] = _b(df, rows), rows
-            variant = _as_positive(rule, i) if neg else rule
-            for name, heads in _heads(ctx, variant, names, frames, sizes, first=i):
-                seeds[name].append(heads)
-    dpieces: dict[str, list[tuple[DataFrame, int]]] = {n: [] for n in names}
-    recent: dict[str, tuple[DataFrame | None, int]] = {n: (None, 0) for n in names}
-    for n in names:
-        if seeds[n] and old[n].old_rows:
-            recent[n] = _cut(_intersect(_union(seeds[n]).distinct(), old[n].old,
-                                        old[n].old_rows, cols[n]))
-            if recent[n][1]:
-                dpieces[n].append(recent[n])
-    while any(r for _, r in recent.values()):
-        _check(cancel)
-        rounds += 1
-        cands: dict[str, list[DataFrame]] = {n: [] for n in names}
-        for rule in rec_rules:
-            for j, atom, neg in atoms_of(rule):
-                df, rows = recent.get(atom.relation, (None, 0))
-                if neg or atom.relation not in own or not rows:
-                    continue
-                frames = {k: ctx.versions[a.relation].old for k, a, _ in atoms_of(rule)}
-                sizes = ctx.sizes(rule, new=False)
-                frames[j], sizes[j] = _b(df, rows), rows
-                for name, heads in _heads(ctx, rule, names, frames, sizes, first=j):
-                    cands[name].append(heads)
-        for n in names:
-            if not cands[n]:
-                recent[n] = (None, 0)
-                continue
-            found = _union(cands[n]).distinct()
-            if dpieces[n]:
-                found = _minus(found, _union([d for d, _ in dpieces[n]]),
-                               sum(r for _, r in dpieces[n]), cols[n])
-            recent[n] = _cut(found)
-            if recent[n][1]:
-                dpieces[n].append(recent[n])
-    deleted = {n: (_cut(_union([d for d, _ in dpieces[n]]))
-                   if len(dpieces[n]) > 1 else dpieces[n][0]) if dpieces[n] else (None, 0)
-               for n in names}
-
-    # 2. S' = old - D.
-    kept = {}
-    for n in names:
-        d, d_rows = deleted[n]
-        kept[n] = (old[n].old, old[n].old_rows) if not d_rows else \
-            _cut(old[n].old.join(_b(d, d_rows), cols[n], "left_anti"))
-    _check(cancel)
-
-    # 3. Re-derive D tuples from S' and new lower relations; seed insertions.
-    decls2 = dict(decls)
-    for n in names:
-        decls2[DELETED + n] = Decl(DELETED + n, decls[n].attrs, decls[n].types)
-    frames_new = {}  # relation -> frame for atoms that read "now": own S', lower new
-    for n in ctx.versions:
-        frames_new[n] = kept[n][0] if n in own else ctx.versions[n].new
-    rows_new = {n: (kept[n][1] if n in own else ctx.versions[n].new_rows) for n in ctx.versions}
-    seeds = {n: [] for n in names}
-    for n in names:
-        b = ctx.base.get(n)
-        if b is not None and b.plus_rows:
-            seeds[n].append(b.plus)
-    for n in names:
-        d, d_rows = deleted[n]
-        if not d_rows:
-            continue
-        b = ctx.base.get(n)
-        if b is not None and b.new_rows:
-            seeds[n].append(b.new.join(_b(d, d_rows), cols[n], "left_semi"))
-        facts = _program_facts(ctx, task, n)
-        if facts is not None:
-            seeds[n].append(facts.join(_b(d, d_rows), cols[n], "left_semi"))
-    for rule in rules:
-        head = rule.heads[0]
-        d, d_rows = deleted.get(head.relation, (None, 0))
-        if not d_rows:
-            continue
-        seeds[head.relation].append(_rederive(ctx, rule, head, d, d_rows, decls2, frames_new,
-                                              rows_new))
-    for rule in rules:
-        for i, atom, neg in atoms_of(rule):
-            ver = ctx.versions[atom.relation]
-            if atom.relation in own or not ver.changed:
-                continue
-            df, rows = ver.delta(atom, neg, deleting=False)
-            if not rows:
-                continue
-            frames = {j: frames_new[a.relation] for j, a, _ in atoms_of(rule) if j != i}
-            sizes = {j: rows_new[a.relation] for j, a, _ in atoms_of(rule) if j != i}
-            frames[i], sizes[i] = _b(df, rows), rows
-            variant = _as_positive(rule, i) if neg else rule
-            for name, heads in _heads(ctx, variant, names, frames, sizes, first=i):
-                seeds[name].append(heads)
-    _check(cancel)
-
-    # 4. Semi-naive from stable S', recent = seeds - S'.
-    rels = {}
-    for n in names:
-        if seeds[n]:
-            start, start_rows = _cut(_minus(_union(seeds[n]).distinct(), kept[n][0],
-                                            kept[n][1], cols[n]))
-        else:
-            start, start_rows = empty_relation(spark, decls[n]), 0
-        rel = _Tracked(spark, decls[n], start, start_rows)
-        if kept[n][1]:
-            rel.stable, rel.stable_rows = [kept[n][0]], kept[n][1]
-        rels[n] = rel
-    lower = {n: v.new for n, v in ctx.versions.items() if n not in own}
-    stats = EvalStats(task=task.name)
-    if rec_rules:
-        _fixpoint(spark, ctx.program, names, rec_rules, lower,
-                  {n: v.new_rows for n, v in ctx.versions.items() if n not in own}, rels, stats,
-                  cancel)
-    rounds += stats.iterations
-
-    out = {}
-    for n in names:
-        rel = rels[n]
-        d, d_rows = deleted[n]
-        added = rel.added
-        a_rows = sum(r for _, r in added)
-        if not a_rows and not d_rows:
-            out[n] = (old[n].old, None, 0, None, 0, old[n].old_rows, old[n].pieces)
-            continue
-        a = _union([df for df, _ in added]) if added else None
-        if a is not None and d_rows:
-            plus, plus_rows = _cut(a.join(_b(d, d_rows), cols[n], "left_anti"))
-            minus, minus_rows = _cut(d.join(_b(a, a_rows), cols[n], "left_anti"))
-        elif a is not None:
-            plus, plus_rows, minus, minus_rows = a, a_rows, None, 0
-        else:
-            plus, plus_rows, minus, minus_rows = None, 0, d, d_rows
-        # Every piece is cut, so their union needs no copy until there are too many of them.
-        pieces = ([kept[n][0]] if kept[n][1] else []) + [df for df, _ in added]
-        count = (old[n].pieces if kept[n][1] and not d_rows else 1) + len(added)
-        if not pieces:
-            new, count = empty_relation(spark, decls[n]), 1
-        elif count > MERGE_PIECES:
-            new, count = _cut(_union(pieces))[0], 1
-        else:
-            new = _union(pieces)
-        out[n] = (new, plus, plus_rows, minus, minus_rows, kept[n][1] + a_rows, count)
-    return out, rounds
-
-
-def _rederive(ctx, rule, head, d, d_rows, decls2, frames_new, rows_new) -> DataFrame:
-    """Return the D tuples of `head` that `rule` derives from S' and the new lower relations."""
-    atoms = atoms_of(rule)
-    if any(not neg for _, _, neg in atoms):
-        # deleted(head args), body: joined first, so only the deleted tuples' bindings are tried.
-        prefixed = Rule(rule.heads, (Atom(DELETED + head.relation, head.args),) + rule.body,
-                        rule.loc)
-        frames = {0: _b(d, d_rows)}
-        sizes = {0: d_rows}
-        for i, atom, _ in atoms:
-            frames[i + 1] = frames_new[atom.relation]
-            sizes[i + 1] = rows_new[atom.relation]
-        try:
-            (_, heads), = _heads(ctx, prefixed, (head.relation,), frames, sizes, first=0,
-                                 decls=decls2)
-            return heads
-        except CompileError:
-            pass  # e.g. a head expression the prefix cannot bind: evaluate the rule plainly
-    frames = {i: frames_new[a.relation] for i, a, _ in atoms}
-    sizes = {i: rows_new[a.relation] for i, a, _ in atoms}
-    (_, heads), = _heads(ctx, rule, (head.relation,), frames, sizes)
-    return heads.join(_b(d, d_rows), column_names(ctx.decls[head.relation].arity), "left_semi")
-
-
-# ---------------------------------------------------------------------------------------------
 # From scratch (bootstrap, unsupported shapes, and the elastic switch's fallback).
 
 
 def scratch_sets(ctx: TaskContext, task: Task, cancel=None) -> tuple[dict, int]:
-    """Return each relation's new tuples evaluated from scratch by the engine, and the rounds."""
+    """Return each relation's new tuples (with RANK) evaluated from scratch, and the rounds."""
     import dataclasses
 
     decls = dict(ctx.decls)
@@ -596,7 +373,7 @@ def scratch_sets(ctx: TaskContext, task: Task, cancel=None) -> tuple[dict, int]:
         program = dataclasses.replace(ctx.program, decls=decls, inputs={})
         run_task = dataclasses.replace(task, rules=task.rules + tuple(extra_rules))
     result = evaluate_task(ctx.spark, program, run_task, relations, None, cancel=cancel,
-                           counts=counts)
+                           counts=counts, ranked=True)
     return {n: (result[n], result.stats.rows[n]) for n in task.relations}, \
         result.stats.iterations
 

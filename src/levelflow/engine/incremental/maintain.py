@@ -19,7 +19,7 @@ import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from levelflow.engine.evaluate import MERGE_PIECES, _cut
+from levelflow.engine.evaluate import _cut
 from levelflow.engine.incremental.delta import (
     TaskContext,
     TaskUpdate,
@@ -28,9 +28,9 @@ from levelflow.engine.incremental.delta import (
     count_update,
     countable,
     diff,
-    dred_update,
     scratch_sets,
 )
+from levelflow.engine.incremental.dred import dred_update
 from levelflow.engine.incremental.state import COUNT, Snapshot
 from levelflow.engine.runner import edge_reads, initial_tasks
 from levelflow.engine.types import column_names, empty_relation
@@ -94,7 +94,9 @@ class Epoch:
                          for n, d in self.program.decls.items()}
         self.base = base  # input relation -> Versions of base facts (change already set)
         self.ctx = TaskContext(spark, self.program, self.versions,
-                               {n: snap.rel[n] for n in snap.counted}, base)
+                               {n: snap.rel[n] for n in snap.counted}, base,
+                               {n: snap.rel[n] for n in self.program.decls
+                                if n not in snap.counted}, snap.max_rank)
         self.updates: dict[int, TaskUpdate] = {}
         self.edges = edge_reads(program_tasks)
 
@@ -180,11 +182,12 @@ class Epoch:
             sets, rounds = scratch_sets(self.ctx, task)
             out = {}
             for n in task.relations:
-                new, rows = sets[n]
+                ranked, rows = sets[n]
                 ver = self.versions[n]
                 cols = column_names(self.program.decls[n].arity)
-                out[n] = (new, *diff(ver.old, ver.old_rows, new, rows, cols), rows,
-                          MERGE_PIECES)
+                new = ranked.select(*cols)
+                # One cut piece; its ranks are the rounds of this evaluation.
+                out[n] = (ranked, *diff(ver.old, ver.old_rows, new, rows, cols), rows, 1, rounds)
             upd = self._apply_sets(v, out, strategy, t0, rounds)
         upd.scratch_seconds = time.perf_counter() - t1
         return upd
@@ -202,16 +205,19 @@ class Epoch:
         return TaskUpdate(v, strategy, time.perf_counter() - t0, versions, counts)
 
     def _apply_sets(self, v, out, strategy, t0, rounds) -> TaskUpdate:
-        """Return the TaskUpdate of a set-maintained task."""
-        versions = {}
-        for n, (new, plus, plus_rows, minus, minus_rows, rows, pieces) in out.items():
+        """Return the TaskUpdate of a set-maintained (DRed, ranked) task."""
+        versions, ranked = {}, {}
+        for n, (new, plus, plus_rows, minus, minus_rows, rows, pieces, top) in out.items():
             old = self.versions[n]
             ver = Versions(self.program.decls[n], old.old, old.old_rows, old.pieces)
             if plus_rows or minus_rows:
-                ver.set_change(new, rows, plus, plus_rows, minus, minus_rows)
+                cols = column_names(self.program.decls[n].arity)
+                ver.set_change(new.select(*cols), rows, plus, plus_rows, minus, minus_rows)
                 ver.pieces = pieces
+                ranked[n] = (new, top)
             versions[n] = ver
-        return TaskUpdate(v, strategy, time.perf_counter() - t0, versions, iterations=rounds)
+        return TaskUpdate(v, strategy, time.perf_counter() - t0, versions, ranked=ranked,
+                          iterations=rounds)
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -271,6 +277,7 @@ class Epoch:
         """Return the new snapshot (not yet on disk), the relations and base facts it changed."""
         old = self.snap
         rel, rows, pieces = dict(old.rel), dict(old.rows), dict(old.pieces)
+        max_rank = dict(old.max_rank)
         changed: set[str] = set()
         scratch = dict(old.scratch_seconds)
         for v, upd in self.updates.items():
@@ -281,8 +288,9 @@ class Epoch:
                 if n in upd.counts:
                     rel[n], rows[n] = upd.counts[n], ver.new_rows
                     changed.add(n)
-                elif ver.changed:
-                    rel[n], rows[n], pieces[n] = ver.new, ver.new_rows, ver.pieces
+                elif n in upd.ranked:
+                    (rel[n], max_rank[n]), rows[n] = upd.ranked[n], ver.new_rows
+                    pieces[n] = ver.pieces
                     changed.add(n)
         base, base_rows = dict(old.base), dict(old.base_rows)
         changed_base = set()
@@ -291,7 +299,7 @@ class Epoch:
                 base[n], base_rows[n] = ver.new, ver.new_rows
                 changed_base.add(n)
         snap = Snapshot(old.epoch + 1, rel, base, rows, base_rows, set(old.counted), scratch,
-                        dict(old.where), dict(old.base_where), pieces)
+                        dict(old.where), dict(old.base_where), pieces, max_rank)
         return snap, changed, changed_base
 
     def result(self, seconds: float) -> EpochResult:

@@ -1,8 +1,8 @@
 """The maintained state: every relation with what incremental evaluation needs, per epoch.
 
 In memory a `Snapshot` holds, per relation, its tuples (columns c0..) — with a derivation count
-column `_cnt` for relations of counted (non-recursive) tasks — and, per input relation, its base
-facts apart. On disk a `StateDir` is
+column `_cnt` for relations of counted (non-recursive) tasks, a rank column `_it` for the others
+(DRed) — and, per input relation, its base facts apart. On disk a `StateDir` is
 
     STATEDIR/CURRENT             the current epoch number (replaced atomically, last)
     STATEDIR/LOCK                flock'ed by the one writer
@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from levelflow.engine.evaluate import RANK
 from levelflow.engine.types import empty_relation, relation_schema
 from levelflow.errors import LevelflowError
 
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 
     from levelflow.tasks.ast import Program
 
-FORMAT = "levelflow-state/1"
+FORMAT = "levelflow-state/2"
 COUNT = "_cnt"
 
 
@@ -45,7 +46,7 @@ class StateError(LevelflowError):
 
 @dataclass
 class Snapshot:
-    """One epoch's relations (tuples; counted ones carry `_cnt`), base facts and bookkeeping."""
+    """One epoch's relations (tuples + `_cnt` or `_it`), base facts and bookkeeping."""
 
     epoch: int
     rel: dict  # relation name -> DataFrame (c0.. [+ _cnt])
@@ -57,11 +58,11 @@ class Snapshot:
     where: dict[str, int | None] = field(default_factory=dict)  # relation -> epoch dir
     base_where: dict[str, int | None] = field(default_factory=dict)
     pieces: dict[str, int] = field(default_factory=dict)  # relation -> cut pieces in its union
+    max_rank: dict[str, int] = field(default_factory=dict)  # ranked relation -> highest rank
 
     def tuples(self, name: str) -> DataFrame:
-        """Return the tuples of relation `name` (columns c0.., no count)."""
-        df = self.rel[name]
-        return df.drop(COUNT) if name in self.counted else df
+        """Return the tuples of relation `name` (columns c0.., no count or rank)."""
+        return self.rel[name].drop(COUNT if name in self.counted else RANK)
 
 
 def empty_snapshot(spark: SparkSession, program: Program, counted: set[str]) -> Snapshot:
@@ -70,12 +71,13 @@ def empty_snapshot(spark: SparkSession, program: Program, counted: set[str]) -> 
 
     rel = {}
     for name, decl in program.decls.items():
-        df = empty_relation(spark, decl)
-        rel[name] = df.withColumn(COUNT, F.lit(0).cast("bigint")) if name in counted else df
+        extra = COUNT if name in counted else RANK
+        rel[name] = empty_relation(spark, decl).withColumn(extra, F.lit(0).cast("bigint"))
     base = {name: empty_relation(spark, program.decls[name]) for name in program.inputs}
     return Snapshot(-1, rel, base, dict.fromkeys(program.decls, 0),
                     dict.fromkeys(program.inputs, 0), set(counted),
-                    where=dict.fromkeys(program.decls), base_where=dict.fromkeys(program.inputs))
+                    where=dict.fromkeys(program.decls), base_where=dict.fromkeys(program.inputs),
+                    max_rank=dict.fromkeys(set(program.decls) - set(counted), 0))
 
 
 class StateDir:
@@ -139,15 +141,13 @@ class StateDir:
         rel, rows, where = {}, {}, {}
         for name, decl in program.decls.items():
             info = data["relations"][name]
-            schema = relation_schema(decl)
-            if name in counted:
-                schema = schema.add(StructField(COUNT, LongType(), True))
+            extra = COUNT if name in counted else RANK
+            schema = relation_schema(decl).add(StructField(extra, LongType(), True))
             e = info["epoch"]
             where[name], rows[name] = e, int(info["rows"])
             if e is None:
-                df = empty_relation(spark, decl)
-                rel[name] = df.withColumn(COUNT, F.lit(0).cast("bigint")) \
-                    if name in counted else df
+                rel[name] = empty_relation(spark, decl).withColumn(extra,
+                                                                   F.lit(0).cast("bigint"))
             else:
                 rel[name] = spark.read.schema(schema).parquet(
                     str(self.epochs / str(e) / "rel" / name))
@@ -159,8 +159,10 @@ class StateDir:
             base[name] = (empty_relation(spark, program.decls[name]) if e is None else
                           spark.read.schema(relation_schema(program.decls[name])).parquet(
                               str(self.epochs / str(e) / "base" / name)))
+        max_rank = {n: int(r) for n, r in data.get("max_rank", {}).items()}
         return Snapshot(epoch, rel, base, rows, base_rows, counted,
-                        dict(data.get("scratch_seconds", {})), where, base_where)
+                        dict(data.get("scratch_seconds", {})), where, base_where,
+                        max_rank=max_rank)
 
     def commit(self, spark: SparkSession, program: Program, program_text: str, snap: Snapshot,
                changed: set[str], changed_base: set[str], extra: dict | None = None,
@@ -197,6 +199,7 @@ class StateDir:
                 "base": {n: {"epoch": base_where[n], "rows": snap.base_rows[n]}
                          for n in program.inputs},
                 "scratch_seconds": snap.scratch_seconds,
+                "max_rank": snap.max_rank,
                 **(extra or {}),
             }
             (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))

@@ -1,0 +1,394 @@
+"""Delete and re-derive for recursive tasks, with ranks that keep the over-deletion small.
+
+Every maintained tuple carries a rank (`_it`): the round it was found in. Invariant: a tuple
+of rank r > 0 has a derivation from tuples of rank < r (facts and rules over lower relations
+give rank 0). That is what Soufflé's incremental mode records with `@iteration`.
+
+1. Suspects. Candidates are the old tuples that lose a derivation: removed base facts, heads
+   of derivations through a lower relation's Δ-, then heads of derivations through a new
+   suspect. A candidate stays if it is still a base or program fact, or has a derivation from
+   the new lower relations and own tuples of smaller rank that are not suspect; the others
+   become suspects. By induction on rank every non-suspect tuple is still derivable, and one
+   that leaned on a tuple which later turns suspect is a candidate again in the next round.
+   Plain DRed deletes everything downstream of a removed fact; in a dense closure that is
+   most of the relation, here it is the tuples that really lost their support.
+2. S' = old - suspects.
+3. Re-derive suspects from S' and the new lower relations (the rule's body prefixed with the
+   suspect tuple, so only its bindings are joined), plus insertion seeds (Δ+ of lower
+   relations and base facts).
+4. The engine's semi-naive fixpoint from stable S'. Round k of it gets rank max_rank + 1 + k,
+   above every tuple it was derived from, so the invariant holds for the next epoch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from levelflow.engine.compile import BROADCAST_ROWS, CompileError
+from levelflow.engine.evaluate import (
+    MERGE_PIECES,
+    RANK,
+    EvalStats,
+    _cut,
+    _fixpoint,
+    _Rounds,
+    _union,
+    ranked_union,
+)
+from levelflow.engine.incremental.delta import (
+    TaskContext,
+    _as_positive,
+    _b,
+    _check,
+    _heads,
+    _intersect,
+    _minus,
+    _program_facts,
+    atoms_of,
+)
+from levelflow.engine.types import column_names, empty_relation
+from levelflow.tasks.ast import Atom, Comparison, Decl, Negation, Rule, Var
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from levelflow.tasks.tasks import Task
+
+DELETED = "@D:"  # stand-in relation: a task's suspect tuples (re-derivation)
+CANDIDATE = "@C:"  # stand-in relation: candidates with their rank (support check)
+LIVE = "@L:"  # stand-in relation: old own tuples that are not suspect, with their rank
+RANK_VAR = "@rank"  # variables the parser cannot produce, so they never meet a user's
+
+
+def _reads_own(rule: Rule, names) -> bool:
+    """Return whether a rule's body reads one of `names` positively."""
+    return any(isinstance(lit, Atom) and lit.relation in names for lit in rule.body)
+
+
+def _ranked_decl(prefix: str, decl: Decl) -> Decl:
+    """Return the stand-in declaration of a relation with its rank as a last attribute."""
+    return Decl(prefix + decl.name, decl.attrs + (RANK_VAR,), decl.types + ("number",))
+
+
+class _Suspects:
+    """The suspects found so far per relation: cut pieces, merged when there are many."""
+
+    def __init__(self, names) -> None:
+        self.pieces: dict[str, list[tuple[DataFrame, int]]] = {n: [] for n in names}
+
+    def add(self, name: str, df: DataFrame, rows: int) -> None:
+        if rows:
+            self.pieces[name].append((df, rows))
+            if len(self.pieces[name]) >= MERGE_PIECES:
+                self.pieces[name] = [_cut(_union([d for d, _ in self.pieces[name]]))]
+
+    def rows(self, name: str) -> int:
+        return sum(r for _, r in self.pieces[name])
+
+    def frame(self, name: str) -> DataFrame | None:
+        return _union([d for d, _ in self.pieces[name]]) if self.pieces[name] else None
+
+    def without(self, df: DataFrame, name: str, cols) -> DataFrame:
+        """Return df minus the suspects of `name` (on the tuple columns)."""
+        s, rows = self.frame(name), self.rows(name)
+        return df if s is None else df.join(_b(s, rows), cols, "left_anti")
+
+
+def _candidates(ctx: TaskContext, name: str, cand: DataFrame, cols, suspects: _Suspects):
+    """Return (the distinct candidates not yet suspect, cut; rows) and their ranks (lazy).
+
+    Every candidate is an old tuple: it is the head of an old derivation.
+    """
+    import pyspark.sql.functions as F
+
+    cand, rows = _cut(suspects.without(cand, name, cols).distinct())
+    if not rows:
+        return None, 0, None
+    old = ctx.old_ranked[name]
+    ranked = old.join(F.broadcast(cand), cols, "inner") if rows <= BROADCAST_ROWS else \
+        cand.join(old, cols, "inner")
+    return cand, rows, ranked
+
+
+def _supported(ctx: TaskContext, task: Task, rules, cands: dict, suspects: _Suspects,
+               cols: dict) -> dict[str, list[DataFrame]]:
+    """Return per relation the candidates that keep a derivation from smaller-rank tuples."""
+    names = set(task.relations)
+    decls = dict(ctx.decls)
+    for n in names:
+        decls[CANDIDATE + n] = _ranked_decl(CANDIDATE, ctx.decls[n])
+        decls[LIVE + n] = _ranked_decl(LIVE, ctx.decls[n])
+    live: dict[str, DataFrame] = {}
+    out: dict[str, list[DataFrame]] = {n: [] for n in names}
+    for n, (tuples, rows, _) in cands.items():
+        if not rows:
+            continue
+        b = ctx.base.get(n)
+        if b is not None and b.new_rows:
+            out[n].append(_intersect(tuples, b.new, b.new_rows, cols[n]))
+        facts = _program_facts(ctx, task, n)
+        if facts is not None:
+            out[n].append(tuples.join(facts, cols[n], "left_semi"))
+    for rule in rules:
+        head = rule.heads[0]
+        _, rows, c = cands.get(head.relation, (None, 0, None))
+        if not rows:
+            continue
+        rank = Var(RANK_VAR)
+        body: list = [Atom(CANDIDATE + head.relation, head.args + (rank,))]
+        rank_col = f"c{ctx.decls[head.relation].arity}"  # the stand-in's last attribute
+        frames, sizes = {0: _b(c.withColumnRenamed(RANK, rank_col), rows)}, {0: rows}
+        for lit in rule.body:
+            pos = len(body)
+            atom = lit.atom if isinstance(lit, Negation) else lit
+            if isinstance(lit, Atom) and lit.relation in names:
+                own_rank = Var(f"{RANK_VAR}{pos}")
+                body.append(Atom(LIVE + lit.relation, lit.args + (own_rank,)))
+                body.append(Comparison("<", own_rank, rank))
+                if lit.relation not in live:
+                    live[lit.relation] = suspects.without(
+                        ctx.old_ranked[lit.relation], lit.relation, cols[lit.relation]
+                    ).withColumnRenamed(RANK, f"c{ctx.decls[lit.relation].arity}")
+                frames[pos] = live[lit.relation]
+                sizes[pos] = ctx.versions[lit.relation].old_rows
+                continue
+            body.append(lit)
+            if isinstance(atom, Atom):
+                frames[pos] = ctx.versions[atom.relation].new
+                sizes[pos] = ctx.versions[atom.relation].new_rows
+        prefixed = Rule(rule.heads, tuple(body), rule.loc)
+        try:
+            (_, heads), = _heads(ctx, prefixed, (head.relation,), frames, sizes, first=0,
+                                 decls=decls, small_seed=rows <= BROADCAST_ROWS)
+        except CompileError:
+            continue  # a head the prefix cannot bind: no support found, the tuple is suspect
+        out[head.relation].append(heads)
+    return out
+
+
+def _find_suspects(ctx: TaskContext, task: Task, rules, rec_rules, cols, cancel):
+    """Return (the suspects per relation, rounds): tuples that may have lost every derivation."""
+    import pyspark.sql.functions as F
+
+    names = task.relations
+    own = set(names)
+    old = {n: ctx.versions[n] for n in names}
+    suspects = _Suspects(names)
+    seeds: dict[str, list[DataFrame]] = {n: [] for n in names}
+    for n in names:
+        b = ctx.base.get(n)
+        if b is not None and b.minus_rows:
+            seeds[n].append(b.minus)
+    for rule in rules:
+        for i, atom, neg in atoms_of(rule):
+            ver = ctx.versions[atom.relation]
+            if atom.relation in own or not ver.changed:
+                continue
+            df, rows = ver.delta(atom, neg, deleting=True)
+            if not rows:
+                continue
+            frames = {j: ctx.versions[a.relation].old for j, a, _ in atoms_of(rule) if j != i}
+            sizes = ctx.sizes(rule, new=False)
+            frames[i], sizes[i] = _b(df, rows), rows
+            variant = _as_positive(rule, i) if neg else rule
+            for name, heads in _heads(ctx, variant, names, frames, sizes, first=i):
+                seeds[name].append(heads)
+    rounds = 0
+    cands = {n: _candidates(ctx, n, _union(seeds[n]), cols[n], suspects)
+             if seeds[n] and old[n].old_rows else (None, 0, None) for n in names}
+    while any(rows for _, rows, _ in cands.values()):
+        _check(cancel)
+        rounds += 1
+        kept = _supported(ctx, task, rules, cands, suspects, cols)
+        fresh: dict[str, tuple[DataFrame | None, int]] = {}
+        for n in names:
+            lost, rows, _ = cands[n]
+            if not rows:
+                fresh[n] = (None, 0)
+                continue
+            if kept[n]:
+                # Few candidates: their supported subset is small too once deduplicated in
+                # one partition (no shuffle), and broadcast it instead of shuffling both.
+                found = _union(kept[n])
+                found = F.broadcast(found.coalesce(1).distinct()) if rows <= BROADCAST_ROWS \
+                    else found
+                lost = lost.join(found, cols[n], "left_anti")
+            fresh[n] = _cut(lost)
+        for n in names:
+            suspects.add(n, *fresh[n])
+        # The next candidates: heads of old derivations that use a new suspect.
+        nxt: dict[str, list[DataFrame]] = {n: [] for n in names}
+        for rule in rec_rules:
+            for j, atom, neg in atoms_of(rule):
+                df, rows = fresh.get(atom.relation, (None, 0))
+                if neg or atom.relation not in own or not rows:
+                    continue
+                frames = {k: ctx.versions[a.relation].old for k, a, _ in atoms_of(rule)}
+                sizes = ctx.sizes(rule, new=False)
+                frames[j], sizes[j] = _b(df, rows), rows
+                for name, heads in _heads(ctx, rule, names, frames, sizes, first=j):
+                    nxt[name].append(heads)
+        cands = {n: _candidates(ctx, n, _union(nxt[n]), cols[n], suspects) if nxt[n]
+                 else (None, 0, None) for n in names}
+    out = {}
+    for n in names:
+        rows = suspects.rows(n)
+        out[n] = (None, 0) if not rows else (suspects.frame(n), rows) \
+            if len(suspects.pieces[n]) == 1 else _cut(suspects.frame(n))
+    return out, rounds
+
+
+def dred_update(ctx: TaskContext, task: Task, cancel=None) -> tuple[dict[str, tuple], int]:
+    """Return per relation (new ranked, Δ+, Δ+ rows, Δ-, Δ- rows, new rows, pieces, max rank)
+    by DRed with ranks, and the rounds it took."""
+    spark, decls = ctx.spark, ctx.decls
+    names = task.relations
+    own = set(names)
+    rules = [r for r in task.rules if r.body]
+    rec_rules = [r for r in rules if _reads_own(r, own)]
+    old = {n: ctx.versions[n] for n in names}
+    cols = {n: column_names(decls[n].arity) for n in names}
+
+    # 1. Suspects: old tuples that may have lost every derivation.
+    deleted, rounds = _find_suspects(ctx, task, rules, rec_rules, cols, cancel)
+
+    # 2. S' = old - suspects. Few suspects: a broadcast anti join applied on every scan is
+    #    cheaper than copying the whole relation; many: copy once.
+    kept, kept_ranked = {}, {}
+    for n in names:
+        d, d_rows = deleted[n]
+        if not d_rows:
+            kept[n], kept_ranked[n] = (old[n].old, old[n].old_rows), ctx.old_ranked[n]
+            continue
+        ranked = ctx.old_ranked[n].join(_b(d, d_rows), cols[n], "left_anti")
+        if d_rows > BROADCAST_ROWS:
+            ranked = _cut(ranked)[0]
+        kept_ranked[n] = ranked
+        kept[n] = (ranked.select(*cols[n]), old[n].old_rows - d_rows)
+    _check(cancel)
+
+    # 3. Re-derive suspects from S' and the new lower relations; seed insertions.
+    decls2 = dict(decls)
+    for n in names:
+        decls2[DELETED + n] = Decl(DELETED + n, decls[n].attrs, decls[n].types)
+    frames_new = {}  # relation -> frame for atoms that read "now": own S', lower new
+    for n in ctx.versions:
+        frames_new[n] = kept[n][0] if n in own else ctx.versions[n].new
+    rows_new = {n: (kept[n][1] if n in own else ctx.versions[n].new_rows) for n in ctx.versions}
+    seeds: dict[str, list[DataFrame]] = {n: [] for n in names}
+    for n in names:
+        b = ctx.base.get(n)
+        if b is not None and b.plus_rows:
+            seeds[n].append(b.plus)
+    for n in names:
+        d, d_rows = deleted[n]
+        if not d_rows:
+            continue
+        b = ctx.base.get(n)
+        if b is not None and b.new_rows:
+            seeds[n].append(_intersect(d, b.new, b.new_rows, cols[n]))
+        facts = _program_facts(ctx, task, n)
+        if facts is not None:
+            seeds[n].append(facts.join(_b(d, d_rows), cols[n], "left_semi"))
+    for rule in rules:
+        head = rule.heads[0]
+        d, d_rows = deleted.get(head.relation, (None, 0))
+        if not d_rows:
+            continue
+        seeds[head.relation].append(_rederive(ctx, rule, head, d, d_rows, decls2, frames_new,
+                                              rows_new))
+    for rule in rules:
+        for i, atom, neg in atoms_of(rule):
+            ver = ctx.versions[atom.relation]
+            if atom.relation in own or not ver.changed:
+                continue
+            df, rows = ver.delta(atom, neg, deleting=False)
+            if not rows:
+                continue
+            frames = {j: frames_new[a.relation] for j, a, _ in atoms_of(rule) if j != i}
+            sizes = {j: rows_new[a.relation] for j, a, _ in atoms_of(rule) if j != i}
+            frames[i], sizes[i] = _b(df, rows), rows
+            variant = _as_positive(rule, i) if neg else rule
+            for name, heads in _heads(ctx, variant, names, frames, sizes, first=i):
+                seeds[name].append(heads)
+    _check(cancel)
+
+    # 4. Semi-naive from stable S', recent = seeds - S'.
+    rels = {}
+    for n in names:
+        if seeds[n]:
+            start, start_rows = _cut(_minus(_union(seeds[n]).distinct(), kept[n][0],
+                                            kept[n][1], cols[n]))
+        else:
+            start, start_rows = empty_relation(spark, decls[n]), 0
+        rel = _Rounds(spark, decls[n], start, start_rows)
+        if kept[n][1]:
+            rel.stable, rel.stable_rows = [kept[n][0]], kept[n][1]
+        rels[n] = rel
+    lower = {n: v.new for n, v in ctx.versions.items() if n not in own}
+    stats = EvalStats(task=task.name)
+    if rec_rules:
+        _fixpoint(spark, ctx.program, names, rec_rules, lower,
+                  {n: v.new_rows for n, v in ctx.versions.items() if n not in own}, rels, stats,
+                  cancel)
+    rounds += stats.iterations
+    return {n: _result(ctx, n, old[n], deleted[n], kept[n], kept_ranked[n], rels[n], cols[n])
+            for n in names}, rounds
+
+
+def _result(ctx, n, old, deleted, kept, kept_ranked, rel: _Rounds, cols) -> tuple:
+    """Return (new ranked, Δ+, Δ+ rows, Δ-, Δ- rows, new rows, pieces, max rank) of a relation."""
+    d, d_rows = deleted
+    added = rel.rounds
+    a_rows = sum(r for _, r, _ in added)
+    top = ctx.max_rank.get(n, 0)
+    if not a_rows and not d_rows:
+        return (ctx.old_ranked[n], None, 0, None, 0, old.old_rows, old.pieces, top)
+    a = _union([df for df, _, _ in added]) if added else None
+    if a is not None and d_rows:
+        plus, plus_rows = _cut(a.join(_b(d, d_rows), cols, "left_anti"))
+        minus, minus_rows = _cut(d.join(_b(a, a_rows), cols, "left_anti"))
+    elif a is not None:
+        plus, plus_rows, minus, minus_rows = a, a_rows, None, 0
+    else:
+        plus, plus_rows, minus, minus_rows = None, 0, d, d_rows
+    # The added rounds become one small piece; the old pieces are only copied (merged) when
+    # there are too many of them, so a small update never copies the whole relation.
+    pieces = old.pieces + (1 if d_rows else 0)
+    new = kept_ranked
+    if added:
+        fresh = rel.ranked(offset=top + 1)
+        if len(added) > 1:
+            fresh = _cut(fresh)[0]
+        new, pieces = (new.unionByName(fresh) if kept[1] else fresh), pieces + 1
+        top += added[-1][2] + 1
+    if pieces > MERGE_PIECES:
+        new, pieces = _cut(new)[0], 1
+    return (new, plus, plus_rows, minus, minus_rows, kept[1] + a_rows, pieces, top)
+
+
+def _rederive(ctx, rule, head, d, d_rows, decls2, frames_new, rows_new) -> DataFrame:
+    """Return the suspects of `head` that `rule` derives from S' and the new lower relations."""
+    atoms = atoms_of(rule)
+    if any(not neg for _, _, neg in atoms):
+        # deleted(head args), body: joined first, so only the suspects' bindings are tried.
+        prefixed = Rule(rule.heads, (Atom(DELETED + head.relation, head.args),) + rule.body,
+                        rule.loc)
+        frames = {0: _b(d, d_rows)}
+        sizes = {0: d_rows}
+        for i, atom, _ in atoms:
+            frames[i + 1] = frames_new[atom.relation]
+            sizes[i + 1] = rows_new[atom.relation]
+        try:
+            (_, heads), = _heads(ctx, prefixed, (head.relation,), frames, sizes, first=0,
+                                 decls=decls2, small_seed=d_rows <= BROADCAST_ROWS)
+            return heads
+        except CompileError:
+            pass  # e.g. a head expression the prefix cannot bind: evaluate the rule plainly
+    frames = {i: frames_new[a.relation] for i, a, _ in atoms}
+    sizes = {i: rows_new[a.relation] for i, a, _ in atoms}
+    (_, heads), = _heads(ctx, rule, (head.relation,), frames, sizes)
+    return heads.join(_b(d, d_rows), column_names(ctx.decls[head.relation].arity), "left_semi")
+
+
+__all__ = ["RANK", "dred_update", "ranked_union"]
