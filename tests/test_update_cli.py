@@ -135,3 +135,21 @@ def test_run_state_then_update_end_to_end(tmp_path):
     assert any("inserted fact(s) of edge already present" in line for line in out)
     assert "ran 4 of 4 tasks" in upd.stdout
     assert StateDir(tmp_path / "st").current() == 1
+
+
+@pytest.mark.parametrize("flags,named", [
+    (["--trace-out", "t.json"], "--trace-out"),
+    (["--schedule", "s.json"], "--schedule"),
+    (["--checkpoint", "reliable"], "--checkpoint reliable"),
+])
+def test_run_state_refuses_flags_it_cannot_honour(tmp_path, capsys, flags, named):
+    prog = write(tmp_path / "p.dl", PROGRAM)
+    write(tmp_path / "facts" / "edge.facts", "1\t2\n")
+    write(tmp_path / "facts" / "label.facts", "1\tone\n")
+    with pytest.raises(SystemExit) as e:
+        cli_main(["run", str(prog), "-F", str(tmp_path / "facts"), "-D", str(tmp_path / "out"),
+                  "--state", str(tmp_path / "st"), *[str(tmp_path / f) if f.endswith(".json")
+                                                     else f for f in flags]])
+    assert e.value.code == 1
+    assert capsys.readouterr().err.strip() == f"--state: cannot be combined with {named}"
+    assert not (tmp_path / "st").exists()

@@ -98,6 +98,12 @@ def run_command(
     if state is not None:
         from levelflow.engine.incremental.state import StateDir, StateError
 
+        unsupported = [flag for flag, value in (("--trace-out", trace_out),
+                                                ("--schedule", schedule_out),
+                                                ("--checkpoint reliable",
+                                                 checkpoint == "reliable")) if value]
+        if unsupported:  # refused rather than silently ignored
+            raise RunError(f"--state: cannot be combined with {', '.join(unsupported)}")
         if StateDir(state).exists():
             raise StateError(f"{state}: error: already holds a state; use `levelflow update`")
     log = spark_log or Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])

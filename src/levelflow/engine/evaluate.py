@@ -125,6 +125,15 @@ def _union(frames: list[DataFrame]) -> DataFrame:
     return out
 
 
+def merge_pieces(df: DataFrame) -> DataFrame:
+    """Return a union of cut pieces copied into one cut piece of a few partitions.
+
+    Many small pieces cost a task each in every later scan or join; one merged piece does not.
+    """
+    parts = max(int(df.sparkSession.conf.get("spark.sql.shuffle.partitions", "2")), 1)
+    return _cut(df.coalesce(parts))[0]
+
+
 class _Relation:
     """One relation of a recursive task: its stable pieces and its recent delta (both cut)."""
 
@@ -153,9 +162,7 @@ class _Relation:
             self.stable_rows += self.recent_rows
         self.recent, self.recent_rows = new, rows
         if len(self.stable) >= MERGE_PIECES:
-            # Many small pieces cost a task each in every join; one merged piece does not.
-            parts = max(int(self.spark.conf.get("spark.sql.shuffle.partitions", "2")), 1)
-            self.stable = [_cut(_union(self.stable).coalesce(parts))[0]]
+            self.stable = [merge_pieces(_union(self.stable))]
 
 
 class _Rounds(_Relation):
@@ -313,7 +320,7 @@ def evaluate_task(spark: SparkSession, program: Program, task: Task,
     for name, rel in rels.items():
         pieces = rel.stable + ([rel.recent] if rel.recent_rows else [])
         if ranked:
-            out[name] = _cut(rel.ranked(), checkpoint)[0]
+            out[name] = merge_pieces(rel.ranked())
         elif checkpoint == "local":
             # Every piece is already cut, so their union is too: no copy needed.
             out[name] = _union(pieces) if pieces else rel.recent

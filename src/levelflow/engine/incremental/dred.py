@@ -33,6 +33,7 @@ from levelflow.engine.evaluate import (
     _fixpoint,
     _Rounds,
     _union,
+    merge_pieces,
     ranked_union,
 )
 from levelflow.engine.incremental.delta import (
@@ -95,7 +96,7 @@ class _Suspects:
 
 
 def _candidates(ctx: TaskContext, name: str, cand: DataFrame, cols, suspects: _Suspects):
-    """Return (the distinct candidates not yet suspect, cut; rows) and their ranks (lazy).
+    """Return (the distinct candidates not yet suspect; rows; the same with their ranks).
 
     Every candidate is an old tuple: it is the head of an old derivation.
     """
@@ -107,7 +108,7 @@ def _candidates(ctx: TaskContext, name: str, cand: DataFrame, cols, suspects: _S
     old = ctx.old_ranked[name]
     ranked = old.join(F.broadcast(cand), cols, "inner") if rows <= BROADCAST_ROWS else \
         cand.join(old, cols, "inner")
-    return cand, rows, ranked
+    return cand, rows, _cut(ranked)[0]  # cut: every rule's check reads it
 
 
 def _supported(ctx: TaskContext, task: Task, rules, cands: dict, suspects: _Suspects,
@@ -207,11 +208,10 @@ def _find_suspects(ctx: TaskContext, task: Task, rules, rec_rules, cols, cancel)
                 fresh[n] = (None, 0)
                 continue
             if kept[n]:
-                # Few candidates: their supported subset is small too once deduplicated in
-                # one partition (no shuffle), and broadcast it instead of shuffling both.
-                found = _union(kept[n])
-                found = F.broadcast(found.coalesce(1).distinct()) if rows <= BROADCAST_ROWS \
-                    else found
+                # Few candidates: their supported subset is small too once deduplicated;
+                # broadcast it rather than shuffle the candidates against it.
+                found = _union(kept[n]).distinct()
+                found = F.broadcast(found) if rows <= BROADCAST_ROWS else found
                 lost = lost.join(found, cols[n], "left_anti")
             fresh[n] = _cut(lost)
         for n in names:
@@ -359,11 +359,11 @@ def _result(ctx, n, old, deleted, kept, kept_ranked, rel: _Rounds, cols) -> tupl
     if added:
         fresh = rel.ranked(offset=top + 1)
         if len(added) > 1:
-            fresh = _cut(fresh)[0]
+            fresh = merge_pieces(fresh)
         new, pieces = (new.unionByName(fresh) if kept[1] else fresh), pieces + 1
         top += added[-1][2] + 1
     if pieces > MERGE_PIECES:
-        new, pieces = _cut(new)[0], 1
+        new, pieces = merge_pieces(new), 1
     return (new, plus, plus_rows, minus, minus_rows, kept[1] + a_rows, pieces, top)
 
 
