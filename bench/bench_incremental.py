@@ -8,9 +8,10 @@ to the next layer), >= 1,000,000 derived `path` tuples at the default size, plus
   3. 10 deletions against 10 insertions       goal: within 2x
   4. the elastic workload of Zhao et al.: an initial epoch, 6 small updates, 1 large, 4 small,
      1 large; total time against 13 from-scratch runs (13 x the measured from-scratch time).
-Per epoch it prints which strategy each task ran (counting, dred, switched, scratch). Goals
-are measured with the defaults (elastic switch at 0.2); measurements 1 and 3 are repeated with
-the switch off (every task updated incrementally) to show what the update itself costs.
+Per epoch it prints which strategy each task ran (counting, dred, switched, bootstrap,
+scratch). Goals are measured with the defaults (elastic switch at 0.2); measurements 1 and 3
+are repeated with the switch off (every task updated incrementally) to show what the update
+itself costs.
 
     .venv/bin/python bench/bench_incremental.py [--layers 12 --width 150 --degree 6]
 """
@@ -131,11 +132,15 @@ def main() -> None:
 
     session, boot = session_on(tmp / "f0")  # first: it also warms the JVM up
     print(f"bootstrap (epoch 0, from scratch with counts): {boot:.2f} s")
-    t = time.perf_counter()
-    rels = evaluate_program(spark, pt, tmp / "f0")
-    scratch = time.perf_counter() - t
-    assert rels["path"].count() == derived
-    print(f"from scratch (evaluate_program): {scratch:.2f} s")
+    runs = []
+    for _ in range(2):  # the JVM is still warming up: the faster run is the reference
+        t = time.perf_counter()
+        rels = evaluate_program(spark, pt, tmp / "f0")
+        runs.append(time.perf_counter() - t)
+        assert rels["path"].count() == derived
+    scratch = min(runs)
+    print(f"from scratch (evaluate_program, best of 2): {scratch:.2f} s "
+          f"({', '.join(f'{r:.2f}' for r in runs)})")
     current = set(edges)
 
     # 1. a 10-fact insertion

@@ -1,6 +1,7 @@
 """The elastic switch: an update over its budget is stopped and the task recomputed from scratch.
 
 A budget of zero switches every task that has a from-scratch time; a generous one never does.
+A change to a large share of what a DRed task reads recomputes it at once ("bootstrap").
 Either way the results equal a from-scratch evaluation, and each task reports its strategy.
 """
 
@@ -44,7 +45,8 @@ def bootstrap(spark, tmp: Path, edges, **options):
 
 def test_zero_budget_switches_every_task_and_stays_correct(spark, tmp_path):
     edges = {(1, 2), (2, 3), (3, 4)}
-    session = bootstrap(spark, tmp_path, edges, mode="elastic", switch=0.0, switch_floor=0.0)
+    session = bootstrap(spark, tmp_path, edges, mode="elastic", switch=0.0, switch_floor=0.0,
+                        large_change=None)
     assert set(session.last.strategies.values()) == {"scratch"}
     assert {"path", "far"} <= set(session.snap.scratch_seconds)
     session.remove("edge", (2, 3))
@@ -57,7 +59,8 @@ def test_zero_budget_switches_every_task_and_stays_correct(spark, tmp_path):
 
 def test_generous_budget_never_switches(spark, tmp_path):
     edges = {(1, 2), (2, 3), (3, 4)}
-    session = bootstrap(spark, tmp_path, edges, mode="elastic", switch=1000.0)
+    session = bootstrap(spark, tmp_path, edges, mode="elastic", switch=1000.0,
+                        large_change=None)
     session.remove("edge", (1, 2))
     result = session.commit()
     assert result.strategies == {"edge": "counting", "path": "dred", "far": "counting"}
@@ -73,3 +76,21 @@ def test_scratch_mode_recomputes_and_diffs(spark, tmp_path):
     assert result.deltas["path"].added_rows == 9 - 3
     assert result.deltas["path"].removed_rows == 0
     check(session, edges | {(3, 1)}, tmp_path / "ref")
+
+
+def test_large_change_recomputes_at_once_small_one_updates(spark, tmp_path):
+    edges = {(i, i + 1) for i in range(40)}
+    session = bootstrap(spark, tmp_path, edges, mode="elastic", switch=1000.0,
+                        large_change=0.05)
+    session.remove("edge", (3, 4))  # 1 of 40 edges: 2.5%
+    result = session.commit()
+    assert result.strategies["path"] == "dred"
+    edges -= {(3, 4)}
+    check(session, edges, tmp_path / "ref1")
+    new = {(40, 0), (7, 3)}  # 2 of 39 edges: 5.1%
+    for e in new:
+        session.insert("edge", e)
+    result = session.commit()
+    assert result.strategies == {"edge": "counting", "path": "bootstrap", "far": "counting"}
+    assert result.deltas["path"].removed_rows == 0 and result.deltas["path"].added_rows > 0
+    check(session, edges | new, tmp_path / "ref2")

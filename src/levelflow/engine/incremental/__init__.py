@@ -1,8 +1,8 @@
 """Incremental maintenance: keep a program's results up to date as input facts change, in epochs.
 
 state.py (snapshots, the on-disk epochs), updates.py (validated update input), delta.py (one
-task: counting, DRed, from scratch), maintain.py (one epoch: scheduler loop, elastic switch),
-session_api.py (the Python API).
+task: counting, from scratch), dred.py (one recursive task: delete and re-derive with ranks),
+maintain.py (one epoch: scheduler loop, elastic switch), session_api.py (the Python API).
 """
 
 from levelflow.engine.incremental.maintain import Delta, EpochError, EpochResult

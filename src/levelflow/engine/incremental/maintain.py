@@ -24,6 +24,7 @@ from levelflow.engine.incremental.delta import (
     TaskContext,
     TaskUpdate,
     Versions,
+    atoms_of,
     count_scratch,
     count_update,
     countable,
@@ -40,6 +41,9 @@ from levelflow.tasks.tasks import ProgramTasks
 MODES = ("elastic", "incremental", "scratch")
 # Below this budget the switch would only measure Spark's per-job overhead, not the work.
 SWITCH_FLOOR_SECONDS = 1.0
+# A change to this fraction of the tuples a DRed task reads is large: under the elastic mode
+# the task is recomputed at once ("bootstrap") instead of spending the budget to find out.
+LARGE_CHANGE = 0.05
 
 
 class EpochError(LevelflowError):
@@ -64,7 +68,7 @@ class EpochResult:
     deltas: dict[str, Delta]  # every relation with a non-empty net change
     ran: int
     total: int
-    strategies: dict[str, str]  # task name -> counting | dred | scratch | switched
+    strategies: dict[str, str]  # task name -> counting | dred | scratch | switched | bootstrap
     task_seconds: dict[str, float]
     seconds: float
     notes: list[str] = field(default_factory=list)
@@ -79,7 +83,8 @@ class Epoch:
 
     def __init__(self, spark, program_tasks: ProgramTasks, snap: Snapshot, base: dict, *,
                  mode: str = "elastic", switch: float = 0.2,
-                 switch_floor: float = SWITCH_FLOOR_SECONDS, bootstrap: bool = False) -> None:
+                 switch_floor: float = SWITCH_FLOOR_SECONDS, bootstrap: bool = False,
+                 large_change: float | None = LARGE_CHANGE) -> None:
         if mode not in MODES:
             raise EpochError(f"strategy: must be one of {', '.join(MODES)}, got {mode!r}")
         self.spark = spark
@@ -89,6 +94,7 @@ class Epoch:
         self.mode = "scratch" if bootstrap else mode
         self.switch = switch
         self.switch_floor = switch_floor
+        self.large_change = large_change
         self.bootstrap = bootstrap
         self.versions = {n: Versions(d, snap.tuples(n), snap.rows[n], snap.pieces.get(n, 1))
                          for n, d in self.program.decls.items()}
@@ -113,6 +119,9 @@ class Epoch:
             return self._copy_base(v, t0)
         if self.mode == "scratch":
             return self._scratch(v, counted, "scratch", t0)
+        if self.mode == "elastic" and not counted and self.large_change is not None and \
+                self.change_fraction(task) >= self.large_change:
+            return self._scratch(v, counted, "bootstrap", t0)
         cancel = threading.Event()
         tag = f"levelflow-inc-{uuid.uuid4().hex[:12]}"
         timer = None
@@ -149,6 +158,14 @@ class Epoch:
             sc.setInterruptOnCancel(False)
         return self._scratch(v, counted, "switched", t0)
 
+    def change_fraction(self, task) -> float:
+        """Return the changed share of the tuples a task reads (lower relations, base facts)."""
+        own = set(task.relations)
+        read = {a.relation for rule in task.rules for _, a, _ in atoms_of(rule)} - own
+        vers = [self.versions[n] for n in read] + [self.base[n] for n in own if n in self.base]
+        changed = sum(v.plus_rows + v.minus_rows for v in vers)
+        return changed / max(sum(v.old_rows for v in vers), 1)
+
     def _copy_base(self, v: int, t0: float) -> TaskUpdate:
         """Return the update of a task of input relations without rules: its base facts' change."""
         import pyspark.sql.functions as F
@@ -165,31 +182,33 @@ class Epoch:
         return TaskUpdate(v, strategy, time.perf_counter() - t0, versions, counts)
 
     def _scratch(self, v: int, counted: bool, strategy: str, t0: float) -> TaskUpdate:
-        """Return task v recomputed from scratch and diffed against its old version."""
+        """Return task v recomputed from scratch and diffed against its old version.
+
+        The task's from-scratch time (the elastic switch's reference) excludes the diff.
+        """
         task = self.pt.tasks[v]
         t1 = time.perf_counter()
         if counted:
             counts = count_scratch(self.ctx, task)
-            out = {}
-            for n in task.relations:
-                new_c, rows = _cut(counts[n])
-                ver = self.versions[n]
-                cols = column_names(self.program.decls[n].arity)
-                new = new_c.drop(COUNT)
-                out[n] = (new_c, *diff(ver.old, ver.old_rows, new, rows, cols), rows, True)
-            upd = self._apply_counts(v, out, strategy, t0)
+            fresh = {n: _cut(counts[n]) for n in task.relations}
         else:
             sets, rounds = scratch_sets(self.ctx, task)
-            out = {}
-            for n in task.relations:
-                ranked, rows = sets[n]
-                ver = self.versions[n]
-                cols = column_names(self.program.decls[n].arity)
-                new = ranked.select(*cols)
-                # One cut piece; its ranks are the rounds of this evaluation.
-                out[n] = (ranked, *diff(ver.old, ver.old_rows, new, rows, cols), rows, 1, rounds)
-            upd = self._apply_sets(v, out, strategy, t0, rounds)
-        upd.scratch_seconds = time.perf_counter() - t1
+        seconds = time.perf_counter() - t1
+        out = {}
+        for n in task.relations:
+            ver = self.versions[n]
+            cols = column_names(self.program.decls[n].arity)
+            if counted:
+                new_c, rows = fresh[n]
+                out[n] = (new_c, *diff(ver.old, ver.old_rows, new_c.drop(COUNT), rows, cols),
+                          rows, True)
+            else:
+                ranked, rows = sets[n]  # one cut piece; its ranks are this evaluation's rounds
+                out[n] = (ranked, *diff(ver.old, ver.old_rows, ranked.select(*cols), rows, cols),
+                          rows, 1, rounds)
+        upd = self._apply_counts(v, out, strategy, t0) if counted else \
+            self._apply_sets(v, out, strategy, t0, rounds)
+        upd.scratch_seconds = seconds
         return upd
 
     def _apply_counts(self, v, out, strategy, t0) -> TaskUpdate:

@@ -19,6 +19,7 @@ from pathlib import Path
 from levelflow.engine.evaluate import _cut
 from levelflow.engine.incremental.delta import Versions
 from levelflow.engine.incremental.maintain import (
+    LARGE_CHANGE,
     SWITCH_FLOOR_SECONDS,
     Epoch,
     EpochResult,
@@ -47,7 +48,8 @@ class IncrementalSession:
     def __init__(self, spark, program_tasks: ProgramTasks, program_text: str, snap,
                  statedir: StateDir | None = None, *, scheduler="hybrid", jobs: int = 1,
                  mode: str = "elastic", switch: float = 0.2,
-                 switch_floor: float = SWITCH_FLOOR_SECONDS) -> None:
+                 switch_floor: float = SWITCH_FLOOR_SECONDS,
+                 large_change: float | None = LARGE_CHANGE) -> None:
         self.spark = spark
         self.pt = program_tasks
         self.program = program_tasks.program
@@ -56,6 +58,7 @@ class IncrementalSession:
         self.statedir = statedir
         self.scheduler, self.jobs = scheduler, jobs
         self.mode, self.switch, self.switch_floor = mode, switch, switch_floor
+        self.large_change = large_change
         self.pending: list[Op] = []
         self.last: EpochResult | None = None
 
@@ -213,7 +216,8 @@ class IncrementalSession:
         """Return the result of one epoch; the snapshot is replaced only if it all succeeded."""
         t0 = time.perf_counter()
         epoch = Epoch(self.spark, self.pt, self.snap, base, mode=self.mode, switch=self.switch,
-                      switch_floor=self.switch_floor, bootstrap=bootstrap)
+                      switch_floor=self.switch_floor, bootstrap=bootstrap,
+                      large_change=self.large_change)
         if self.statedir is None:
             epoch.run(self.scheduler, self.jobs)
             snap, _, _ = epoch.snapshot()
