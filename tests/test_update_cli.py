@@ -153,3 +153,16 @@ def test_run_state_refuses_flags_it_cannot_honour(tmp_path, capsys, flags, named
     assert e.value.code == 1
     assert capsys.readouterr().err.strip() == f"--state: cannot be combined with {named}"
     assert not (tmp_path / "st").exists()
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--switch", "-1"], "--switch: must be a fraction >= 0, got -1.0"),
+    (["--large-change", "0"], "--large-change: must be a fraction > 0, got 0.0"),
+    (["--strategy", "eager"], "--strategy: must be one of elastic, incremental, scratch, "
+                              "got 'eager'"),
+])
+def test_bad_elastic_flags_are_one_line(tmp_path, capsys, flags, message):
+    with pytest.raises(SystemExit) as e:
+        cli_main(["update", str(tmp_path / "none"), *flags])
+    assert e.value.code == 1
+    assert capsys.readouterr().err.strip() == message

@@ -31,12 +31,14 @@ def print_epoch(result, program, out=sys.stdout) -> None:
     print(result.summary(), file=out)
 
 
-def check_switch(switch: float, strategy: str) -> None:
+def check_switch(switch: float, strategy: str, large_change: float = 0.05) -> None:
     """Return None if the elastic flags are valid; else raise UpdateArgsError naming the flag."""
     from levelflow.engine.incremental.maintain import MODES
 
     if not 0 <= switch:
         raise UpdateArgsError(f"--switch: must be a fraction >= 0, got {switch}")
+    if not 0 < large_change:
+        raise UpdateArgsError(f"--large-change: must be a fraction > 0, got {large_change}")
     if strategy not in MODES:
         raise UpdateArgsError(f"--strategy: must be one of {', '.join(MODES)}, got {strategy!r}")
 
@@ -57,6 +59,9 @@ def update_command(
         "from-scratch time and recompute it from scratch.")] = 0.2,
     strategy: Annotated[str, typer.Option(
         "--strategy", help="elastic | incremental (never switch) | scratch.")] = "elastic",
+    large_change: Annotated[float, typer.Option(
+        "--large-change", help="Elastic: recompute a recursive task at once when this fraction "
+        "of the tuples it reads changed.")] = 0.05,
     scheduler: Annotated[str, typer.Option("--scheduler", "-s", help="Scheduler spec.")
                          ] = "hybrid",
     jobs: Annotated[int, typer.Option("-j", "--jobs", help="Tasks updated concurrently.")] = 1,
@@ -69,7 +74,7 @@ def update_command(
     from levelflow.engine.incremental.updates import read_updates
     from levelflow.tasks import build_tasks, parse_program
 
-    check_switch(switch, strategy)
+    check_switch(switch, strategy, large_change)
     if jobs < 1:
         raise UpdateArgsError(f"--jobs: must be a positive integer, got {jobs}")
     state = StateDir(statedir)
@@ -88,7 +93,8 @@ def update_command(
         with _jvm_stderr_to(log):
             spark = make_session(master=master, driver_memory=driver_memory)
         session = IncrementalSession.open(spark, statedir, scheduler=scheduler, jobs=jobs,
-                                          mode=strategy, switch=switch)
+                                          mode=strategy, switch=switch,
+                                          large_change=large_change)
         session.extend(ops)
         result = session.commit()
         if outdir is not None:
