@@ -80,7 +80,7 @@ class TaskResult(dict):
     stats: EvalStats
 
 
-def _cut(df: DataFrame, checkpoint: str = "local") -> tuple[DataFrame, int]:
+def cut(df: DataFrame, checkpoint: str = "local") -> tuple[DataFrame, int]:
     """Return df materialized with its plan cut (local or reliable checkpoint) and its row count.
 
     The count is observed while the checkpoint job runs, which saves a job per delta.
@@ -117,7 +117,7 @@ def _forget_stats(df: DataFrame) -> DataFrame:
         return df
 
 
-def _union(frames: list[DataFrame]) -> DataFrame:
+def union_all(frames: list[DataFrame]) -> DataFrame:
     """Return the union (bag) of a non-empty list of frames with the same columns."""
     out = frames[0]
     for df in frames[1:]:
@@ -131,10 +131,10 @@ def merge_pieces(df: DataFrame) -> DataFrame:
     Many small pieces cost a task each in every later scan or join; one merged piece does not.
     """
     parts = max(int(df.sparkSession.conf.get("spark.sql.shuffle.partitions", "2")), 1)
-    return _cut(df.coalesce(parts))[0]
+    return cut(df.coalesce(parts))[0]
 
 
-class _Relation:
+class FixpointRelation:
     """One relation of a recursive task: its stable pieces and its recent delta (both cut)."""
 
     __slots__ = ("name", "decl", "spark", "stable", "stable_rows", "recent", "recent_rows")
@@ -149,11 +149,11 @@ class _Relation:
 
     def stable_df(self) -> DataFrame:
         """Return the tuples known before the last round."""
-        return _union(self.stable) if self.stable else empty_relation(self.spark, self.decl)
+        return union_all(self.stable) if self.stable else empty_relation(self.spark, self.decl)
 
     def full_df(self) -> DataFrame:
         """Return every tuple found so far (stable + recent)."""
-        return _union(self.stable + [self.recent])
+        return union_all(self.stable + [self.recent])
 
     def advance(self, new: DataFrame, rows: int) -> None:
         """Move recent into stable and make `new` the recent delta."""
@@ -162,10 +162,10 @@ class _Relation:
             self.stable_rows += self.recent_rows
         self.recent, self.recent_rows = new, rows
         if len(self.stable) >= MERGE_PIECES:
-            self.stable = [merge_pieces(_union(self.stable))]
+            self.stable = [merge_pieces(union_all(self.stable))]
 
 
-class _Rounds(_Relation):
+class RankedRelation(FixpointRelation):
     """A fixpoint relation that remembers every non-empty delta it was given, with its round."""
 
     __slots__ = ("rounds", "next_round")
@@ -192,10 +192,10 @@ def ranked_union(pieces: list[tuple[DataFrame, int]], decl, spark) -> DataFrame:
 
     if not pieces:
         return empty_relation(spark, decl).withColumn(RANK, F.lit(0).cast("bigint"))
-    return _union([df.withColumn(RANK, F.lit(r).cast("bigint")) for df, r in pieces])
+    return union_all([df.withColumn(RANK, F.lit(r).cast("bigint")) for df, r in pieces])
 
 
-def _new_tuples(candidates: DataFrame, rel: _Relation) -> tuple[DataFrame, int]:
+def _new_tuples(candidates: DataFrame, rel: FixpointRelation) -> tuple[DataFrame, int]:
     """Return the candidates not yet in the relation (cut) and their count."""
     import pyspark.sql.functions as F
 
@@ -207,21 +207,21 @@ def _new_tuples(candidates: DataFrame, rel: _Relation) -> tuple[DataFrame, int]:
         # per round where job latency dominates. Bigger ones take the faster anti join.
         marked = candidates.select(*cols, F.lit(False).alias("_old")).union(
             rel.full_df().select(*cols, F.lit(True).alias("_old")))
-        return _cut(marked.groupBy(*cols).agg(F.max("_old").alias("_old"))
+        return cut(marked.groupBy(*cols).agg(F.max("_old").alias("_old"))
                     .filter(~F.col("_old")).drop("_old"))
     # new = candidates.distinct() left_anti (stable + recent)
     cand = candidates.distinct()
     if full_rows >= BIG_STABLE_ROWS:
-        cand, rows = _cut(cand)
+        cand, rows = cut(cand)
         if rows * max(len(cols), 2) <= CANDIDATE_BROADCAST_CELLS:
             # Few candidates against a big relation: scan it once against the broadcast
             # candidates instead of shuffling all of it for the anti join.
             hits = rel.full_df().join(F.broadcast(cand), cols, "left_semi")
-            return _cut(cand.join(F.broadcast(hits), cols, "left_anti"))
-    return _cut(cand.join(rel.full_df(), cols, "left_anti"))
+            return cut(cand.join(F.broadcast(hits), cols, "left_anti"))
+    return cut(cand.join(rel.full_df(), cols, "left_anti"))
 
 
-def _fact_rows(rules, relation: str) -> list[tuple]:
+def fact_rows(rules, relation: str) -> list[tuple]:
     """Return the tuples the program's ground facts give `relation`."""
     rows = []
     for rule in rules:
@@ -233,7 +233,7 @@ def _fact_rows(rules, relation: str) -> list[tuple]:
     return rows
 
 
-def _cast_fact(row: tuple, types: tuple[str, ...]) -> tuple:
+def cast_fact(row: tuple, types: tuple[str, ...]) -> tuple:
     """Return a fact tuple with each value converted to its attribute's Python type."""
     conv = {"number": int, "unsigned": int, "float": float, "symbol": str}
     return tuple(conv[t](v) for v, t in zip(row, types, strict=True))
@@ -290,9 +290,9 @@ def evaluate_task(spark: SparkSession, program: Program, task: Task,
         io = program.inputs.get(name)
         if io is not None and factdir is not None:
             base[name].append(read_facts(spark, decl, input_path(io, factdir), io_delimiter(io)))
-        facts = _fact_rows(task.rules, name)
+        facts = fact_rows(task.rules, name)
         if facts:
-            base[name].append(rows_frame(spark, decl, [_cast_fact(f, decl.types) for f in facts]))
+            base[name].append(rows_frame(spark, decl, [cast_fact(f, decl.types) for f in facts]))
     for rule, rec in zip(task.rules, recursive, strict=True):
         if rule.body and not rec:
             frames, sizes = _frames(rule, relations, {}, counts)
@@ -303,7 +303,7 @@ def evaluate_task(spark: SparkSession, program: Program, task: Task,
     for name in names:
         parts = base[name] or [empty_relation(spark, decls[name])]
         mode = "local" if recursive_rules else checkpoint
-        first[name] = _cut(_union(parts).distinct(), mode)
+        first[name] = cut(union_all(parts).distinct(), mode)
     stats.per_iteration.append({n: first[n][1] for n in names})
     stats.iteration_seconds.append(time.perf_counter() - t0)
     if not recursive_rules:
@@ -313,9 +313,9 @@ def evaluate_task(spark: SparkSession, program: Program, task: Task,
         stats.seconds = time.perf_counter() - t0
         out.stats = stats
         return out
-    kind = _Rounds if ranked else _Relation
+    kind = RankedRelation if ranked else FixpointRelation
     rels = {n: kind(spark, decls[n], *first[n]) for n in names}
-    _fixpoint(spark, program, names, recursive_rules, relations, counts, rels, stats, cancel)
+    run_fixpoint(spark, program, names, recursive_rules, relations, counts, rels, stats, cancel)
     out = TaskResult()
     for name, rel in rels.items():
         pieces = rel.stable + ([rel.recent] if rel.recent_rows else [])
@@ -323,9 +323,9 @@ def evaluate_task(spark: SparkSession, program: Program, task: Task,
             out[name] = merge_pieces(rel.ranked())
         elif checkpoint == "local":
             # Every piece is already cut, so their union is too: no copy needed.
-            out[name] = _union(pieces) if pieces else rel.recent
+            out[name] = union_all(pieces) if pieces else rel.recent
         else:
-            out[name] = _cut(_union(pieces) if pieces else rel.recent, checkpoint)[0]
+            out[name] = cut(union_all(pieces) if pieces else rel.recent, checkpoint)[0]
         stats.rows[name] = rel.stable_rows + rel.recent_rows
     stats.seconds = time.perf_counter() - t0
     out.stats = stats
@@ -343,7 +343,7 @@ def _reads_own(rule: Rule, names: tuple[str, ...]) -> bool:
     return False
 
 
-def _fixpoint(spark, program, names, rules, relations, counts, rels, stats, cancel) -> None:
+def run_fixpoint(spark, program, names, rules, relations, counts, rels, stats, cancel) -> None:
     """Run semi-naive rounds over `rels` until no relation gains a tuple."""
     decls = program.decls
     while any(rel.recent_rows for rel in rels.values()):
@@ -381,7 +381,7 @@ def _fixpoint(spark, program, names, rules, relations, counts, rels, stats, canc
         for name in names:
             rel = rels[name]
             if to_add[name]:
-                new, rows = _new_tuples(_union(to_add[name]), rel)
+                new, rows = _new_tuples(union_all(to_add[name]), rel)
             else:
                 new, rows = empty_relation(spark, rel.decl), 0
             rel.advance(new, rows)

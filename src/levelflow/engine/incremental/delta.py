@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING
 from levelflow.engine.compile import BROADCAST_ROWS, body_frame, head_frame
 from levelflow.engine.evaluate import (
     Cancelled,
-    _cast_fact,
-    _cut,
-    _fact_rows,
-    _union,
+    cast_fact,
+    cut,
     evaluate_task,
+    fact_rows,
+    union_all,
 )
 from levelflow.engine.incremental.state import COUNT
 from levelflow.engine.types import column_names, empty_relation, rows_frame
@@ -98,7 +98,7 @@ class Versions:
             return None, 0
         cols = [f"c{i}" for i in keep]
         if cols:
-            changed = _minus(src.select(*cols).distinct(), other.select(*cols), other_rows,
+            changed = anti_join_small(src.select(*cols).distinct(), other.select(*cols), other_rows,
                              cols)
         elif (self.old_rows if present else self.new_rows) == 0:
             changed = src.limit(1)  # `!r(_, _)`: the relation became non-empty (or empty)
@@ -107,7 +107,7 @@ class Versions:
         padded = changed.select(*[
             F.col(f"c{i}") if i in keep else F.lit(None).cast(SQL_TYPES[t]).alias(f"c{i}")
             for i, t in enumerate(self.decl.types)])
-        return _cut(padded)
+        return cut(padded)
 
 
 @dataclass
@@ -150,7 +150,7 @@ class TaskContext:
         return out
 
 
-def _b(df: DataFrame, rows: int) -> DataFrame:
+def bcast_small(df: DataFrame, rows: int) -> DataFrame:
     """Return df with a broadcast hint when it is small enough to ship to every task.
 
     On a delta atom the hint survives the atom's filter/select, so the join with a big
@@ -161,25 +161,25 @@ def _b(df: DataFrame, rows: int) -> DataFrame:
     return F.broadcast(df) if rows <= BROADCAST_ROWS else df
 
 
-def _intersect(cand: DataFrame, other: DataFrame, other_rows: int, cols) -> DataFrame:
+def semi_join_small(cand: DataFrame, other: DataFrame, other_rows: int, cols) -> DataFrame:
     """Return the (distinct) candidates that are in `other`, without shuffling a big `other`."""
     import pyspark.sql.functions as F
 
     if other_rows <= BROADCAST_ROWS:
         return cand.join(F.broadcast(other), cols, "left_semi")
-    cand, rows = _cut(cand)
+    cand, rows = cut(cand)
     if rows <= BROADCAST_ROWS:  # scan the big side once against the few candidates
         return other.join(F.broadcast(cand), cols, "left_semi")
     return cand.join(other, cols, "left_semi")
 
 
-def _minus(cand: DataFrame, other: DataFrame, other_rows: int, cols) -> DataFrame:
+def anti_join_small(cand: DataFrame, other: DataFrame, other_rows: int, cols) -> DataFrame:
     """Return the (distinct) candidates not in `other`, without shuffling a big `other`."""
     import pyspark.sql.functions as F
 
     if other_rows <= BROADCAST_ROWS:
         return cand.join(F.broadcast(other), cols, "left_anti")
-    cand, rows = _cut(cand)
+    cand, rows = cut(cand)
     if rows <= BROADCAST_ROWS:
         hits = other.join(F.broadcast(cand), cols, "left_semi")
         return cand.join(F.broadcast(hits), cols, "left_anti")
@@ -219,7 +219,7 @@ def countable(program: Program, task: Task) -> bool:
     return True
 
 
-def _heads(ctx: TaskContext, rule: Rule, names, frames, sizes, first=None, decls=None,
+def heads_of(ctx: TaskContext, rule: Rule, names, frames, sizes, first=None, decls=None,
            small_seed: bool = False):
     """Return (relation, head tuples) for each head of `rule` in `names`, body over `frames`."""
     decls = decls or ctx.decls
@@ -229,23 +229,23 @@ def _heads(ctx: TaskContext, rule: Rule, names, frames, sizes, first=None, decls
             for h in rule.heads if h.relation in names]
 
 
-def _as_positive(rule: Rule, i: int) -> Rule:
+def as_positive(rule: Rule, i: int) -> Rule:
     """Return the rule with the negated atom at position i made positive."""
     body = list(rule.body)
     body[i] = body[i].atom
     return Rule(rule.heads, tuple(body), rule.loc)
 
 
-def _program_facts(ctx: TaskContext, task: Task, name: str) -> DataFrame | None:
+def program_facts(ctx: TaskContext, task: Task, name: str) -> DataFrame | None:
     """Return the distinct program facts of relation `name`, or None if it has none."""
-    facts = _fact_rows(task.rules, name)
+    facts = fact_rows(task.rules, name)
     if not facts:
         return None
     decl = ctx.decls[name]
-    return rows_frame(ctx.spark, decl, sorted({_cast_fact(f, decl.types) for f in facts}))
+    return rows_frame(ctx.spark, decl, sorted({cast_fact(f, decl.types) for f in facts}))
 
 
-def _check(cancel: threading.Event | None) -> None:
+def check_cancel(cancel: threading.Event | None) -> None:
     """Raise Cancelled if the elastic switch fired."""
     if cancel is not None and cancel.is_set():
         raise Cancelled("update stopped by the elastic switch")
@@ -263,19 +263,19 @@ def count_scratch(ctx: TaskContext, task: Task) -> dict[str, DataFrame]:
     for name in task.relations:
         if name in ctx.base:
             parts[name].append(ctx.base[name].new)
-        facts = _program_facts(ctx, task, name)
+        facts = program_facts(ctx, task, name)
         if facts is not None:
             parts[name].append(facts)
     for rule in task.rules:
         if rule.body:
             frames = {i: ctx.versions[a.relation].new for i, a, _ in atoms_of(rule)}
-            for name, df in _heads(ctx, rule, task.relations, frames, ctx.sizes(rule, True)):
+            for name, df in heads_of(ctx, rule, task.relations, frames, ctx.sizes(rule, True)):
                 parts[name].append(df)
     out = {}
     for name in task.relations:
         decl = ctx.decls[name]
         cols = column_names(decl.arity)
-        bag = _union(parts[name]) if parts[name] else empty_relation(ctx.spark, decl)
+        bag = union_all(parts[name]) if parts[name] else empty_relation(ctx.spark, decl)
         out[name] = bag.groupBy(*cols).agg(F.count(F.lit(1)).alias(COUNT))
     return out
 
@@ -311,10 +311,10 @@ def count_update(ctx: TaskContext, task: Task) -> dict[str, tuple]:
                 df, rows = ver.delta(atom, neg, deleting)
                 if not rows:
                     continue
-                frames[i], sizes[i] = _b(df, rows), rows
+                frames[i], sizes[i] = bcast_small(df, rows), rows
                 sign = -1 if deleting else 1
-                variant = _as_positive(rule, i) if neg else rule
-                for name, heads in _heads(ctx, variant, task.relations, dict(frames), sizes,
+                variant = as_positive(rule, i) if neg else rule
+                for name, heads in heads_of(ctx, variant, task.relations, dict(frames), sizes,
                                           first=i):
                     signed[name].append(heads.withColumn("_s", F.lit(sign)))
     out = {}
@@ -325,18 +325,19 @@ def count_update(ctx: TaskContext, task: Task) -> dict[str, tuple]:
             out[name] = (old_c, None, 0, None, 0, old.old_rows, False)
             continue
         cols = column_names(ctx.decls[name].arity)
-        dc, rows = _cut(_union(signed[name]).groupBy(*cols).agg(F.sum("_s").alias("_d"))
+        dc, rows = cut(union_all(signed[name]).groupBy(*cols).agg(F.sum("_s").alias("_d"))
                         .filter(F.col("_d") != 0))
         if not rows:
             out[name] = (old_c, None, 0, None, 0, old.old_rows, False)
             continue
         keys = F.broadcast(dc.select(*cols)) if rows <= BROADCAST_ROWS else dc.select(*cols)
         before = F.coalesce(F.col(COUNT), F.lit(0))
-        upd, _ = _cut(dc.join(_b(old_c.join(keys, cols, "left_semi"), rows), cols, "left").select(
+        touched = bcast_small(old_c.join(keys, cols, "left_semi"), rows)
+        upd, _ = cut(dc.join(touched, cols, "left").select(
             *cols, before.alias("_old"), (before + F.col("_d")).alias("_new")))
-        plus, plus_rows = _cut(upd.filter((F.col("_old") <= 0) & (F.col("_new") > 0))
+        plus, plus_rows = cut(upd.filter((F.col("_old") <= 0) & (F.col("_new") > 0))
                                .select(*cols))
-        minus, minus_rows = _cut(upd.filter((F.col("_old") > 0) & (F.col("_new") <= 0))
+        minus, minus_rows = cut(upd.filter((F.col("_old") > 0) & (F.col("_new") <= 0))
                                  .select(*cols))
         ukeys = upd.select(*cols)
         ukeys = F.broadcast(ukeys) if rows <= BROADCAST_ROWS else ukeys
@@ -391,12 +392,12 @@ def diff(old: DataFrame, old_rows: int, new: DataFrame, new_rows: int, cols) -> 
     # versions hold it (1 old, 2 new); the tuples in only one of them are the change.
     tagged = old.select(*cols, F.lit(1).alias("_in")).union(
         new.select(*cols, F.lit(2).alias("_in")))
-    changed, rows = _cut(tagged.groupBy(*cols).agg(F.sum("_in").alias("_in"))
+    changed, rows = cut(tagged.groupBy(*cols).agg(F.sum("_in").alias("_in"))
                          .filter(F.col("_in") != 3))
     if not rows:
         return None, 0, None, 0
-    plus, plus_rows = _cut(changed.filter(F.col("_in") == 2).select(*cols))
-    minus, minus_rows = _cut(changed.filter(F.col("_in") == 1).select(*cols))
+    plus, plus_rows = cut(changed.filter(F.col("_in") == 2).select(*cols))
+    minus, minus_rows = cut(changed.filter(F.col("_in") == 1).select(*cols))
     return (plus if plus_rows else None), plus_rows, (minus if minus_rows else None), minus_rows
 
 

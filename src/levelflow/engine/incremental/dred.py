@@ -29,23 +29,22 @@ from levelflow.engine.evaluate import (
     MERGE_PIECES,
     RANK,
     EvalStats,
-    _cut,
-    _fixpoint,
-    _Rounds,
-    _union,
+    RankedRelation,
+    cut,
     merge_pieces,
-    ranked_union,
+    run_fixpoint,
+    union_all,
 )
 from levelflow.engine.incremental.delta import (
     TaskContext,
-    _as_positive,
-    _b,
-    _check,
-    _heads,
-    _intersect,
-    _minus,
-    _program_facts,
+    anti_join_small,
+    as_positive,
     atoms_of,
+    bcast_small,
+    check_cancel,
+    heads_of,
+    program_facts,
+    semi_join_small,
 )
 from levelflow.engine.types import column_names, empty_relation
 from levelflow.tasks.ast import Atom, Comparison, Decl, Negation, Rule, Var
@@ -81,18 +80,18 @@ class _Suspects:
         if rows:
             self.pieces[name].append((df, rows))
             if len(self.pieces[name]) >= MERGE_PIECES:
-                self.pieces[name] = [_cut(_union([d for d, _ in self.pieces[name]]))]
+                self.pieces[name] = [cut(union_all([d for d, _ in self.pieces[name]]))]
 
     def rows(self, name: str) -> int:
         return sum(r for _, r in self.pieces[name])
 
     def frame(self, name: str) -> DataFrame | None:
-        return _union([d for d, _ in self.pieces[name]]) if self.pieces[name] else None
+        return union_all([d for d, _ in self.pieces[name]]) if self.pieces[name] else None
 
     def without(self, df: DataFrame, name: str, cols) -> DataFrame:
         """Return df minus the suspects of `name` (on the tuple columns)."""
         s, rows = self.frame(name), self.rows(name)
-        return df if s is None else df.join(_b(s, rows), cols, "left_anti")
+        return df if s is None else df.join(bcast_small(s, rows), cols, "left_anti")
 
 
 def _candidates(ctx: TaskContext, name: str, cand: DataFrame, cols, suspects: _Suspects):
@@ -102,13 +101,13 @@ def _candidates(ctx: TaskContext, name: str, cand: DataFrame, cols, suspects: _S
     """
     import pyspark.sql.functions as F
 
-    cand, rows = _cut(suspects.without(cand, name, cols).distinct())
+    cand, rows = cut(suspects.without(cand, name, cols).distinct())
     if not rows:
         return None, 0, None
     old = ctx.old_ranked[name]
     ranked = old.join(F.broadcast(cand), cols, "inner") if rows <= BROADCAST_ROWS else \
         cand.join(old, cols, "inner")
-    return cand, rows, _cut(ranked)[0]  # cut: every rule's check reads it
+    return cand, rows, cut(ranked)[0]  # cut: every rule's check reads it
 
 
 def _supported(ctx: TaskContext, task: Task, rules, cands: dict, suspects: _Suspects,
@@ -126,8 +125,8 @@ def _supported(ctx: TaskContext, task: Task, rules, cands: dict, suspects: _Susp
             continue
         b = ctx.base.get(n)
         if b is not None and b.new_rows:
-            out[n].append(_intersect(tuples, b.new, b.new_rows, cols[n]))
-        facts = _program_facts(ctx, task, n)
+            out[n].append(semi_join_small(tuples, b.new, b.new_rows, cols[n]))
+        facts = program_facts(ctx, task, n)
         if facts is not None:
             out[n].append(tuples.join(facts, cols[n], "left_semi"))
     for rule in rules:
@@ -138,7 +137,7 @@ def _supported(ctx: TaskContext, task: Task, rules, cands: dict, suspects: _Susp
         rank = Var(RANK_VAR)
         body: list = [Atom(CANDIDATE + head.relation, head.args + (rank,))]
         rank_col = f"c{ctx.decls[head.relation].arity}"  # the stand-in's last attribute
-        frames, sizes = {0: _b(c.withColumnRenamed(RANK, rank_col), rows)}, {0: rows}
+        frames, sizes = {0: bcast_small(c.withColumnRenamed(RANK, rank_col), rows)}, {0: rows}
         for lit in rule.body:
             pos = len(body)
             atom = lit.atom if isinstance(lit, Negation) else lit
@@ -159,7 +158,7 @@ def _supported(ctx: TaskContext, task: Task, rules, cands: dict, suspects: _Susp
                 sizes[pos] = ctx.versions[atom.relation].new_rows
         prefixed = Rule(rule.heads, tuple(body), rule.loc)
         try:
-            (_, heads), = _heads(ctx, prefixed, (head.relation,), frames, sizes, first=0,
+            (_, heads), = heads_of(ctx, prefixed, (head.relation,), frames, sizes, first=0,
                                  decls=decls, small_seed=rows <= BROADCAST_ROWS)
         except CompileError:
             continue  # a head the prefix cannot bind: no support found, the tuple is suspect
@@ -190,15 +189,15 @@ def _find_suspects(ctx: TaskContext, task: Task, rules, rec_rules, cols, cancel)
                 continue
             frames = {j: ctx.versions[a.relation].old for j, a, _ in atoms_of(rule) if j != i}
             sizes = ctx.sizes(rule, new=False)
-            frames[i], sizes[i] = _b(df, rows), rows
-            variant = _as_positive(rule, i) if neg else rule
-            for name, heads in _heads(ctx, variant, names, frames, sizes, first=i):
+            frames[i], sizes[i] = bcast_small(df, rows), rows
+            variant = as_positive(rule, i) if neg else rule
+            for name, heads in heads_of(ctx, variant, names, frames, sizes, first=i):
                 seeds[name].append(heads)
     rounds = 0
-    cands = {n: _candidates(ctx, n, _union(seeds[n]), cols[n], suspects)
+    cands = {n: _candidates(ctx, n, union_all(seeds[n]), cols[n], suspects)
              if seeds[n] and old[n].old_rows else (None, 0, None) for n in names}
     while any(rows for _, rows, _ in cands.values()):
-        _check(cancel)
+        check_cancel(cancel)
         rounds += 1
         kept = _supported(ctx, task, rules, cands, suspects, cols)
         fresh: dict[str, tuple[DataFrame | None, int]] = {}
@@ -210,10 +209,10 @@ def _find_suspects(ctx: TaskContext, task: Task, rules, rec_rules, cols, cancel)
             if kept[n]:
                 # Few candidates: their supported subset is small too once deduplicated;
                 # broadcast it rather than shuffle the candidates against it.
-                found = _union(kept[n]).distinct()
+                found = union_all(kept[n]).distinct()
                 found = F.broadcast(found) if rows <= BROADCAST_ROWS else found
                 lost = lost.join(found, cols[n], "left_anti")
-            fresh[n] = _cut(lost)
+            fresh[n] = cut(lost)
         for n in names:
             suspects.add(n, *fresh[n])
         # The next candidates: heads of old derivations that use a new suspect.
@@ -225,16 +224,16 @@ def _find_suspects(ctx: TaskContext, task: Task, rules, rec_rules, cols, cancel)
                     continue
                 frames = {k: ctx.versions[a.relation].old for k, a, _ in atoms_of(rule)}
                 sizes = ctx.sizes(rule, new=False)
-                frames[j], sizes[j] = _b(df, rows), rows
-                for name, heads in _heads(ctx, rule, names, frames, sizes, first=j):
+                frames[j], sizes[j] = bcast_small(df, rows), rows
+                for name, heads in heads_of(ctx, rule, names, frames, sizes, first=j):
                     nxt[name].append(heads)
-        cands = {n: _candidates(ctx, n, _union(nxt[n]), cols[n], suspects) if nxt[n]
+        cands = {n: _candidates(ctx, n, union_all(nxt[n]), cols[n], suspects) if nxt[n]
                  else (None, 0, None) for n in names}
     out = {}
     for n in names:
         rows = suspects.rows(n)
         out[n] = (None, 0) if not rows else (suspects.frame(n), rows) \
-            if len(suspects.pieces[n]) == 1 else _cut(suspects.frame(n))
+            if len(suspects.pieces[n]) == 1 else cut(suspects.frame(n))
     return out, rounds
 
 
@@ -260,12 +259,12 @@ def dred_update(ctx: TaskContext, task: Task, cancel=None) -> tuple[dict[str, tu
         if not d_rows:
             kept[n], kept_ranked[n] = (old[n].old, old[n].old_rows), ctx.old_ranked[n]
             continue
-        ranked = ctx.old_ranked[n].join(_b(d, d_rows), cols[n], "left_anti")
+        ranked = ctx.old_ranked[n].join(bcast_small(d, d_rows), cols[n], "left_anti")
         if d_rows > BROADCAST_ROWS:
-            ranked = _cut(ranked)[0]
+            ranked = cut(ranked)[0]
         kept_ranked[n] = ranked
         kept[n] = (ranked.select(*cols[n]), old[n].old_rows - d_rows)
-    _check(cancel)
+    check_cancel(cancel)
 
     # 3. Re-derive suspects from S' and the new lower relations; seed insertions.
     decls2 = dict(decls)
@@ -286,10 +285,10 @@ def dred_update(ctx: TaskContext, task: Task, cancel=None) -> tuple[dict[str, tu
             continue
         b = ctx.base.get(n)
         if b is not None and b.new_rows:
-            seeds[n].append(_intersect(d, b.new, b.new_rows, cols[n]))
-        facts = _program_facts(ctx, task, n)
+            seeds[n].append(semi_join_small(d, b.new, b.new_rows, cols[n]))
+        facts = program_facts(ctx, task, n)
         if facts is not None:
-            seeds[n].append(facts.join(_b(d, d_rows), cols[n], "left_semi"))
+            seeds[n].append(facts.join(bcast_small(d, d_rows), cols[n], "left_semi"))
     for rule in rules:
         head = rule.heads[0]
         d, d_rows = deleted.get(head.relation, (None, 0))
@@ -307,28 +306,28 @@ def dred_update(ctx: TaskContext, task: Task, cancel=None) -> tuple[dict[str, tu
                 continue
             frames = {j: frames_new[a.relation] for j, a, _ in atoms_of(rule) if j != i}
             sizes = {j: rows_new[a.relation] for j, a, _ in atoms_of(rule) if j != i}
-            frames[i], sizes[i] = _b(df, rows), rows
-            variant = _as_positive(rule, i) if neg else rule
-            for name, heads in _heads(ctx, variant, names, frames, sizes, first=i):
+            frames[i], sizes[i] = bcast_small(df, rows), rows
+            variant = as_positive(rule, i) if neg else rule
+            for name, heads in heads_of(ctx, variant, names, frames, sizes, first=i):
                 seeds[name].append(heads)
-    _check(cancel)
+    check_cancel(cancel)
 
     # 4. Semi-naive from stable S', recent = seeds - S'.
     rels = {}
     for n in names:
         if seeds[n]:
-            start, start_rows = _cut(_minus(_union(seeds[n]).distinct(), kept[n][0],
+            start, start_rows = cut(anti_join_small(union_all(seeds[n]).distinct(), kept[n][0],
                                             kept[n][1], cols[n]))
         else:
             start, start_rows = empty_relation(spark, decls[n]), 0
-        rel = _Rounds(spark, decls[n], start, start_rows)
+        rel = RankedRelation(spark, decls[n], start, start_rows)
         if kept[n][1]:
             rel.stable, rel.stable_rows = [kept[n][0]], kept[n][1]
         rels[n] = rel
     lower = {n: v.new for n, v in ctx.versions.items() if n not in own}
     stats = EvalStats(task=task.name)
     if rec_rules:
-        _fixpoint(spark, ctx.program, names, rec_rules, lower,
+        run_fixpoint(spark, ctx.program, names, rec_rules, lower,
                   {n: v.new_rows for n, v in ctx.versions.items() if n not in own}, rels, stats,
                   cancel)
     rounds += stats.iterations
@@ -336,7 +335,7 @@ def dred_update(ctx: TaskContext, task: Task, cancel=None) -> tuple[dict[str, tu
             for n in names}, rounds
 
 
-def _result(ctx, n, old, deleted, kept, kept_ranked, rel: _Rounds, cols) -> tuple:
+def _result(ctx, n, old, deleted, kept, kept_ranked, rel: RankedRelation, cols) -> tuple:
     """Return (new ranked, Δ+, Δ+ rows, Δ-, Δ- rows, new rows, pieces, max rank) of a relation."""
     d, d_rows = deleted
     added = rel.rounds
@@ -344,10 +343,10 @@ def _result(ctx, n, old, deleted, kept, kept_ranked, rel: _Rounds, cols) -> tupl
     top = ctx.max_rank.get(n, 0)
     if not a_rows and not d_rows:
         return (ctx.old_ranked[n], None, 0, None, 0, old.old_rows, old.pieces, top)
-    a = _union([df for df, _, _ in added]) if added else None
+    a = union_all([df for df, _, _ in added]) if added else None
     if a is not None and d_rows:
-        plus, plus_rows = _cut(a.join(_b(d, d_rows), cols, "left_anti"))
-        minus, minus_rows = _cut(d.join(_b(a, a_rows), cols, "left_anti"))
+        plus, plus_rows = cut(a.join(bcast_small(d, d_rows), cols, "left_anti"))
+        minus, minus_rows = cut(d.join(bcast_small(a, a_rows), cols, "left_anti"))
     elif a is not None:
         plus, plus_rows, minus, minus_rows = a, a_rows, None, 0
     else:
@@ -374,21 +373,19 @@ def _rederive(ctx, rule, head, d, d_rows, decls2, frames_new, rows_new) -> DataF
         # deleted(head args), body: joined first, so only the suspects' bindings are tried.
         prefixed = Rule(rule.heads, (Atom(DELETED + head.relation, head.args),) + rule.body,
                         rule.loc)
-        frames = {0: _b(d, d_rows)}
+        frames = {0: bcast_small(d, d_rows)}
         sizes = {0: d_rows}
         for i, atom, _ in atoms:
             frames[i + 1] = frames_new[atom.relation]
             sizes[i + 1] = rows_new[atom.relation]
         try:
-            (_, heads), = _heads(ctx, prefixed, (head.relation,), frames, sizes, first=0,
+            (_, heads), = heads_of(ctx, prefixed, (head.relation,), frames, sizes, first=0,
                                  decls=decls2, small_seed=d_rows <= BROADCAST_ROWS)
             return heads
         except CompileError:
             pass  # e.g. a head expression the prefix cannot bind: evaluate the rule plainly
     frames = {i: frames_new[a.relation] for i, a, _ in atoms}
     sizes = {i: rows_new[a.relation] for i, a, _ in atoms}
-    (_, heads), = _heads(ctx, rule, (head.relation,), frames, sizes)
-    return heads.join(_b(d, d_rows), column_names(ctx.decls[head.relation].arity), "left_semi")
-
-
-__all__ = ["RANK", "dred_update", "ranked_union"]
+    (_, heads), = heads_of(ctx, rule, (head.relation,), frames, sizes)
+    cols = column_names(ctx.decls[head.relation].arity)
+    return heads.join(bcast_small(d, d_rows), cols, "left_semi")

@@ -19,7 +19,7 @@ import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from levelflow.engine.evaluate import _cut
+from levelflow.engine.evaluate import cut
 from levelflow.engine.incremental.delta import (
     TaskContext,
     TaskUpdate,
@@ -190,7 +190,7 @@ class Epoch:
         t1 = time.perf_counter()
         if counted:
             counts = count_scratch(self.ctx, task)
-            fresh = {n: _cut(counts[n]) for n in task.relations}
+            fresh = {n: cut(counts[n]) for n in task.relations}
         else:
             sets, rounds = scratch_sets(self.ctx, task)
         seconds = time.perf_counter() - t1
@@ -217,7 +217,7 @@ class Epoch:
         for n, (new_c, plus, plus_rows, minus, minus_rows, rows, dirty) in out.items():
             ver = Versions(self.program.decls[n], self.versions[n].old, self.versions[n].old_rows)
             if dirty:
-                new_c = _cut(new_c)[0] if strategy == "counting" else new_c
+                new_c = cut(new_c)[0] if strategy == "counting" else new_c
                 counts[n] = new_c
                 ver.set_change(new_c.drop(COUNT), rows, plus, plus_rows, minus, minus_rows)
             versions[n] = ver

@@ -16,7 +16,7 @@ import os
 import time
 from pathlib import Path
 
-from levelflow.engine.evaluate import _cut
+from levelflow.engine.evaluate import cut
 from levelflow.engine.incremental.delta import Versions
 from levelflow.engine.incremental.maintain import (
     LARGE_CHANGE,
@@ -83,7 +83,7 @@ class IncrementalSession:
         for name, io in prog.inputs.items():
             decl = prog.decls[name]
             ver = Versions(decl, snap.base[name], 0)
-            df, rows = _cut(read_facts(spark, decl, input_path(io, factdir), io_delimiter(io)))
+            df, rows = cut(read_facts(spark, decl, input_path(io, factdir), io_delimiter(io)))
             if rows:
                 ver.set_change(df, rows, df, rows, None, 0)
             base[name] = ver
@@ -189,7 +189,7 @@ class IncrementalSession:
                 new = new.join(F.broadcast(minus_df), cols, "left_anti")
             if plus_df is not None:
                 new = new.unionByName(plus_df)
-            new, rows = _cut(new)
+            new, rows = cut(new)
             ver.set_change(new, rows, plus_df, len(plus), minus_df, len(minus))
         return base, notes
 
