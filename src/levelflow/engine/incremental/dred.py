@@ -166,6 +166,33 @@ def _supported(ctx: TaskContext, task: Task, rules, cands: dict, suspects: _Susp
     return out
 
 
+def _through_lower_deltas(ctx: TaskContext, rules, names, deleting: bool, frames: dict,
+                          rows: dict) -> dict[str, list[DataFrame]]:
+    """Return per own relation the heads of derivations through a lower relation's change.
+
+    The changed atom reads its Δ- (deleting) or Δ+ (negated atoms the other way round); every
+    other atom reads `frames[relation]`, whose row count is `rows[relation]`.
+    """
+    own = set(names)
+    out: dict[str, list[DataFrame]] = {n: [] for n in names}
+    for rule in rules:
+        for i, atom, neg in atoms_of(rule):
+            ver = ctx.versions[atom.relation]
+            if atom.relation in own or not ver.changed:
+                continue
+            df, delta_rows = ver.delta(atom, neg, deleting=deleting)
+            if not delta_rows:
+                continue
+            others = [(j, a.relation) for j, a, _ in atoms_of(rule) if j != i]
+            at = {j: frames[r] for j, r in others}
+            sizes = {j: rows[r] for j, r in others}
+            at[i], sizes[i] = bcast_small(df, delta_rows), delta_rows
+            variant = as_positive(rule, i) if neg else rule
+            for name, heads in heads_of(ctx, variant, names, at, sizes, first=i):
+                out[name].append(heads)
+    return out
+
+
 def _find_suspects(ctx: TaskContext, task: Task, rules, rec_rules, cols, cancel):
     """Return (the suspects per relation, rounds): tuples that may have lost every derivation."""
     import pyspark.sql.functions as F
@@ -179,20 +206,11 @@ def _find_suspects(ctx: TaskContext, task: Task, rules, rec_rules, cols, cancel)
         b = ctx.base.get(n)
         if b is not None and b.minus_rows:
             seeds[n].append(b.minus)
-    for rule in rules:
-        for i, atom, neg in atoms_of(rule):
-            ver = ctx.versions[atom.relation]
-            if atom.relation in own or not ver.changed:
-                continue
-            df, rows = ver.delta(atom, neg, deleting=True)
-            if not rows:
-                continue
-            frames = {j: ctx.versions[a.relation].old for j, a, _ in atoms_of(rule) if j != i}
-            sizes = ctx.sizes(rule, new=False)
-            frames[i], sizes[i] = bcast_small(df, rows), rows
-            variant = as_positive(rule, i) if neg else rule
-            for name, heads in heads_of(ctx, variant, names, frames, sizes, first=i):
-                seeds[name].append(heads)
+    for n, heads in _through_lower_deltas(ctx, rules, names, True,
+                                          {n: v.old for n, v in ctx.versions.items()},
+                                          {n: v.old_rows for n, v in ctx.versions.items()}
+                                          ).items():
+        seeds[n] += heads
     rounds = 0
     cands = {n: _candidates(ctx, n, union_all(seeds[n]), cols[n], suspects)
              if seeds[n] and old[n].old_rows else (None, 0, None) for n in names}
@@ -296,20 +314,9 @@ def dred_update(ctx: TaskContext, task: Task, cancel=None) -> tuple[dict[str, tu
             continue
         seeds[head.relation].append(_rederive(ctx, rule, head, d, d_rows, decls2, frames_new,
                                               rows_new))
-    for rule in rules:
-        for i, atom, neg in atoms_of(rule):
-            ver = ctx.versions[atom.relation]
-            if atom.relation in own or not ver.changed:
-                continue
-            df, rows = ver.delta(atom, neg, deleting=False)
-            if not rows:
-                continue
-            frames = {j: frames_new[a.relation] for j, a, _ in atoms_of(rule) if j != i}
-            sizes = {j: rows_new[a.relation] for j, a, _ in atoms_of(rule) if j != i}
-            frames[i], sizes[i] = bcast_small(df, rows), rows
-            variant = as_positive(rule, i) if neg else rule
-            for name, heads in heads_of(ctx, variant, names, frames, sizes, first=i):
-                seeds[name].append(heads)
+    for n, heads in _through_lower_deltas(ctx, rules, names, False, frames_new,
+                                          rows_new).items():
+        seeds[n] += heads
     check_cancel(cancel)
 
     # 4. Semi-naive from stable S', recent = seeds - S'.
