@@ -31,7 +31,7 @@ def print_epoch(result, program, out=sys.stdout) -> None:
     print(result.summary(), file=out)
 
 
-def check_switch(switch: float, strategy: str, large_change: float = 0.05) -> None:
+def check_switch(switch: float, strategy: str, large_change: float) -> None:
     """Return None if the elastic flags are valid; else raise UpdateArgsError naming the flag."""
     from levelflow.engine.incremental.maintain import MODES
 

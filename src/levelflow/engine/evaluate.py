@@ -281,7 +281,7 @@ def evaluate_task(spark: SparkSession, program: Program, task: Task,
     decls = program.decls
     names = task.relations
     stats = EvalStats(task=task.name)
-    recursive = [bool(r.body) and _reads_own(r, names) for r in task.rules]
+    recursive = [bool(r.body) and reads_own(r, names) for r in task.rules]
     recursive_rules = [r for r, rec in zip(task.rules, recursive, strict=True) if rec]
     # Everything not recursive: fact file, facts in the program, rules over lower relations.
     base: dict[str, list[DataFrame]] = {n: [] for n in names}
@@ -332,7 +332,7 @@ def evaluate_task(spark: SparkSession, program: Program, task: Task,
     return out
 
 
-def _reads_own(rule: Rule, names: tuple[str, ...]) -> bool:
+def reads_own(rule: Rule, names: tuple[str, ...]) -> bool:
     """Return whether a rule's body reads a relation of its own task (positively)."""
     for lit in rule.body:
         if isinstance(lit, Negation) and lit.atom.relation in names:

@@ -32,6 +32,7 @@ from levelflow.engine.evaluate import (
     RankedRelation,
     cut,
     merge_pieces,
+    reads_own,
     run_fixpoint,
     union_all,
 )
@@ -58,11 +59,6 @@ DELETED = "@D:"  # stand-in relation: a task's suspect tuples (re-derivation)
 CANDIDATE = "@C:"  # stand-in relation: candidates with their rank (support check)
 LIVE = "@L:"  # stand-in relation: old own tuples that are not suspect, with their rank
 RANK_VAR = "@rank"  # variables the parser cannot produce, so they never meet a user's
-
-
-def _reads_own(rule: Rule, names) -> bool:
-    """Return whether a rule's body reads one of `names` positively."""
-    return any(isinstance(lit, Atom) and lit.relation in names for lit in rule.body)
 
 
 def _ranked_decl(prefix: str, decl: Decl) -> Decl:
@@ -94,6 +90,19 @@ class _Suspects:
         return df if s is None else df.join(bcast_small(s, rows), cols, "left_anti")
 
 
+def _still_facts(ctx: TaskContext, task: Task, name: str, tuples: DataFrame, rows: int,
+                 cols) -> list[DataFrame]:
+    """Return the frames of those `tuples` (`rows` of them) still base or program facts."""
+    out = []
+    b = ctx.base.get(name)
+    if b is not None and b.new_rows:
+        out.append(semi_join_small(tuples, b.new, b.new_rows, cols))
+    facts = program_facts(ctx, task, name)
+    if facts is not None:
+        out.append(facts.join(bcast_small(tuples, rows), cols, "left_semi"))
+    return out
+
+
 def _candidates(ctx: TaskContext, name: str, cand: DataFrame, cols, suspects: _Suspects):
     """Return (the distinct candidates not yet suspect; rows; the same with their ranks).
 
@@ -121,14 +130,8 @@ def _supported(ctx: TaskContext, task: Task, rules, cands: dict, suspects: _Susp
     live: dict[str, DataFrame] = {}
     out: dict[str, list[DataFrame]] = {n: [] for n in names}
     for n, (tuples, rows, _) in cands.items():
-        if not rows:
-            continue
-        b = ctx.base.get(n)
-        if b is not None and b.new_rows:
-            out[n].append(semi_join_small(tuples, b.new, b.new_rows, cols[n]))
-        facts = program_facts(ctx, task, n)
-        if facts is not None:
-            out[n].append(tuples.join(facts, cols[n], "left_semi"))
+        if rows:
+            out[n] += _still_facts(ctx, task, n, tuples, rows, cols[n])
     for rule in rules:
         head = rule.heads[0]
         _, rows, c = cands.get(head.relation, (None, 0, None))
@@ -247,12 +250,8 @@ def _find_suspects(ctx: TaskContext, task: Task, rules, rec_rules, cols, cancel)
                     nxt[name].append(heads)
         cands = {n: _candidates(ctx, n, union_all(nxt[n]), cols[n], suspects) if nxt[n]
                  else (None, 0, None) for n in names}
-    out = {}
-    for n in names:
-        rows = suspects.rows(n)
-        out[n] = (None, 0) if not rows else (suspects.frame(n), rows) \
-            if len(suspects.pieces[n]) == 1 else cut(suspects.frame(n))
-    return out, rounds
+    # Every piece is cut, so their union needs no copy.
+    return {n: (suspects.frame(n), suspects.rows(n)) for n in names}, rounds
 
 
 def dred_update(ctx: TaskContext, task: Task, cancel=None) -> tuple[dict[str, tuple], int]:
@@ -262,7 +261,7 @@ def dred_update(ctx: TaskContext, task: Task, cancel=None) -> tuple[dict[str, tu
     names = task.relations
     own = set(names)
     rules = [r for r in task.rules if r.body]
-    rec_rules = [r for r in rules if _reads_own(r, own)]
+    rec_rules = [r for r in rules if reads_own(r, names)]
     old = {n: ctx.versions[n] for n in names}
     cols = {n: column_names(decls[n].arity) for n in names}
 
@@ -299,14 +298,8 @@ def dred_update(ctx: TaskContext, task: Task, cancel=None) -> tuple[dict[str, tu
             seeds[n].append(b.plus)
     for n in names:
         d, d_rows = deleted[n]
-        if not d_rows:
-            continue
-        b = ctx.base.get(n)
-        if b is not None and b.new_rows:
-            seeds[n].append(semi_join_small(d, b.new, b.new_rows, cols[n]))
-        facts = program_facts(ctx, task, n)
-        if facts is not None:
-            seeds[n].append(facts.join(bcast_small(d, d_rows), cols[n], "left_semi"))
+        if d_rows:
+            seeds[n] += _still_facts(ctx, task, n, d, d_rows, cols[n])
     for rule in rules:
         head = rule.heads[0]
         d, d_rows = deleted.get(head.relation, (None, 0))
