@@ -17,7 +17,7 @@ from levelflow.errors import LevelflowError
 
 
 @contextmanager
-def _jvm_stderr_to(path: Path):
+def jvm_stderr_to(path: Path):
     """Point fd 2 at `path` while the JVM starts, so it (and only it) logs there for good."""
     sys.stderr.flush()
     saved = os.dup(2)
@@ -117,7 +117,7 @@ def run_command(
         _quiet_pyspark_loggers()
         progress.start(program_tasks.graph.names)
         progress.phase(f"starting Spark ({master})")
-        with _jvm_stderr_to(log):
+        with jvm_stderr_to(log):
             spark = make_session(master=master, driver_memory=driver_memory)
         progress.phase("")
         if checkpoint == "reliable":

@@ -119,7 +119,7 @@ def shell_command(
     driver_memory: Annotated[str, typer.Option("--driver-memory")] = "2g",
 ) -> None:
     """Interactive prompt: insert / remove / commit / print / size / help / quit."""
-    from levelflow.cli.run_cmd import _jvm_stderr_to
+    from levelflow.cli.run_cmd import jvm_stderr_to
     from levelflow.engine.incremental.state import StateDir, StateError
     from levelflow.engine.runner import check_fact_files
     from levelflow.tasks import build_tasks, load_program
@@ -137,7 +137,7 @@ def shell_command(
         from levelflow.engine.incremental.session_api import IncrementalSession
         from levelflow.engine.session import make_session
 
-        with _jvm_stderr_to(log):
+        with jvm_stderr_to(log):
             spark = make_session(master=master, driver_memory=driver_memory)
         if resume:
             session = IncrementalSession.open(spark, state, switch=switch)

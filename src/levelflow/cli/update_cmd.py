@@ -69,7 +69,7 @@ def update_command(
     driver_memory: Annotated[str, typer.Option("--driver-memory")] = "2g",
 ) -> None:
     """Apply the changes as one epoch; print per output relation +added -removed, 'ran k of N'."""
-    from levelflow.cli.run_cmd import _jvm_stderr_to
+    from levelflow.cli.run_cmd import jvm_stderr_to
     from levelflow.engine.incremental.state import StateDir
     from levelflow.engine.incremental.updates import read_updates
     from levelflow.tasks import build_tasks, parse_program
@@ -90,7 +90,7 @@ def update_command(
         from levelflow.engine.incremental.session_api import IncrementalSession
         from levelflow.engine.session import make_session
 
-        with _jvm_stderr_to(log):
+        with jvm_stderr_to(log):
             spark = make_session(master=master, driver_memory=driver_memory)
         session = IncrementalSession.open(spark, statedir, scheduler=scheduler, jobs=jobs,
                                           mode=strategy, switch=switch,
