@@ -16,8 +16,9 @@ give rank 0). That is what Soufflé's incremental mode records with `@iteration`
 3. Re-derive suspects from S' and the new lower relations (the rule's body prefixed with the
    suspect tuple, so only its bindings are joined), plus insertion seeds (Δ+ of lower
    relations and base facts).
-4. The engine's semi-naive fixpoint from stable S'. Round k of it gets rank max_rank + 1 + k,
-   above every tuple it was derived from, so the invariant holds for the next epoch.
+4. The engine's semi-naive fixpoint from stable S'. Round k of it gets rank top + 1 + k, where
+   top is the highest rank of any relation of the task (the relations of a task derive from
+   each other, so they share one rank scale), so the invariant holds for the next epoch.
 """
 
 from __future__ import annotations
@@ -331,16 +332,22 @@ def dred_update(ctx: TaskContext, task: Task, cancel=None) -> tuple[dict[str, tu
                   {n: v.new_rows for n, v in ctx.versions.items() if n not in own}, rels, stats,
                   cancel)
     rounds += stats.iterations
-    return {n: _result(ctx, n, old[n], deleted[n], kept[n], kept_ranked[n], rels[n], cols[n])
-            for n in names}, rounds
+    # One rank scale for the whole task: a tuple of one relation is derived from tuples of the
+    # others, so new ranks start above the highest rank of any of them.
+    top = max(ctx.max_rank.get(n, 0) for n in names)
+    return {n: _result(ctx, n, old[n], deleted[n], kept[n], kept_ranked[n], rels[n], cols[n],
+                       top) for n in names}, rounds
 
 
-def _result(ctx, n, old, deleted, kept, kept_ranked, rel: RankedRelation, cols) -> tuple:
-    """Return (new ranked, Δ+, Δ+ rows, Δ-, Δ- rows, new rows, pieces, max rank) of a relation."""
+def _result(ctx, n, old, deleted, kept, kept_ranked, rel: RankedRelation, cols,
+            top: int) -> tuple:
+    """Return (new ranked, Δ+, Δ+ rows, Δ-, Δ- rows, new rows, pieces, max rank) of a relation.
+
+    `top` is the highest rank in the task before the update; new tuples rank above it.
+    """
     d, d_rows = deleted
     added = rel.rounds
     a_rows = sum(r for _, r, _ in added)
-    top = ctx.max_rank.get(n, 0)
     if not a_rows and not d_rows:
         return (ctx.old_ranked[n], None, 0, None, 0, old.old_rows, old.pieces, top)
     a = union_all([df for df, _, _ in added]) if added else None

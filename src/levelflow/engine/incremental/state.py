@@ -36,7 +36,9 @@ if TYPE_CHECKING:
 
     from levelflow.tasks.ast import Program
 
-FORMAT = "levelflow-state/2"
+# 3: the relations of a recursive task share one rank scale (2 ranked each relation on its own,
+# which could break the rank invariant of mutually recursive relations: such states are refused).
+FORMAT = "levelflow-state/3"
 COUNT = "_cnt"
 
 
@@ -112,7 +114,8 @@ class StateDir:
         except (OSError, ValueError) as e:
             raise StateError(f"{path}: error: cannot read manifest ({e})") from None
         if data.get("format") != FORMAT:
-            raise StateError(f"{path}: error: unknown state format {data.get('format')!r}")
+            raise StateError(f"{path}: error: unknown state format {data.get('format')!r} "
+                             f"(expected {FORMAT!r}; recreate it with levelflow run --state)")
         return data
 
     @contextlib.contextmanager
