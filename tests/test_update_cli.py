@@ -166,3 +166,43 @@ def test_bad_elastic_flags_are_one_line(tmp_path, capsys, flags, message):
         cli_main(["update", str(tmp_path / "none"), *flags])
     assert e.value.code == 1
     assert capsys.readouterr().err.strip() == message
+
+
+def test_update_refuses_an_unknown_scheduler_before_spark(state, capsys):
+    current = StateDir(state / "state").current()
+    with pytest.raises(SystemExit) as e:
+        cli_main(["update", str(state / "state"), "--scheduler", "nope"])
+    assert e.value.code == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("--scheduler: unknown scheduler 'nope'") and "\n" not in err
+    assert StateDir(state / "state").current() == current
+
+
+@pytest.mark.parametrize("command", ["run", "shell"])
+def test_state_path_that_is_a_file_is_one_line(tmp_path, capsys, command):
+    prog = write(tmp_path / "p.dl", PROGRAM)
+    write(tmp_path / "facts" / "edge.facts", "1\t2\n")
+    write(tmp_path / "facts" / "label.facts", "1\tone\n")
+    not_a_dir = write(tmp_path / "notes.txt", "keep me\n")
+    args = ["-D", str(tmp_path / "out")] if command == "run" else []
+    with pytest.raises(SystemExit) as e:
+        cli_main([command, str(prog), "-F", str(tmp_path / "facts"), *args,
+                  "--state", str(not_a_dir)])
+    assert e.value.code == 1
+    assert capsys.readouterr().err.strip() == f"{not_a_dir}: error: not a directory"
+    assert not_a_dir.read_text() == "keep me\n"
+
+
+def test_shell_refuses_a_negative_switch(tmp_path, capsys):
+    prog = write(tmp_path / "p.dl", PROGRAM)
+    with pytest.raises(SystemExit) as e:
+        cli_main(["shell", str(prog), "-F", str(tmp_path), "--switch", "-1"])
+    assert e.value.code == 1
+    assert capsys.readouterr().err.strip() == "--switch: must be a fraction >= 0, got -1.0"
+
+
+def test_cli_defaults_are_the_engines():
+    from levelflow.cli.update_cmd import LARGE_CHANGE_DEFAULT, SWITCH_DEFAULT
+    from levelflow.engine.incremental.maintain import LARGE_CHANGE, SWITCH
+
+    assert (SWITCH_DEFAULT, LARGE_CHANGE_DEFAULT) == (SWITCH, LARGE_CHANGE)

@@ -104,6 +104,7 @@ def run_command(
                                                  checkpoint == "reliable")) if value]
         if unsupported:  # refused rather than silently ignored
             raise RunError(f"--state: cannot be combined with {', '.join(unsupported)}")
+        StateDir(state).check_usable()
         if StateDir(state).exists():
             raise StateError(f"{state}: error: already holds a state; use `levelflow update`")
     log = spark_log or Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])

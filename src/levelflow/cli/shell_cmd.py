@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from levelflow.cli.app import app
+from levelflow.cli.update_cmd import SWITCH_DEFAULT
 from levelflow.errors import LevelflowError
 
 HELP = """\
@@ -114,17 +115,22 @@ def shell_command(
         "-F", "--fact-dir", help="Directory of the .input fact files (epoch 0).")] = Path("."),
     state: Annotated[Path | None, typer.Option(
         "--state", help="Keep (or resume) the maintained state in this directory.")] = None,
-    switch: Annotated[float, typer.Option("--switch", help="Elastic switch fraction.")] = 0.2,
+    switch: Annotated[float, typer.Option("--switch", help="Elastic switch fraction.")
+                      ] = SWITCH_DEFAULT,
     master: Annotated[str, typer.Option("--master", help="Spark master URL.")] = "local[*]",
     driver_memory: Annotated[str, typer.Option("--driver-memory")] = "2g",
 ) -> None:
     """Interactive prompt: insert / remove / commit / print / size / help / quit."""
     from levelflow.cli.run_cmd import jvm_stderr_to
+    from levelflow.cli.update_cmd import LARGE_CHANGE_DEFAULT, check_switch
     from levelflow.engine.incremental.state import StateDir, StateError
     from levelflow.engine.runner import check_fact_files
     from levelflow.tasks import build_tasks, load_program
 
+    check_switch(switch, "elastic", LARGE_CHANGE_DEFAULT)
     program_tasks = build_tasks(load_program(program))
+    if state is not None:
+        StateDir(state).check_usable()
     resume = state is not None and StateDir(state).exists()
     if resume:
         if StateDir(state).manifest()["program"] != program.read_text(encoding="utf-8"):

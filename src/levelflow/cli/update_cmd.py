@@ -12,6 +12,10 @@ import typer
 from levelflow.cli.app import app
 from levelflow.errors import LevelflowError
 
+# The engine's defaults (maintain.py), repeated here so that --help does not import Spark.
+SWITCH_DEFAULT = 0.2
+LARGE_CHANGE_DEFAULT = 0.05
+
 
 class UpdateArgsError(LevelflowError):
     """A bad flag or directory given to `levelflow update`."""
@@ -56,12 +60,12 @@ def update_command(
         "-D", "--output-dir", help="Write every .output relation as it now stands here.")] = None,
     switch: Annotated[float, typer.Option(
         "--switch", help="Elastic switch: stop a task's update after this fraction of its last "
-        "from-scratch time and recompute it from scratch.")] = 0.2,
+        "from-scratch time and recompute it from scratch.")] = SWITCH_DEFAULT,
     strategy: Annotated[str, typer.Option(
         "--strategy", help="elastic | incremental (never switch) | scratch.")] = "elastic",
     large_change: Annotated[float, typer.Option(
         "--large-change", help="Elastic: recompute a recursive task at once when this fraction "
-        "of the tuples it reads changed.")] = 0.05,
+        "of the tuples it reads changed.")] = LARGE_CHANGE_DEFAULT,
     scheduler: Annotated[str, typer.Option("--scheduler", "-s", help="Scheduler spec.")
                          ] = "hybrid",
     jobs: Annotated[int, typer.Option("-j", "--jobs", help="Tasks updated concurrently.")] = 1,
@@ -72,6 +76,7 @@ def update_command(
     from levelflow.cli.run_cmd import jvm_stderr_to
     from levelflow.engine.incremental.state import StateDir
     from levelflow.engine.incremental.updates import read_updates
+    from levelflow.scheduler import make_scheduler
     from levelflow.tasks import build_tasks, parse_program
 
     check_switch(switch, strategy, large_change)
@@ -80,6 +85,10 @@ def update_command(
     state = StateDir(statedir)
     data = state.manifest()  # raises a one-line StateError if there is no state
     program_tasks = build_tasks(parse_program(data["program"], data["program_file"]))
+    try:
+        make_scheduler(scheduler, program_tasks.graph)
+    except LevelflowError as e:
+        raise UpdateArgsError(f"--scheduler: {e}") from None
     # Every file is parsed and checked before Spark starts: a bad line refuses the whole epoch.
     ops = read_updates(program_tasks.program, insert or [], remove or [])
     if outdir is not None and outdir.exists() and not outdir.is_dir():

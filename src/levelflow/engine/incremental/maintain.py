@@ -39,6 +39,8 @@ from levelflow.errors import LevelflowError
 from levelflow.tasks.tasks import ProgramTasks
 
 MODES = ("elastic", "incremental", "scratch")
+# The elastic switch: an update stops after this fraction of the task's last from-scratch time.
+SWITCH = 0.2
 # Below this budget the switch would only measure Spark's per-job overhead, not the work.
 SWITCH_FLOOR_SECONDS = 1.0
 # A change to this fraction of the tuples a DRed task reads is large: under the elastic mode
@@ -82,7 +84,7 @@ class Epoch:
     """One epoch's state; `run` is the dispatch loop, `_update` what a worker thread does."""
 
     def __init__(self, spark, program_tasks: ProgramTasks, snap: Snapshot, base: dict, *,
-                 mode: str = "elastic", switch: float = 0.2,
+                 mode: str = "elastic", switch: float = SWITCH,
                  switch_floor: float = SWITCH_FLOOR_SECONDS, bootstrap: bool = False,
                  large_change: float | None = LARGE_CHANGE) -> None:
         if mode not in MODES:

@@ -20,6 +20,7 @@ from levelflow.engine.evaluate import cut
 from levelflow.engine.incremental.delta import Versions
 from levelflow.engine.incremental.maintain import (
     LARGE_CHANGE,
+    SWITCH,
     SWITCH_FLOOR_SECONDS,
     Epoch,
     EpochResult,
@@ -47,7 +48,7 @@ class IncrementalSession:
 
     def __init__(self, spark, program_tasks: ProgramTasks, program_text: str, snap,
                  statedir: StateDir | None = None, *, scheduler="hybrid", jobs: int = 1,
-                 mode: str = "elastic", switch: float = 0.2,
+                 mode: str = "elastic", switch: float = SWITCH,
                  switch_floor: float = SWITCH_FLOOR_SECONDS,
                  large_change: float | None = LARGE_CHANGE) -> None:
         self.spark = spark

@@ -96,6 +96,11 @@ class StateDir:
         """Return whether the directory holds a committed epoch."""
         return (self.path / "CURRENT").is_file()
 
+    def check_usable(self) -> None:
+        """Raise StateError if the path exists but is not a directory (checked before Spark)."""
+        if self.path.exists() and not self.path.is_dir():
+            raise StateError(f"{self.path}: error: not a directory")
+
     def current(self) -> int:
         """Return the current epoch number; raise StateError if there is none."""
         try:
@@ -121,8 +126,12 @@ class StateDir:
     @contextlib.contextmanager
     def lock(self):
         """Hold the writer lock for the block; raise StateError if another writer has it."""
-        self.path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise StateError(f"{self.path}: error: cannot use as a state directory "
+                             f"({e.strerror})") from None
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
