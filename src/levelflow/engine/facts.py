@@ -55,7 +55,7 @@ def io_delimiter(io: IO | None) -> str:
     return (io.option("delimiter") if io is not None else None) or "\t"
 
 
-def _check_field(field: str, primitive: str) -> str | None:
+def field_error(field: str, primitive: str) -> str | None:
     """Return why `field` is not a valid value of the primitive type, or None if it is."""
     if primitive == "symbol":
         return None
@@ -102,7 +102,7 @@ def validate_facts(path: Path, decl: Decl, delimiter: str) -> int:
             raise FactError(f"{path}:{lineno}:{len(line) + 1}: error: {decl.name} expects "
                             f"{arity} fields, found {len(fields)}")
         for i, primitive in checked:
-            why = _check_field(fields[i], primitive)
+            why = field_error(fields[i], primitive)
             if why is not None:
                 col = 1 + sum(len(f) for f in fields[:i]) + i * width
                 raise FactError(f"{path}:{lineno}:{col}: error: field {i + 1} "

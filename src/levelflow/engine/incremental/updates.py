@@ -7,11 +7,12 @@ An update is a list of `Op(sign, relation, row)`, applied in order (sign +1 inse
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from levelflow.engine.facts import FactError, io_delimiter, validate_facts
+from levelflow.engine.facts import FactError, field_error, io_delimiter, validate_facts
 from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import Program
 
@@ -60,27 +61,28 @@ def _split_args(text: str) -> list[str] | None:
     return args
 
 
+_ESCAPES = {'"': '"', "\\": "\\", "t": "\t", "n": "\n"}
+
+
 def _unquote(arg: str) -> str:
     """Return a symbol argument without its quotes and escapes (bare words as they are)."""
     if len(arg) >= 2 and arg[0] == arg[-1] == '"':
-        body = arg[1:-1]
-        return body.replace('\\"', '"').replace("\\t", "\t").replace("\\n", "\n").replace(
-            "\\\\", "\\")
+        # One pass, so the backslash of an escaped backslash never starts another escape.
+        return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m[1], m[0]), arg[1:-1], flags=re.S)
     return arg
 
 
 def convert(value: str, primitive: str) -> int | float | str:
-    """Return a field converted to its primitive type; raise ValueError if it does not parse."""
+    """Return a field converted to its primitive type; raise ValueError(why) if it does not parse.
+
+    Numbers and floats pass the same check as a field of a fact file.
+    """
     if primitive == "symbol":
         return _unquote(value)
-    if primitive == "float":
-        return float(value)
-    number = int(value, 10)
-    if primitive == "unsigned" and number < 0:
-        raise ValueError("negative")
-    if not -(2**63) <= number < 2**63:
-        raise ValueError("out of range")
-    return number
+    why = field_error(value, primitive)
+    if why is not None:
+        raise ValueError(why)
+    return float(value) if primitive == "float" else int(value, 10)
 
 
 def parse_literal(program: Program, text: str, where: str = "<input>") -> tuple[str, tuple]:
@@ -102,8 +104,8 @@ def parse_literal(program: Program, text: str, where: str = "<input>") -> tuple[
     for i, (arg, primitive) in enumerate(zip(args, decl.types, strict=True)):
         try:
             row.append(convert(arg, primitive))
-        except ValueError:
-            raise UpdateError(f"{where}: error: argument {i + 1} {arg!r} is not a {primitive} "
+        except ValueError as e:
+            raise UpdateError(f"{where}: error: argument {i + 1} {arg!r} is {e} "
                               f"({name}.{decl.attrs[i]})") from None
     return name, tuple(row)
 
@@ -135,11 +137,9 @@ def coerce_row(program: Program, name: str, values: Iterable, where: str = "<api
             elif primitive == "float":
                 out.append(float(v))
             else:
-                if isinstance(v, bool) or not isinstance(v, int):
-                    v = convert(str(v), primitive)
-                elif primitive == "unsigned" and v < 0:
+                if isinstance(v, bool):
                     raise ValueError
-                out.append(int(v))
+                out.append(convert(str(v), primitive))  # the fact-file check, range included
         except ValueError:
             raise UpdateError(f"{where}: error: value {v!r} is not a {primitive} "
                               f"({name}.{decl.attrs[i]})") from None

@@ -1,0 +1,57 @@
+"""Fact literals of diff files and the shell: symbol escapes; values checked as in fact files."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from levelflow.engine.incremental.updates import UpdateError, parse_literal, read_updates
+from levelflow.tasks import parse_program
+
+PROGRAM = parse_program("""
+.decl knows(a:symbol, b:symbol)
+.input knows
+.decl m(n:number, u:unsigned, f:float)
+.input m
+""", "lits.dl")
+
+
+def quote(text: str) -> str:
+    """Return `text` as a Soufflé string literal (backslash escaped first)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\t", "\\t").replace(
+        "\n", "\\n") + '"'
+
+
+@given(st.text(alphabet='ab\\"\tn\n ,()', max_size=12), st.text(max_size=6))
+def test_quoted_symbols_read_back_as_written(a, b):
+    assert parse_literal(PROGRAM, f"knows({quote(a)}, {quote(b)})") == ("knows", (a, b))
+
+
+def test_escaped_backslash_does_not_start_another_escape():
+    assert parse_literal(PROGRAM, r'knows("a\\tb", "C:\\new")') == ("knows", ("a\\tb", "C:\\new"))
+
+
+@pytest.mark.parametrize("fields,why", [
+    ("1_000\t1\t1.0", "not a number"),
+    ("1\t-1\t1.0", "not an unsigned number"),
+    ("1\t1\tnan", "not a float"),
+    ("1\t1\t1_5.0", "not a float"),
+    ("99999999999999999999\t1\t1.0", "out of the 64-bit range"),
+])
+def test_diff_values_are_refused_like_fact_file_fields(tmp_path, fields, why):
+    diff = tmp_path / "change.diff"
+    diff.write_text("+m(1, 2, 3.5)\n+m(" + ", ".join(fields.split("\t")) + ")\n")
+    with pytest.raises(UpdateError) as e:
+        read_updates(PROGRAM, [diff], [])
+    assert str(e.value).startswith(f"{diff}:2: error: argument ") and why in str(e.value)
+    facts = tmp_path / "m.facts"
+    facts.write_text("1\t2\t3.5\n" + fields + "\n")
+    with pytest.raises(UpdateError) as e:
+        read_updates(PROGRAM, [facts], [])
+    assert str(e.value).startswith(f"{facts}:2:") and why in str(e.value)
+
+
+def test_valid_values_parse_to_their_types():
+    assert parse_literal(PROGRAM, "m(-5, 9223372036854775807, -1.5e3)") == \
+        ("m", (-5, 9223372036854775807, -1500.0))
