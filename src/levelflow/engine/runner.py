@@ -14,6 +14,7 @@ each child that reads one of its relations that came out non-empty ("changed" fr
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 import uuid
@@ -385,7 +386,11 @@ def run_program(spark, program_tasks: ProgramTasks, factdir=None, outdir=None, *
 
 
 def write_outputs(program: Program, relations: Mapping, outdir, *, jobs: int = 1) -> dict:
-    """Return tuple counts per output relation after writing them all, or raise leaving none."""
+    """Return tuple counts per output relation after writing them all, or raise leaving none.
+
+    `IO=stdout` outputs are printed as Soufflé prints them, framed by their name, once every
+    file is in place.
+    """
     from levelflow.engine.facts import output_path, write_relation
 
     outdir = Path(outdir)
@@ -394,13 +399,15 @@ def write_outputs(program: Program, relations: Mapping, outdir, *, jobs: int = 1
     # renamed into place only once every output has been written.
     plan = []
     for name, io in program.outputs.items():
-        final = output_path(io, outdir)
-        tmp = final.parent / f".{final.name}.levelflow-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        stdout = io.option("IO") == "stdout"
+        final = None if stdout else output_path(io, outdir)
+        where = outdir if stdout else final.parent
+        tmp = where / f".{name}.levelflow-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         plan.append((name, io, final, tmp))
 
     def write(item):
         name, io, final, tmp = item
-        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp.parent.mkdir(parents=True, exist_ok=True)
         return write_relation(relations[name], program.decls[name], tmp,
                               io.option("delimiter", "\t"))
 
@@ -410,8 +417,13 @@ def write_outputs(program: Program, relations: Mapping, outdir, *, jobs: int = 1
                 counts = list(ex.map(write, plan))
         else:
             counts = [write(item) for item in plan]
-        for _, _, final, tmp in plan:
-            os.replace(tmp, final)
+        for name, _, final, tmp in plan:
+            if final is None:
+                sys.stdout.write(f"---------------\n{name}\n===============\n"
+                                 f"{tmp.read_text(encoding='utf-8')}===============\n")
+                tmp.unlink()
+            else:
+                os.replace(tmp, final)
     except BaseException:
         for _, _, _, tmp in plan:
             tmp.unlink(missing_ok=True)

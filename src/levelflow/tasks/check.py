@@ -109,6 +109,11 @@ def _check_ios(ios: list[IO], decls: dict[str, Decl], report: Problems
         if io.kind == "printsize":
             printsize[io.relation] = None
             continue
+        allowed = ("file",) if io.kind == "input" else ("file", "stdout")
+        if io.option("IO", "file") not in allowed:
+            report(io.loc, f"IO={io.option('IO')} is not supported for .{io.kind} "
+                           f"(supported: {', '.join(allowed)})")
+            continue
         seen = inputs if io.kind == "input" else outputs
         if io.relation in seen:
             first = seen[io.relation].loc
