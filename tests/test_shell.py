@@ -90,3 +90,38 @@ def test_shell_cli_with_piped_input(tmp_path):
     i = lines.index("ann")
     assert lines[i:i + 3] == ["ann", "eve", "3"]
     assert (tmp_path / "st" / "CURRENT").read_text().strip() == "1"
+
+
+def test_piped_errors_name_their_line_and_queued_facts_say_so(spark, tmp_path):
+    prog, facts = make(tmp_path)
+    session = IncrementalSession.bootstrap(spark, prog, facts, mode="incremental")
+    out, err = io.StringIO(), io.StringIO()
+    shell = Shell(session, out, err, source="<stdin>")
+    shell.loop(io.StringIO("\n".join([
+        'insert person("cy", 40)',
+        'insert person("cy", 40)',      # queued already
+        "// a comment line",
+        'remove person("bob", 12)',
+        'remove person("bob", 12)',     # queued already
+        "frobnicate",                   # line 6
+        'insert person("cy")',          # line 7
+    ]) + "\n"))
+    lines = out.getvalue().splitlines()
+    assert 'note: person("cy", 40) is already queued for insertion; nothing to insert' in lines
+    assert 'note: person("bob", 12) is already queued for removal; nothing to remove' in lines
+    assert err.getvalue().splitlines() == [
+        "<stdin>:6: error: unknown command 'frobnicate' (try help)",
+        "<stdin>:7: error: person has arity 2, got 1 arguments"]
+    assert shell.errors == 2
+
+
+def test_shell_cli_exits_1_after_a_failed_piped_line(tmp_path):
+    prog, facts = make(tmp_path)
+    script = 'insert person("eve", 20)\ninsert nope(1)\ncommit\n'
+    proc = subprocess.run([str(LEVELFLOW), "shell", str(prog), "-F", str(facts), "--state",
+                           str(tmp_path / "st")], input=script, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == "<stdin>:2: error: unknown relation nope"
+    assert "adult\t+1\t-0" in proc.stdout.splitlines()  # the other lines still ran
+    assert (tmp_path / "st" / "CURRENT").read_text().strip() == "1"

@@ -27,16 +27,28 @@ commands:
 class Shell:
     """The prompt's command interpreter over an IncrementalSession (I/O passed in)."""
 
-    def __init__(self, session, out=None, err=None) -> None:
+    def __init__(self, session, out=None, err=None, source: str | None = None) -> None:
         self.session = session
         self.out = out or sys.stdout
         self.err = err or sys.stderr
+        self.source = source  # e.g. "<stdin>": errors then name the line they come from
+        self.lineno = 0
+        self.errors = 0
+
+    @property
+    def where(self) -> str:
+        return f"{self.source}:{self.lineno}" if self.source else "<shell>"
 
     def say(self, text: str) -> None:
         print(text, file=self.out)
 
+    def error(self, text: str) -> None:
+        self.errors += 1
+        print(text, file=self.err)
+
     def execute(self, line: str) -> bool:
         """Run one command line; return False when the shell should stop."""
+        self.lineno += 1
         line = line.strip()
         if not line or line.startswith(("//", "#")):
             return True
@@ -47,9 +59,9 @@ class Shell:
         try:
             return self._dispatch(word, rest)
         except LevelflowError as e:
-            print(str(e), file=self.err)
+            self.error(str(e))
         except KeyError as e:
-            print(f"error: {e.args[0]}", file=self.err)
+            self.error(f"{self.where}: error: {e.args[0]}")
         return True
 
     def _dispatch(self, word: str, rest: str) -> bool:
@@ -61,13 +73,16 @@ class Shell:
         if word == "help":
             self.say(HELP)
         elif word in ("insert", "remove"):
-            name, row = parse_literal(s.program, rest, "<shell>")
+            name, row = parse_literal(s.program, rest, self.where)
             present = s.has_base(name, row)
+            queued = any(op.relation == name and op.row == row for op in s.pending)
             shown = f"{name}({', '.join(map(repr, row))})".replace("'", '"')
             if word == "insert" and present:
-                self.say(f"note: {shown} is already there; nothing to insert")
+                why = "already queued for insertion" if queued else "already there"
+                self.say(f"note: {shown} is {why}; nothing to insert")
             elif word == "remove" and not present:
-                self.say(f"note: {shown} is not there; nothing to remove")
+                why = "already queued for removal" if queued else "not there"
+                self.say(f"note: {shown} is {why}; nothing to remove")
             else:
                 (s.insert if word == "insert" else s.remove)(name, row)
         elif word == "commit":
@@ -77,7 +92,7 @@ class Shell:
         elif word in ("print", "size"):
             name = rest.strip()
             if name not in s.program.decls:
-                print(f"error: unknown relation {name!r}", file=self.err)
+                self.error(f"{self.where}: error: unknown relation {name!r}")
             elif word == "size":
                 self.say(str(s.size(name)))
             else:
@@ -89,7 +104,7 @@ class Shell:
                 for text in format_rows(rows, decl):
                     self.out.write(text)
         else:
-            print(f"error: unknown command {word!r} (try help)", file=self.err)
+            self.error(f"{self.where}: error: unknown command {word!r} (try help)")
         return True
 
     def loop(self, lines) -> None:
@@ -152,8 +167,11 @@ def shell_command(
                                                    switch=switch)
         print(f"epoch {session.epoch}: {session.last.summary() if session.last else 'resumed'}"
               f"; type help for commands")
-        Shell(session).loop(sys.stdin)
+        shell = Shell(session, source=None if sys.stdin.isatty() else "<stdin>")
+        shell.loop(sys.stdin)
     finally:
         if spark is not None:
             spark.stop()
         log.unlink(missing_ok=True)
+    if shell.errors and shell.source:  # piped: every line ran, but a failed one fails the run
+        raise typer.Exit(1)

@@ -61,6 +61,8 @@ def _split_args(text: str) -> list[str] | None:
     return args
 
 
+_A = {"number": "a number", "unsigned": "an unsigned number", "float": "a float",
+      "symbol": "a symbol"}
 _ESCAPES = {'"': '"', "\\": "\\", "t": "\t", "n": "\n"}
 
 
@@ -141,7 +143,7 @@ def coerce_row(program: Program, name: str, values: Iterable, where: str = "<api
                     raise ValueError
                 out.append(convert(str(v), primitive))  # the fact-file check, range included
         except ValueError:
-            raise UpdateError(f"{where}: error: value {v!r} is not a {primitive} "
+            raise UpdateError(f"{where}: error: value {v!r} is not {_A[primitive]} "
                               f"({name}.{decl.attrs[i]})") from None
     return tuple(out)
 
