@@ -37,12 +37,14 @@ class Shell:
 
     @property
     def where(self) -> str:
+        """Return what an error names as its place: `<stdin>:LINE`, or `<shell>` at a prompt."""
         return f"{self.source}:{self.lineno}" if self.source else "<shell>"
 
     def say(self, text: str) -> None:
         print(text, file=self.out)
 
     def error(self, text: str) -> None:
+        """Print an error line and count it (a piped script with errors exits 1)."""
         self.errors += 1
         print(text, file=self.err)
 

@@ -36,8 +36,9 @@ if TYPE_CHECKING:
 
     from levelflow.tasks.ast import Program
 
-# 3: the relations of a recursive task share one rank scale (2 ranked each relation on its own,
-# which could break the rank invariant of mutually recursive relations: such states are refused).
+# 3: ranks keep their invariant: the relations of a recursive task share one rank scale, and
+# new ranks are saved even when the tuples did not change. A format-2 state can hold ranks that
+# break the invariant (a later deletion then keeps unsupported tuples), so it is refused.
 FORMAT = "levelflow-state/3"
 COUNT = "_cnt"
 
