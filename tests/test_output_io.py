@@ -38,3 +38,34 @@ def test_unsupported_io_is_one_error_at_the_directive(directive, message):
         parse_program(".decl a(x:number)\n" + directive + "\n", "io.dl")
     col = directive.index(" ") + 2  # the directive's relation name
     assert str(e.value) == f"io.dl:2:{col}: error: {message}"
+
+
+def test_one_relation_can_have_several_output_directives(spark, tmp_path, capsys):
+    program = parse_program("""
+.decl b(x:number, s:symbol)
+.output b
+.output b(IO=stdout)
+.output b(filename="sub/b.tsv", delimiter="|")
+""", "io.dl")
+    rows = [(3, "c"), (1, "a b")]
+    counts = write_outputs(program, {"b": rows_frame(spark, program.decls["b"], rows)}, tmp_path)
+    assert counts == {"b": 2}
+    as_csv = (tmp_path / "b.csv").read_text(encoding="utf-8")
+    assert as_csv == "1\ta b\n3\tc\n"
+    assert (tmp_path / "sub" / "b.tsv").read_text(encoding="utf-8") == as_csv.replace("\t", "|")
+    assert capsys.readouterr().out == "---------------\nb\n===============\n" + as_csv + \
+        "===============\n"
+
+
+@pytest.mark.parametrize("directives,message", [
+    ('.output a\n.output a(filename="a.csv")', "3:9: error: the .output directive at 2:9 "
+                                                "already writes 'a' to a.csv"),
+    ('.output a(filename="x")\n.output c(filename="x")', "3:9: error: the .output directive "
+                                                         "at 2:9 already writes 'a' to x"),
+    (".output a(IO=stdout)\n.output a(IO=stdout)", "3:9: error: the .output directive at 2:9 "
+                                                   "already writes 'a' to standard output"),
+])
+def test_two_outputs_to_one_place_are_refused(directives, message):
+    with pytest.raises(DatalogError) as e:
+        parse_program(".decl a(x:number)\n" + directives + "\n.decl c(x:number)\n", "io.dl")
+    assert str(e.value) == f"io.dl:{message}"

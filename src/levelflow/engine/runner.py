@@ -398,7 +398,8 @@ def write_outputs(program: Program, relations: Mapping, outdir, *, jobs: int = 1
     # Each file goes to a hidden temp file beside its final path (same filesystem), and is
     # renamed into place only once every output has been written.
     plan = []
-    for name, io in program.outputs.items():
+    for io in program.output_directives:
+        name = io.relation
         stdout = io.option("IO") == "stdout"
         final = None if stdout else output_path(io, outdir)
         where = outdir if stdout else final.parent

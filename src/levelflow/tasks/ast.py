@@ -140,9 +140,15 @@ class Program:
     file: str
     decls: dict[str, Decl]
     inputs: dict[str, IO]
-    outputs: dict[str, IO]
+    outputs: dict[str, IO]  # the first .output directive of each output relation
     printsize: tuple[str, ...]
     rules: tuple[Rule, ...]
+    more_outputs: tuple[IO, ...] = ()  # further .output directives (Soufflé allows several)
+
+    @property
+    def output_directives(self) -> tuple[IO, ...]:
+        """Return every .output directive: the first of each relation, then the others."""
+        return tuple(self.outputs.values()) + self.more_outputs
 
     @property
     def facts(self) -> tuple[Rule, ...]:

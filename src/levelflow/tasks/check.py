@@ -75,13 +75,13 @@ def check(parsed: Parsed, file: str) -> Program:
     report = Problems(parsed.error)
     types = resolve_types(parsed.types, report)
     decls = _check_decls(parsed, types, report)
-    inputs, outputs, printsize = _check_ios(parsed.ios, decls, report)
+    inputs, outputs, more_outputs, printsize = _check_ios(parsed.ios, decls, report)
     rules = tuple(_check_rule(rule, decls, report) for rule in parsed.rules)
     _check_stratified(decls, rules, report)
     error = report.first()
     if error is not None:
         raise error
-    return Program(file, decls, inputs, outputs, printsize, rules)
+    return Program(file, decls, inputs, outputs, printsize, rules, more_outputs)
 
 
 def _check_decls(parsed: Parsed, types: dict[str, str], report: Problems) -> dict[str, Decl]:
@@ -98,9 +98,11 @@ def _check_decls(parsed: Parsed, types: dict[str, str], report: Problems) -> dic
 
 
 def _check_ios(ios: list[IO], decls: dict[str, Decl], report: Problems
-               ) -> tuple[dict[str, IO], dict[str, IO], tuple[str, ...]]:
+               ) -> tuple[dict[str, IO], dict[str, IO], tuple[IO, ...], tuple[str, ...]]:
     inputs: dict[str, IO] = {}
     outputs: dict[str, IO] = {}
+    more_outputs: list[IO] = []
+    targets: dict[tuple, IO] = {}  # where an output goes -> its first directive
     printsize: dict[str, None] = {}
     for io in ios:
         if io.relation not in decls:
@@ -114,14 +116,32 @@ def _check_ios(ios: list[IO], decls: dict[str, Decl], report: Problems
             report(io.loc, f"IO={io.option('IO')} is not supported for .{io.kind} "
                            f"(supported: {', '.join(allowed)})")
             continue
-        seen = inputs if io.kind == "input" else outputs
-        if io.relation in seen:
-            first = seen[io.relation].loc
-            report(io.loc, f"relation '{io.relation}' already has an .{io.kind} directive at "
-                           f"{first.line}:{first.col}")
+        if io.kind == "input":
+            if io.relation in inputs:
+                first = inputs[io.relation].loc
+                report(io.loc, f"relation '{io.relation}' already has an .input directive at "
+                               f"{first.line}:{first.col}")
+                continue
+            inputs[io.relation] = io
             continue
-        seen[io.relation] = io
-    return inputs, outputs, tuple(printsize)
+        # Several .output directives may write one relation to different places, as in
+        # Soufflé; two writing the same place are a mistake.
+        if io.option("IO") == "stdout":
+            target = ("stdout", io.relation)
+        else:
+            target = ("file", io.option("filename") or f"{io.relation}.csv")
+        if target in targets:
+            first = targets[target].loc
+            where = "standard output" if target[0] == "stdout" else target[1]
+            report(io.loc, f"the .output directive at {first.line}:{first.col} already writes "
+                           f"'{targets[target].relation}' to {where}")
+            continue
+        targets[target] = io
+        if io.relation in outputs:
+            more_outputs.append(io)
+        else:
+            outputs[io.relation] = io
+    return inputs, outputs, tuple(more_outputs), tuple(printsize)
 
 
 def _walk(term: Term) -> Iterator[Term]:
