@@ -55,3 +55,17 @@ def test_diff_values_are_refused_like_fact_file_fields(tmp_path, fields, why):
 def test_valid_values_parse_to_their_types():
     assert parse_literal(PROGRAM, "m(-5, 9223372036854775807, -1.5e3)") == \
         ("m", (-5, 9223372036854775807, -1500.0))
+
+
+def test_a_fact_file_named_by_its_input_directive_is_read_as_facts(tmp_path):
+    program = parse_program('.decl person(n:symbol, age:number)\n'
+                            '.input person(filename="people.tsv", delimiter=",")\n', "p.dl")
+    people = tmp_path / "people.tsv"
+    people.write_text("ann,30\nbob,12\n")
+    ops = read_updates(program, [], [people])
+    assert [(op.sign, op.relation, op.row) for op in ops] == [
+        (-1, "person", ("ann", 30)), (-1, "person", ("bob", 12))]
+    people.write_text("ann,30\nbob,x\n")
+    with pytest.raises(UpdateError) as e:
+        read_updates(program, [people], [])
+    assert str(e.value).startswith(f"{people}:2:5: error: field 2 'x' is not a number")

@@ -51,8 +51,8 @@ def check_switch(switch: float, strategy: str, large_change: float) -> None:
 def update_command(
     statedir: Annotated[Path, typer.Argument(help="State directory made by `run --state`.")],
     insert: Annotated[list[Path] | None, typer.Option(
-        "--insert", help="Facts to insert: REL.facts (Soufflé format) or a +r(..)/-r(..) diff "
-        "file. Repeatable.")] = None,
+        "--insert", help="Facts to insert: REL.facts or the file its .input names (Soufflé "
+        "format), or a +r(..)/-r(..) diff file. Repeatable.")] = None,
     remove: Annotated[list[Path] | None, typer.Option(
         "--remove", help="Facts to remove: REL.facts, or a diff file (signs flipped). "
         "Repeatable.")] = None,

@@ -171,7 +171,9 @@ def _fact_file_rows(program: Program, name: str, path: Path) -> list[tuple]:
 
 
 def read_update_file(program: Program, path: str | Path, sign: int) -> list[Op]:
-    """Return the ops of one update file: a `<rel>.facts` file (every row gets `sign`) or a diff.
+    """Return the ops of one update file: a fact file (every row gets `sign`) or a diff.
+
+    A fact file is named `<rel>.facts`, or as the `filename=` of the relation's .input.
 
     A diff file has one change per line, `+rel(1,"a")` or `-rel(2,"b")`; blank lines and lines
     starting with `//` or `#` are skipped. Under `--remove` the signs of a diff are flipped.
@@ -179,6 +181,12 @@ def read_update_file(program: Program, path: str | Path, sign: int) -> list[Op]:
     path = Path(path)
     if not path.is_file():
         raise UpdateError(f"{path}:1: error: cannot read update file (no such file)")
+    # A fact file is named as its .input reads it: `filename=` of the directive, or REL.facts.
+    named = {Path(io.option("filename")).name: n for n, io in program.inputs.items()
+             if io.option("filename")}
+    if path.name in named:
+        return [Op(sign, named[path.name], row)
+                for row in _fact_file_rows(program, named[path.name], path)]
     stem = path.name.removesuffix(".facts")
     if path.name.endswith(".facts"):
         check_input(program, stem, f"{path}:1")
