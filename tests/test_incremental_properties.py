@@ -170,16 +170,22 @@ def check_against_reference(session, pt, facts, tmp: Path) -> None:
         assert session.size(name) == len(ref[name]), name
 
 
-@pytest.mark.parametrize("family,seed", [("tc", 1), ("sg", 2), ("pointsto", 3),
-                                         ("negation", 4)])
-def test_epochs_match_from_scratch(spark, tmp_path, family, seed):
-    from test_incremental_ranks import assert_ranks_valid  # it imports this module
+def start_family(spark, tmp_path, family: str, seed: int):
+    """Return (session, ProgramTasks, facts, generators, rng): a family on random facts."""
     text, gens = FAMILIES[family]
     rng = random.Random(seed)
     pt = build_tasks(parse_program(text, f"{family}.dl"))
     facts = {name: {gen(rng) for _ in range(SIZES[name])} for name, gen in gens.items()}
     write_facts(tmp_path / "f0", facts)
     session = IncrementalSession.bootstrap(spark, pt, tmp_path / "f0", mode="incremental")
+    return session, pt, facts, gens, rng
+
+
+@pytest.mark.parametrize("family,seed", [("tc", 1), ("sg", 2), ("pointsto", 3),
+                                         ("negation", 4)])
+def test_epochs_match_from_scratch(spark, tmp_path, family, seed):
+    from test_incremental_ranks import assert_ranks_valid  # it imports this module
+    session, pt, facts, gens, rng = start_family(spark, tmp_path, family, seed)
     check_against_reference(session, pt, facts, tmp_path / "ref0")
     for k, ops in enumerate(random_epochs(rng, gens, facts, 3), 1):
         for sign, name, row in ops:

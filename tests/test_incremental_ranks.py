@@ -8,12 +8,11 @@ deletion could keep a tuple that lost its last real derivation.
 
 from __future__ import annotations
 
-import random
 import sys
 from pathlib import Path
 
 import pytest
-from test_incremental_properties import FAMILIES, SIZES, random_epochs, rows_of, write_facts
+from test_incremental_properties import random_epochs, rows_of, start_family, write_facts
 
 from levelflow.engine.evaluate import RANK
 from levelflow.engine.incremental import IncrementalSession
@@ -27,7 +26,10 @@ import naive_datalog  # noqa: E402
 def ranked_rows(session, name) -> dict[tuple, int]:
     """Return tuple -> rank of a DRed-maintained relation."""
     cols = [c for c in session.snap.rel[name].columns if c != RANK]
-    return {tuple(r[c] for c in cols): r[RANK] for r in session.snap.rel[name].collect()}
+    rows = session.snap.rel[name].collect()
+    ranks = {tuple(r[c] for c in cols): r[RANK] for r in rows}
+    assert len(ranks) == len(rows), f"{name}: a tuple is stored twice"
+    return ranks
 
 
 def has_lower_derivation(task, name, row, rank, ranks, db) -> bool:
@@ -69,12 +71,7 @@ def assert_ranks_valid(session, pt) -> int:
 @pytest.mark.parametrize("family,seed", [("tc", 5), ("sg", 6), ("pointsto", 7), ("pointsto", 9),
                                          ("negation", 8)])
 def test_every_tuple_has_a_derivation_from_lower_ranks(spark, tmp_path, family, seed):
-    text, gens = FAMILIES[family]
-    rng = random.Random(seed)
-    pt = build_tasks(parse_program(text, f"{family}.dl"))
-    facts = {name: {gen(rng) for _ in range(SIZES[name])} for name, gen in gens.items()}
-    write_facts(tmp_path / "f0", facts)
-    session = IncrementalSession.bootstrap(spark, pt, tmp_path / "f0", mode="incremental")
+    session, pt, facts, gens, rng = start_family(spark, tmp_path, family, seed)
     recursive = [t for t in pt.tasks if t.recursive]
     assert recursive
     checked = 0

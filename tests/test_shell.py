@@ -77,12 +77,16 @@ def test_shell_commands_and_notes(spark, tmp_path):
     assert {tuple(r) for r in session.relation("adult").collect()} == {("cy",)}
 
 
-def test_shell_cli_with_piped_input(tmp_path):
+def shell_cli(tmp_path, script: str) -> subprocess.CompletedProcess:
+    """Return the finished `levelflow shell` run on make()'s program with `script` piped in."""
     prog, facts = make(tmp_path)
-    script = 'insert person("eve", 20)\ncommit\nprint adult\nsize person\n'
-    proc = subprocess.run([str(LEVELFLOW), "shell", str(prog), "-F", str(facts), "--state",
+    return subprocess.run([str(LEVELFLOW), "shell", str(prog), "-F", str(facts), "--state",
                            str(tmp_path / "st")], input=script, capture_output=True, text=True,
                           timeout=300)
+
+
+def test_shell_cli_with_piped_input(tmp_path):
+    proc = shell_cli(tmp_path, 'insert person("eve", 20)\ncommit\nprint adult\nsize person\n')
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("epoch 0: ran 3 of 3 tasks")
@@ -116,11 +120,7 @@ def test_piped_errors_name_their_line_and_queued_facts_say_so(spark, tmp_path):
 
 
 def test_shell_cli_exits_1_after_a_failed_piped_line(tmp_path):
-    prog, facts = make(tmp_path)
-    script = 'insert person("eve", 20)\ninsert nope(1)\ncommit\n'
-    proc = subprocess.run([str(LEVELFLOW), "shell", str(prog), "-F", str(facts), "--state",
-                           str(tmp_path / "st")], input=script, capture_output=True, text=True,
-                          timeout=300)
+    proc = shell_cli(tmp_path, 'insert person("eve", 20)\ninsert nope(1)\ncommit\n')
     assert proc.returncode == 1
     assert proc.stderr.strip() == "<stdin>:2: error: unknown relation nope"
     assert "adult\t+1\t-0" in proc.stdout.splitlines()  # the other lines still ran
