@@ -39,19 +39,26 @@ def _quiet_pyspark_loggers() -> None:
         PySparkLogger.getLogger(name).disabled = True
 
 
+def scheduler_from_flag(spec: str, graph):
+    """Return the scheduler `--scheduler spec` names; a bad spec is one line, exit 1."""
+    from levelflow.engine.runner import RunError
+    from levelflow.scheduler import make_scheduler
+
+    try:
+        return make_scheduler(spec, graph)
+    except LevelflowError as e:
+        raise RunError(f"--scheduler: {e}") from None  # a bad flag: exit 1 like the others
+
+
 def _prepare(program: Path, factdir: Path, outdir: Path, scheduler: str, jobs: int,
              checkpoint: str):
     """Return (ProgramTasks, scheduler) after every check that needs no Spark; raise one line."""
     from levelflow.engine.runner import RunError, check_fact_files, check_run_args
-    from levelflow.scheduler import make_scheduler
     from levelflow.tasks import build_tasks, load_program
 
     check_run_args(jobs, checkpoint)
     program_tasks = build_tasks(load_program(program))
-    try:
-        sched = make_scheduler(scheduler, program_tasks.graph)
-    except LevelflowError as e:
-        raise RunError(f"--scheduler: {e}") from None  # a bad flag: exit 1 like the others
+    sched = scheduler_from_flag(scheduler, program_tasks.graph)
     if not factdir.is_dir():
         raise RunError(f"{factdir}: error: fact directory does not exist")
     check_fact_files(program_tasks.program, factdir)

@@ -73,10 +73,9 @@ def update_command(
     driver_memory: Annotated[str, typer.Option("--driver-memory")] = "2g",
 ) -> None:
     """Apply the changes as one epoch; print per output relation +added -removed, 'ran k of N'."""
-    from levelflow.cli.run_cmd import jvm_stderr_to
+    from levelflow.cli.run_cmd import jvm_stderr_to, scheduler_from_flag
     from levelflow.engine.incremental.state import StateDir
     from levelflow.engine.incremental.updates import read_updates
-    from levelflow.scheduler import make_scheduler
     from levelflow.tasks import build_tasks, parse_program
 
     check_switch(switch, strategy, large_change)
@@ -85,10 +84,7 @@ def update_command(
     state = StateDir(statedir)
     data = state.manifest()  # raises a one-line StateError if there is no state
     program_tasks = build_tasks(parse_program(data["program"], data["program_file"]))
-    try:
-        make_scheduler(scheduler, program_tasks.graph)
-    except LevelflowError as e:
-        raise UpdateArgsError(f"--scheduler: {e}") from None
+    scheduler_from_flag(scheduler, program_tasks.graph)  # checked before Spark starts
     # Every file is parsed and checked before Spark starts: a bad line refuses the whole epoch.
     ops = read_updates(program_tasks.program, insert or [], remove or [])
     if outdir is not None and outdir.exists() and not outdir.is_dir():
