@@ -256,8 +256,8 @@ def _find_suspects(ctx: TaskContext, task: Task, rules, rec_rules, cols, cancel)
 
 
 def dred_update(ctx: TaskContext, task: Task, cancel=None) -> tuple[dict[str, tuple], int]:
-    """Return per relation (new ranked, Δ+, Δ+ rows, Δ-, Δ- rows, new rows, pieces, max rank)
-    by DRed with ranks, and the rounds it took."""
+    """Return per relation (new ranked or None if unchanged, Δ+, Δ+ rows, Δ-, Δ- rows, new rows,
+    pieces, max rank) by DRed with ranks, and the rounds it took."""
     spark, decls = ctx.spark, ctx.decls
     names = task.relations
     own = set(names)
@@ -343,13 +343,14 @@ def _result(ctx, n, old, deleted, kept, kept_ranked, rel: RankedRelation, cols,
             top: int) -> tuple:
     """Return (new ranked, Δ+, Δ+ rows, Δ-, Δ- rows, new rows, pieces, max rank) of a relation.
 
-    `top` is the highest rank in the task before the update; new tuples rank above it.
+    `top` is the highest rank in the task before the update; new tuples rank above it. New
+    ranked is None when the relation kept its tuples and their ranks.
     """
     d, d_rows = deleted
     added = rel.rounds
     a_rows = sum(r for _, r, _ in added)
     if not a_rows and not d_rows:
-        return (ctx.old_ranked[n], None, 0, None, 0, old.old_rows, old.pieces, top)
+        return (None, None, 0, None, 0, old.old_rows, old.pieces, top)
     a = union_all([df for df, _, _ in added]) if added else None
     if a is not None and d_rows:
         plus, plus_rows = cut(a.join(bcast_small(d, d_rows), cols, "left_anti"))

@@ -234,7 +234,7 @@ class Epoch:
             if plus_rows or minus_rows:
                 cols = column_names(self.program.decls[n].arity)
                 ver.set_change(new.select(*cols), rows, plus, plus_rows, minus, minus_rows)
-            if new is not self.ctx.old_ranked[n]:
+            if new is not None:
                 # Same tuples can come with new ranks (a tuple lost its support and was
                 # re-derived later): keep them, or a later deletion trusts a stale rank.
                 ver.pieces = pieces
