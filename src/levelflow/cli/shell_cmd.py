@@ -27,8 +27,10 @@ commands:
 class Shell:
     """The prompt's command interpreter over an IncrementalSession (I/O passed in)."""
 
-    def __init__(self, session, out=None, err=None, source: str | None = None) -> None:
+    def __init__(self, session, out=None, err=None, source: str | None = None,
+                 prompt: bool = False) -> None:
         self.session = session
+        self.prompt = prompt  # show `levelflow> ` before each line (a terminal)
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self.source = source  # e.g. "<stdin>": errors then name the line they come from
@@ -111,9 +113,8 @@ class Shell:
 
     def loop(self, lines) -> None:
         """Run commands from an iterable of lines until quit or the end of input."""
-        interactive = sys.stdin.isatty() and lines is sys.stdin
         while True:
-            if interactive:
+            if self.prompt:
                 self.out.write("levelflow> ")
                 self.out.flush()
             line = lines.readline() if hasattr(lines, "readline") else next(lines, "")
@@ -169,7 +170,8 @@ def shell_command(
                                                    switch=switch)
         print(f"epoch {session.epoch}: {session.last.summary() if session.last else 'resumed'}"
               f"; type help for commands")
-        shell = Shell(session, source=None if sys.stdin.isatty() else "<stdin>")
+        terminal = sys.stdin.isatty()
+        shell = Shell(session, source=None if terminal else "<stdin>", prompt=terminal)
         shell.loop(sys.stdin)
     finally:
         if spark is not None:
