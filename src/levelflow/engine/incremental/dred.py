@@ -67,6 +67,17 @@ def _ranked_decl(prefix: str, decl: Decl) -> Decl:
     return Decl(prefix + decl.name, decl.attrs + (RANK_VAR,), decl.types + ("number",))
 
 
+def _rank_last(df: DataFrame, decl: Decl) -> DataFrame:
+    """Return ranked tuples shaped as _ranked_decl's stand-in: the columns, then the rank.
+
+    A nullary relation's placeholder column c0 is dropped: its stand-in's c0 is the rank.
+    """
+    import pyspark.sql.functions as F
+
+    cols = column_names(decl.arity) if decl.arity else []
+    return df.select(*cols, F.col(RANK).alias(f"c{decl.arity}"))
+
+
 class _Suspects:
     """The suspects found so far per relation: cut pieces, merged when there are many."""
 
@@ -140,8 +151,8 @@ def _supported(ctx: TaskContext, task: Task, rules, cands: dict, suspects: _Susp
             continue
         rank = Var(RANK_VAR)
         body: list = [Atom(CANDIDATE + head.relation, head.args + (rank,))]
-        rank_col = f"c{ctx.decls[head.relation].arity}"  # the stand-in's last attribute
-        frames, sizes = {0: bcast_small(c.withColumnRenamed(RANK, rank_col), rows)}, {0: rows}
+        frames = {0: bcast_small(_rank_last(c, ctx.decls[head.relation]), rows)}
+        sizes = {0: rows}
         for lit in rule.body:
             pos = len(body)
             atom = lit.atom if isinstance(lit, Negation) else lit
@@ -150,9 +161,9 @@ def _supported(ctx: TaskContext, task: Task, rules, cands: dict, suspects: _Susp
                 body.append(Atom(LIVE + lit.relation, lit.args + (own_rank,)))
                 body.append(Comparison("<", own_rank, rank))
                 if lit.relation not in live:
-                    live[lit.relation] = suspects.without(
-                        ctx.old_ranked[lit.relation], lit.relation, cols[lit.relation]
-                    ).withColumnRenamed(RANK, f"c{ctx.decls[lit.relation].arity}")
+                    live[lit.relation] = _rank_last(suspects.without(
+                        ctx.old_ranked[lit.relation], lit.relation, cols[lit.relation]),
+                        ctx.decls[lit.relation])
                 frames[pos] = live[lit.relation]
                 sizes[pos] = ctx.versions[lit.relation].old_rows
                 continue
