@@ -148,3 +148,33 @@ def test_missing_state_is_one_line(tmp_path):
     with pytest.raises(StateError) as e:
         StateDir(tmp_path / "nope").manifest()
     assert "\n" not in str(e.value) and "not a levelflow state directory" in str(e.value)
+
+
+def test_open_reader_keeps_its_epoch_while_another_session_commits(spark, tc, tmp_path):
+    session, state, edges = tc
+    reader = IncrementalSession.open(spark, state)
+    ref0 = reference(session.pt, edges, tmp_path / "ref0")
+    session.remove("edge", (4, 5))  # rewrites edge's base facts and path: epoch 0's go stale
+    session.commit()
+    # The reader still sees epoch 0, whose files the commit left in place for it.
+    for name in ("edge", "path"):
+        assert rows_of(reader.relation(name)) == ref0[name]
+    assert (state / "epochs" / "0" / "rel" / "path").is_dir()
+    # Its own commit is refused in one line before it reads anything, its ops stay queued.
+    reader.insert("edge", (7, 8))
+    with pytest.raises(StateError, match="moved to epoch 1") as e:
+        reader.commit()
+    assert "\n" not in str(e.value) and len(reader.pending) == 1
+    reader.close()
+    session.insert("edge", (6, 7))
+    session.commit()
+    # With no other reader, the commit deleted what no manifest names any more: epoch 0's
+    # path and edge, but not its cyclic, which no epoch since has rewritten.
+    assert not (state / "epochs" / "0" / "rel" / "path").exists()
+    assert not (state / "epochs" / "0" / "base" / "edge").exists()
+    assert not (state / "epochs" / "1").exists()
+    assert (state / "epochs" / "0" / "rel" / "cyclic").is_dir()
+    ref2 = reference(session.pt, (edges - {(4, 5)}) | {(6, 7)}, tmp_path / "ref2")
+    reopened = IncrementalSession.open(spark, state)
+    for name in ("edge", "path", "cyclic"):
+        assert rows_of(reopened.relation(name)) == ref2[name]

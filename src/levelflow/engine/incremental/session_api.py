@@ -12,6 +12,7 @@ successful commit, never touched by a failed one) and the pending ops of the nex
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from pathlib import Path
@@ -89,7 +90,10 @@ class IncrementalSession:
                 ver.set_change(df, rows, df, rows, None, 0)
             base[name] = ver
         session = cls(spark, pt, text, snap, state, **options)
-        session.last = session._run_epoch(base, bootstrap=True)
+        if state is not None:
+            state.hold_readers_lock()
+        with session._writing():
+            session.last = session._run_epoch(base, bootstrap=True)
         return session
 
     @classmethod
@@ -98,6 +102,7 @@ class IncrementalSession:
         from levelflow.tasks import build_tasks, parse_program
 
         state = StateDir(statedir)
+        state.hold_readers_lock()  # before reading: the epoch read stays on disk while we live
         data = state.manifest()
         pt = build_tasks(parse_program(data["program"], data["program_file"]))
         return cls(spark, pt, data["program"], state.load(spark, pt.program), state, **options)
@@ -200,8 +205,9 @@ class IncrementalSession:
         """Return the EpochResult of applying the pending ops as one epoch (atomic)."""
         ops, self.pending = self.pending, []
         try:
-            base, notes = self._net_change(ops)
-            result = self._run_epoch(base, before_switch=before_switch)
+            with self._writing():  # before reading the old base: it may have moved on
+                base, notes = self._net_change(ops)
+                result = self._run_epoch(base, before_switch=before_switch)
         except BaseException:
             self.pending = ops + self.pending  # nothing applied: the ops stay queued
             raise
@@ -213,29 +219,40 @@ class IncrementalSession:
         ops, self.pending = self.pending, []
         return ops
 
+    @contextlib.contextmanager
+    def _writing(self):
+        """Hold the state's writer lock for the block, checking no other writer moved it."""
+        if self.statedir is None:
+            yield
+            return
+        with self.statedir.lock():
+            if self.statedir.exists() and self.statedir.current() != self.snap.epoch:
+                raise StateError(f"{self.statedir.path}: error: the state moved to epoch "
+                                 f"{self.statedir.current()} under this session (epoch "
+                                 f"{self.snap.epoch}); reopen it")
+            yield
+
     def _run_epoch(self, base, *, bootstrap: bool = False, before_switch=None) -> EpochResult:
-        """Return the result of one epoch; the snapshot is replaced only if it all succeeded."""
+        """Return the result of one epoch (run inside _writing); the snapshot is replaced only
+        if it all succeeded."""
         t0 = time.perf_counter()
         epoch = Epoch(self.spark, self.pt, self.snap, base, mode=self.mode, switch=self.switch,
                       switch_floor=self.switch_floor, bootstrap=bootstrap,
                       large_change=self.large_change)
-        if self.statedir is None:
-            epoch.run(self.scheduler, self.jobs)
-            snap, _, _ = epoch.snapshot()
-        else:
-            with self.statedir.lock():
-                if self.statedir.exists() and self.statedir.current() != self.snap.epoch:
-                    raise StateError(f"{self.statedir.path}: error: the state moved to epoch "
-                                     f"{self.statedir.current()} under this session (epoch "
-                                     f"{self.snap.epoch}); reopen it")
-                epoch.run(self.scheduler, self.jobs)
-                snap, changed, changed_base = epoch.snapshot()
-                snap = self.statedir.commit(self.spark, self.program, self.program_text, snap,
-                                            changed, changed_base, before_switch=before_switch)
+        epoch.run(self.scheduler, self.jobs)
+        snap, changed, changed_base = epoch.snapshot()
+        if self.statedir is not None:
+            snap = self.statedir.commit(self.spark, self.program, self.program_text, snap,
+                                        changed, changed_base, before_switch=before_switch)
         result = epoch.result(time.perf_counter() - t0)
         self.snap = snap
         self.last = result
         return result
+
+    def close(self) -> None:
+        """Let later commits by others delete this session's epoch files; read nothing after."""
+        if self.statedir is not None:
+            self.statedir.release_readers_lock()
 
     # -- reading -------------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ column `_cnt` for relations of counted (non-recursive) tasks, a rank column `_it
 
     STATEDIR/CURRENT             the current epoch number (replaced atomically, last)
     STATEDIR/LOCK                flock'ed by the one writer
+    STATEDIR/READERS             flock'ed shared by every open session (its epoch's files stay)
     STATEDIR/epochs/<n>/manifest.json
     STATEDIR/epochs/<n>/rel/<name>/    Parquet, only for relations that changed in epoch n
     STATEDIR/epochs/<n>/base/<name>/   Parquet, only for base facts that changed in epoch n
@@ -23,6 +24,7 @@ import os
 import shutil
 import time
 import uuid
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -88,6 +90,32 @@ class StateDir:
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
+        self._reader_fd: int | None = None
+
+    def hold_readers_lock(self) -> None:
+        """Hold a shared lock on READERS until this object goes: no commit deletes what we read.
+
+        Sessions read their epoch's Parquet lazily, so a commit by another process must not
+        delete the previous epoch's files while a session (a shell, an API user) still reads
+        them; it leaves them for a later commit instead.
+        """
+        if self._reader_fd is not None:
+            return
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path / "READERS", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise StateError(f"{self.path}: error: cannot use as a state directory "
+                             f"({e.strerror})") from None
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        self._reader_fd = fd
+        self._reader_closer = weakref.finalize(self, os.close, fd)
+
+    def release_readers_lock(self) -> None:
+        """Drop the shared READERS lock (the session will read nothing more)."""
+        if self._reader_fd is not None:
+            self._reader_closer()
+            self._reader_fd = None
 
     @property
     def epochs(self) -> Path:
@@ -232,13 +260,44 @@ class StateDir:
         return self.load(spark, program)
 
     def collect_garbage(self) -> None:
-        """Delete epoch directories the current manifest no longer references (and temp dirs)."""
+        """Delete epoch directories the current manifest no longer references (and temp dirs).
+
+        Skipped while another session holds the readers lock: its epoch's files may be among
+        them. The next commit made with no other reader open deletes them.
+        """
         if not self.exists():
             return
+        fd = self._reader_fd
+        if fd is None:
+            fd = os.open(self.path / "READERS", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return
+            self._delete_unreferenced()
+        finally:
+            if fd == self._reader_fd:
+                # Linux drops the shared lock while trying to convert it; take it back.
+                fcntl.flock(fd, fcntl.LOCK_SH)
+            else:
+                os.close(fd)
+
+    def _delete_unreferenced(self) -> None:
+        """Delete what the current manifest does not name: old epochs, or relations in them."""
         data = self.manifest()
-        keep = {str(data["epoch"])}
-        keep |= {str(i["epoch"]) for i in data["relations"].values() if i["epoch"] is not None}
-        keep |= {str(i["epoch"]) for i in data["base"].values() if i["epoch"] is not None}
+        current = str(data["epoch"])
+        named = {("rel", n, str(i["epoch"])) for n, i in data["relations"].items()}
+        named |= {("base", n, str(i["epoch"])) for n, i in data["base"].items()}
         for child in self.epochs.iterdir():
-            if child.name not in keep:
+            if child.name == current:
+                continue
+            referenced = False
+            for kind in ("rel", "base"):
+                for sub in sorted((child / kind).glob("*")):
+                    if (kind, sub.name, child.name) in named:
+                        referenced = True
+                    else:  # e.g. epoch 0's `path` once a later epoch rewrote it
+                        shutil.rmtree(sub, ignore_errors=True)
+            if not referenced:
                 shutil.rmtree(child, ignore_errors=True)
