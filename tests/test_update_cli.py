@@ -202,7 +202,42 @@ def test_shell_refuses_a_negative_switch(tmp_path, capsys):
 
 
 def test_cli_defaults_are_the_engines():
-    from levelflow.cli.update_cmd import LARGE_CHANGE_DEFAULT, SWITCH_DEFAULT
-    from levelflow.engine.incremental.maintain import LARGE_CHANGE, SWITCH
+    from levelflow.cli.update_cmd import LARGE_CHANGE_DEFAULT, SWITCH_DEFAULT, SWITCH_FLOOR
+    from levelflow.engine.incremental.maintain import (
+        LARGE_CHANGE,
+        SWITCH,
+        SWITCH_FLOOR_SECONDS,
+    )
 
     assert (SWITCH_DEFAULT, LARGE_CHANGE_DEFAULT) == (SWITCH, LARGE_CHANGE)
+    assert SWITCH_FLOOR == SWITCH_FLOOR_SECONDS  # quoted in --switch's help
+
+
+@pytest.mark.parametrize("command", ["run", "update"])
+def test_output_dir_that_cannot_be_made_is_one_line_before_anything_runs(state, capsys, command):
+    blocker = write(state / "afile", "keep me\n")
+    outdir = blocker / "sub"  # under a file: it cannot be created
+    good = write(state / "good.diff", "+edge(3,4)\n")
+    write(state / "facts0" / "edge.facts", "1\t2\n")
+    write(state / "facts0" / "label.facts", "")
+    args = (["update", str(state / "state"), "--insert", str(good)] if command == "update"
+            else ["run", str(state / "p.dl"), "-F", str(state / "facts0")])
+    current = StateDir(state / "state").current()
+    with pytest.raises(SystemExit) as e:
+        cli_main([*args, "-D", str(outdir)])
+    assert e.value.code == 1
+    err = capsys.readouterr().err.strip()
+    assert err == f"{outdir}: error: cannot create the output directory (Not a directory)"
+    assert StateDir(state / "state").current() == current  # refused before the epoch ran
+    assert blocker.read_text() == "keep me\n"
+
+
+def test_spark_errors_are_not_logged_to_stderr_by_the_cli(spark, capfd):
+    from pyspark.errors import AnalysisException
+
+    from levelflow.cli.run_cmd import quiet_pyspark_loggers
+
+    quiet_pyspark_loggers()  # what run, update and shell do before Spark starts
+    with pytest.raises(AnalysisException):
+        spark.range(1).select("no_such_column")
+    assert "QueryContextLogger" not in capfd.readouterr().err

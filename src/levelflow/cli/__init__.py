@@ -35,4 +35,7 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(e.exit_code)
     except BrokenPipeError:
         sys.exit(0)
+    except OSError as e:  # a file we could not read or write that no check foresaw: its name
+        print(f"levelflow: error: {e}", file=sys.stderr)
+        sys.exit(1)
     sys.exit(rv if isinstance(rv, int) else 0)

@@ -31,7 +31,7 @@ def jvm_stderr_to(path: Path):
         os.close(fd)
 
 
-def _quiet_pyspark_loggers() -> None:
+def quiet_pyspark_loggers() -> None:
     """Silence PySpark's Python-side error loggers: a failed run is reported in one line."""
     from pyspark.logger import PySparkLogger
 
@@ -62,9 +62,21 @@ def _prepare(program: Path, factdir: Path, outdir: Path, scheduler: str, jobs: i
     if not factdir.is_dir():
         raise RunError(f"{factdir}: error: fact directory does not exist")
     check_fact_files(program_tasks.program, factdir)
-    if outdir.exists() and not outdir.is_dir():
-        raise RunError(f"{outdir}: error: output directory is not a directory")
+    make_outdir(outdir, RunError)
     return program_tasks, sched
+
+
+def make_outdir(outdir: Path, error: type[LevelflowError]) -> None:
+    """Create the output directory now, before Spark: a path that cannot be one is one line."""
+    if outdir.exists() and not outdir.is_dir():
+        raise error(f"{outdir}: error: output directory is not a directory")
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise error(f"{outdir}: error: cannot create the output directory ({e.strerror})"
+                    ) from None
+    if not os.access(outdir, os.W_OK | os.X_OK):
+        raise error(f"{outdir}: error: output directory is not writable")
 
 
 @app.command("run")
@@ -122,7 +134,7 @@ def run_command(
     try:
         from levelflow.engine.session import make_session
 
-        _quiet_pyspark_loggers()
+        quiet_pyspark_loggers()
         progress.start(program_tasks.graph.names)
         progress.phase(f"starting Spark ({master})")
         with jvm_stderr_to(log):

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from levelflow.cli.app import app
-from levelflow.cli.update_cmd import SWITCH_DEFAULT
+from levelflow.cli.update_cmd import SWITCH_DEFAULT, SWITCH_HELP
 from levelflow.errors import LevelflowError
 
 HELP = """\
@@ -133,13 +133,13 @@ def shell_command(
         "-F", "--fact-dir", help="Directory of the .input fact files (epoch 0).")] = Path("."),
     state: Annotated[Path | None, typer.Option(
         "--state", help="Keep (or resume) the maintained state in this directory.")] = None,
-    switch: Annotated[float, typer.Option("--switch", help="Elastic switch fraction.")
+    switch: Annotated[float, typer.Option("--switch", help=SWITCH_HELP)
                       ] = SWITCH_DEFAULT,
     master: Annotated[str, typer.Option("--master", help="Spark master URL.")] = "local[*]",
     driver_memory: Annotated[str, typer.Option("--driver-memory")] = "2g",
 ) -> None:
     """Interactive prompt: insert / remove / commit / print / size / help / quit."""
-    from levelflow.cli.run_cmd import jvm_stderr_to
+    from levelflow.cli.run_cmd import jvm_stderr_to, quiet_pyspark_loggers
     from levelflow.cli.update_cmd import LARGE_CHANGE_DEFAULT, check_switch
     from levelflow.engine.incremental.state import StateDir, StateError
     from levelflow.engine.runner import check_fact_files
@@ -161,6 +161,7 @@ def shell_command(
         from levelflow.engine.incremental.session_api import IncrementalSession
         from levelflow.engine.session import make_session
 
+        quiet_pyspark_loggers()
         with jvm_stderr_to(log):
             spark = make_session(master=master, driver_memory=driver_memory)
         if resume:

@@ -14,7 +14,11 @@ from levelflow.errors import LevelflowError
 
 # The engine's defaults (maintain.py), repeated here so that --help does not import Spark.
 SWITCH_DEFAULT = 0.2
+SWITCH_FLOOR = 1.0  # seconds: the switch never fires earlier
 LARGE_CHANGE_DEFAULT = 0.05
+SWITCH_HELP = (f"Elastic switch: stop a task's update after this fraction of its last "
+               f"from-scratch time (at least {SWITCH_FLOOR:g} s) and recompute it from scratch. "
+               f"--strategy incremental never switches.")
 
 
 class UpdateArgsError(LevelflowError):
@@ -59,8 +63,7 @@ def update_command(
     outdir: Annotated[Path | None, typer.Option(
         "-D", "--output-dir", help="Write every .output relation as it now stands here.")] = None,
     switch: Annotated[float, typer.Option(
-        "--switch", help="Elastic switch: stop a task's update after this fraction of its last "
-        "from-scratch time and recompute it from scratch.")] = SWITCH_DEFAULT,
+        "--switch", help=SWITCH_HELP)] = SWITCH_DEFAULT,
     strategy: Annotated[str, typer.Option(
         "--strategy", help="elastic | incremental (never switch) | scratch.")] = "elastic",
     large_change: Annotated[float, typer.Option(
@@ -73,7 +76,12 @@ def update_command(
     driver_memory: Annotated[str, typer.Option("--driver-memory")] = "2g",
 ) -> None:
     """Apply the changes as one epoch; print per output relation +added -removed, 'ran k of N'."""
-    from levelflow.cli.run_cmd import jvm_stderr_to, scheduler_from_flag
+    from levelflow.cli.run_cmd import (
+        jvm_stderr_to,
+        make_outdir,
+        quiet_pyspark_loggers,
+        scheduler_from_flag,
+    )
     from levelflow.engine.incremental.state import StateDir
     from levelflow.engine.incremental.updates import read_updates
     from levelflow.tasks import build_tasks, parse_program
@@ -87,14 +95,15 @@ def update_command(
     scheduler_from_flag(scheduler, program_tasks.graph)  # checked before Spark starts
     # Every file is parsed and checked before Spark starts: a bad line refuses the whole epoch.
     ops = read_updates(program_tasks.program, insert or [], remove or [])
-    if outdir is not None and outdir.exists() and not outdir.is_dir():
-        raise UpdateArgsError(f"{outdir}: error: output directory is not a directory")
+    if outdir is not None:
+        make_outdir(outdir, UpdateArgsError)
     log = Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
     spark = None
     try:
         from levelflow.engine.incremental.session_api import IncrementalSession
         from levelflow.engine.session import make_session
 
+        quiet_pyspark_loggers()
         with jvm_stderr_to(log):
             spark = make_session(master=master, driver_memory=driver_memory)
         session = IncrementalSession.open(spark, statedir, scheduler=scheduler, jobs=jobs,
@@ -102,9 +111,13 @@ def update_command(
                                           large_change=large_change)
         session.extend(ops)
         result = session.commit()
+        print_epoch(result, program_tasks.program)  # the epoch is applied: say so first
         if outdir is not None:
-            session.write_outputs(outdir)
-        print_epoch(result, program_tasks.program)
+            try:
+                session.write_outputs(outdir)
+            except OSError as e:
+                raise UpdateArgsError(f"{outdir}: error: epoch {result.epoch} was applied, but "
+                                      f"its outputs could not be written ({e})") from None
     finally:
         if spark is not None:
             spark.stop()
