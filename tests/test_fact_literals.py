@@ -69,3 +69,27 @@ def test_a_fact_file_named_by_its_input_directive_is_read_as_facts(tmp_path):
     with pytest.raises(UpdateError) as e:
         read_updates(program, [people], [])
     assert str(e.value).startswith(f"{people}:2:5: error: field 2 'x' is not a number")
+
+
+@pytest.mark.parametrize("relation,row,fragment", [
+    ("m", 5, "a row of m is a tuple of 3 values, got 5"),
+    ("m", "123", "a row of m is a tuple of 3 values, got '123'"),
+    ("m", ("7", 1, 1.0), "value '7' is not a number (m.n)"),
+    ("m", (7, True, 1.0), "value True is not an unsigned number (m.u)"),
+    ("m", (7, 1, "1.5"), "value '1.5' is not a float (m.f)"),
+    ("m", (7, 1, float("nan")), "value nan is not a float (m.f)"),
+    ("m", (7, 1, float("-inf")), "value -inf is not a float (m.f)"),
+    ("knows", ("a", 1), "value 1 is not a symbol (knows.b)"),
+])
+def test_api_rows_must_hold_values_of_the_column_types(relation, row, fragment):
+    from levelflow.engine.incremental.updates import coerce_row
+
+    with pytest.raises(UpdateError) as e:
+        coerce_row(PROGRAM, relation, row)
+    assert str(e.value) == f"<api>: error: {fragment}"
+
+
+def test_api_rows_convert_integers_for_float_columns():
+    from levelflow.engine.incremental.updates import coerce_row
+
+    assert coerce_row(PROGRAM, "m", [-5, 7, 2]) == (-5, 7, 2.0)

@@ -7,6 +7,8 @@ An update is a list of `Op(sign, relation, row)`, applied in order (sign +1 inse
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -122,9 +124,17 @@ def check_input(program: Program, name: str, where: str) -> None:
 
 
 def coerce_row(program: Program, name: str, values: Iterable, where: str = "<api>") -> tuple:
-    """Return a Python row checked and converted for input relation `name`; raise UpdateError."""
+    """Return a Python row checked and converted for input relation `name`; raise UpdateError.
+
+    Values must already have their column's type (an integer, a real or a str; a float
+    column takes an integer too): a string is not parsed as a number. NaN and infinities are
+    refused, as in fact files: NaN is not equal to itself, so it could never be removed.
+    """
     check_input(program, name, where)
     decl = program.decls[name]
+    if isinstance(values, str) or not isinstance(values, Iterable):
+        raise UpdateError(f"{where}: error: a row of {name} is a tuple of {decl.arity} values, "
+                          f"got {values!r}")
     values = tuple(values)
     if len(values) != decl.arity:
         raise UpdateError(f"{where}: error: {name} has arity {decl.arity}, got {len(values)} "
@@ -132,16 +142,20 @@ def coerce_row(program: Program, name: str, values: Iterable, where: str = "<api
     out = []
     for i, (v, primitive) in enumerate(zip(values, decl.types, strict=True)):
         try:
+            if isinstance(v, bool):  # an int to Python, never a Datalog value
+                raise ValueError
             if primitive == "symbol":
                 if not isinstance(v, str):
                     raise ValueError
                 out.append(v)
             elif primitive == "float":
+                if not isinstance(v, numbers.Real) or not math.isfinite(v):
+                    raise ValueError
                 out.append(float(v))
             else:
-                if isinstance(v, bool):
+                if not isinstance(v, numbers.Integral):  # numpy's ints too
                     raise ValueError
-                out.append(convert(str(v), primitive))  # the fact-file check, range included
+                out.append(convert(str(int(v)), primitive))  # the fact-file check, range included
         except ValueError:
             raise UpdateError(f"{where}: error: value {v!r} is not {_A[primitive]} "
                               f"({name}.{decl.attrs[i]})") from None
