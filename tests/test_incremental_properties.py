@@ -242,3 +242,17 @@ def test_mixed_insert_and_remove_of_same_fact_in_one_epoch(spark, tmp_path):
     assert result.ran == 0 and result.deltas == {}
     assert any("already present" in n for n in result.notes)
     assert rows_of(session.relation("path")) == {(1, 2), (2, 3), (1, 3)}
+
+
+def test_noop_notes_count_only_facts_there_or_absent_before_the_epoch(spark, tmp_path):
+    pt = build_tasks(parse_program(TC, "tc.dl"))
+    write_facts(tmp_path / "f", {"edge": {(1, 2), (2, 3)}})
+    session = IncrementalSession.bootstrap(spark, pt, tmp_path / "f", mode="incremental")
+    for row in [(4, 5), (4, 5), (1, 2)]:  # a new fact listed twice is inserted, not a no-op
+        session.insert("edge", row)
+    for row in [(2, 3), (2, 3), (9, 9)]:  # a fact removed twice was there: removed
+        session.remove("edge", row)
+    result = session.commit()
+    assert result.notes == ["note: 1 inserted fact(s) of edge already present (no-op)",
+                            "note: 1 removed fact(s) of edge not present (no-op)"]
+    assert rows_of(session.relation("edge")) == {(1, 2), (4, 5)}

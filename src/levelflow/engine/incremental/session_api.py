@@ -170,13 +170,14 @@ class IncrementalSession:
             touched = list(dict.fromkeys(op.row for op in by_rel[name]))
             initial = self._present(name, touched)
             state = {row: row in initial for row in touched}
-            noop_ins = noop_rem = 0
-            for op in by_rel[name]:
+            noop_ins = noop_rem = 0  # ops on facts present (absent) before the epoch only:
+            for op in by_rel[name]:  # a new fact listed twice is not "already present"
+                was = op.row in initial
                 if op.sign > 0:
-                    noop_ins += state[op.row]
+                    noop_ins += state[op.row] and was
                     state[op.row] = True
                 else:
-                    noop_rem += not state[op.row]
+                    noop_rem += not state[op.row] and not was
                     state[op.row] = False
             if noop_ins:
                 notes.append(f"note: {noop_ins} inserted fact(s) of {name} already present "
