@@ -101,12 +101,7 @@ class StateDir:
         """
         if self._reader_fd is not None:
             return
-        try:
-            self.path.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path / "READERS", os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as e:
-            raise StateError(f"{self.path}: error: cannot use as a state directory "
-                             f"({e.strerror})") from None
+        fd = self._lock_file("READERS")
         fcntl.flock(fd, fcntl.LOCK_SH)
         self._reader_fd = fd
         self._reader_closer = weakref.finalize(self, os.close, fd)
@@ -116,6 +111,15 @@ class StateDir:
         if self._reader_fd is not None:
             self._reader_closer()
             self._reader_fd = None
+
+    def _lock_file(self, name: str) -> int:
+        """Return an open descriptor of the lock file `name`, creating the directory."""
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            return os.open(self.path / name, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise StateError(f"{self.path}: error: cannot use as a state directory "
+                             f"({e.strerror})") from None
 
     @property
     def epochs(self) -> Path:
@@ -155,12 +159,7 @@ class StateDir:
     @contextlib.contextmanager
     def lock(self):
         """Hold the writer lock for the block; raise StateError if another writer has it."""
-        try:
-            self.path.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as e:
-            raise StateError(f"{self.path}: error: cannot use as a state directory "
-                             f"({e.strerror})") from None
+        fd = self._lock_file("LOCK")
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -267,9 +266,7 @@ class StateDir:
         """
         if not self.exists():
             return
-        fd = self._reader_fd
-        if fd is None:
-            fd = os.open(self.path / "READERS", os.O_RDWR | os.O_CREAT, 0o644)
+        fd = self._reader_fd if self._reader_fd is not None else self._lock_file("READERS")
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
