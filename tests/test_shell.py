@@ -9,6 +9,8 @@ import io
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from levelflow.cli.shell_cmd import Shell
 from levelflow.engine.incremental import IncrementalSession
 
@@ -125,3 +127,25 @@ def test_shell_cli_exits_1_after_a_failed_piped_line(tmp_path):
     assert proc.stderr.strip() == "<stdin>:2: error: unknown relation nope"
     assert "adult\t+1\t-0" in proc.stdout.splitlines()  # the other lines still ran
     assert (tmp_path / "st" / "CURRENT").read_text().strip() == "1"
+
+
+def test_a_spark_failure_is_one_line_and_the_shell_goes_on(spark, tmp_path, monkeypatch):
+    from pyspark.errors import AnalysisException
+
+    prog, facts = make(tmp_path)
+    session = IncrementalSession.bootstrap(spark, prog, facts, mode="incremental")
+    size = session.size("person")
+
+    def lost(name):
+        return spark.range(1).select("gone")  # raises as a lost Parquet file would
+
+    monkeypatch.setattr(session, "relation", lost)
+    out, err = io.StringIO(), io.StringIO()
+    shell = Shell(session, out, err, source="<stdin>")
+    shell.loop(io.StringIO("print person\nsize person\n"))
+    lines = err.getvalue().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("<stdin>:1: error: Spark failed: ")
+    assert out.getvalue().splitlines() == [str(size)]  # the next line still ran
+    assert shell.errors == 1
+    with pytest.raises(AnalysisException):
+        lost("person")

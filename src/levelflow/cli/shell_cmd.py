@@ -66,6 +66,12 @@ class Shell:
             self.error(str(e))
         except KeyError as e:
             self.error(f"{self.where}: error: {e.args[0]}")
+        except Exception as e:
+            if not type(e).__module__.startswith(("pyspark", "py4j")):
+                raise
+            # A failed Spark job (lost files, an out-of-memory executor): the shell stays up.
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            self.error(f"{self.where}: error: Spark failed: {first}")
         return True
 
     def _dispatch(self, word: str, rest: str) -> bool:
