@@ -42,12 +42,12 @@ class FactError(LevelflowError):
 
 def input_path(io: IO, factdir: str | Path) -> Path:
     """Return the fact file of an `.input`: `filename=` (relative to factdir) or R.facts."""
-    return Path(factdir) / (io.option("filename") or f"{io.relation}.facts")
+    return Path(factdir) / io.file_name
 
 
 def output_path(io: IO, outdir: str | Path) -> Path:
     """Return the file of an `.output`: `filename=` (relative to outdir) or R.csv."""
-    return Path(outdir) / (io.option("filename") or f"{io.relation}.csv")
+    return Path(outdir) / io.file_name
 
 
 def io_delimiter(io: IO | None) -> str:

@@ -132,6 +132,12 @@ class IO:
         """Return the value of option `key`, or `default`."""
         return dict(self.options).get(key, default)
 
+    @property
+    def file_name(self) -> str:
+        """Return the file an .input reads or an .output writes: `filename=`, or R.facts / R.csv."""
+        suffix = "facts" if self.kind == "input" else "csv"
+        return self.option("filename") or f"{self.relation}.{suffix}"
+
 
 @dataclass(frozen=True, slots=True)
 class Program:

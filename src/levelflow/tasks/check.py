@@ -129,7 +129,7 @@ def _check_ios(ios: list[IO], decls: dict[str, Decl], report: Problems
         if io.option("IO") == "stdout":
             target = ("stdout", io.relation)
         else:
-            target = ("file", io.option("filename") or f"{io.relation}.csv")
+            target = ("file", io.file_name)
         if target in targets:
             first = targets[target].loc
             where = "standard output" if target[0] == "stdout" else target[1]
