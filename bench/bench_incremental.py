@@ -11,7 +11,9 @@ to the next layer), >= 1,000,000 derived `path` tuples at the default size, plus
 Per epoch it prints which strategy each task ran (counting, dred, switched, bootstrap,
 scratch). Goals are measured with the defaults (elastic switch at 0.2); measurements 1 and 3
 are repeated with the switch off (every task updated incrementally) to show what the update
-itself costs.
+itself costs, with the number of Spark jobs it ran and what those jobs cost at the floor of a
+trivial job on this machine (a lower bound that no change to the update's Spark plans can beat
+without running fewer jobs).
 
     .venv/bin/python bench/bench_incremental.py [--layers 12 --width 150 --degree 6]
 """
@@ -82,6 +84,24 @@ def verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
 
+def jobs_started(spark) -> int:
+    """Return how many Spark jobs the session has started (job ids count up from 0)."""
+    ids = spark.sparkContext.statusTracker().getJobIdsForGroup()
+    return max(ids) + 1 if ids else 0
+
+
+def job_floor(spark) -> float:
+    """Return the seconds of a trivial Spark job here: cut 10 rows, best of 5."""
+    from levelflow.engine.evaluate import cut
+
+    times = []
+    for _ in range(5):
+        t = time.perf_counter()
+        cut(spark.range(10))
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=12)
@@ -130,6 +150,10 @@ def main() -> None:
         print(f"    epoch {r.epoch}: {r.seconds:.2f} s, {change}; {strategies}")
         return r.seconds
 
+    def jobs_line(jobs, seconds):
+        return (f"   {jobs} Spark jobs; at {floor * 1000:.0f} ms each (a trivial job here) they "
+                f"cost >= {jobs * floor:.2f} s of the {seconds:.2f} s")
+
     session, boot = session_on(tmp / "f0")  # first: it also warms the JVM up
     print(f"bootstrap (epoch 0, from scratch with counts): {boot:.2f} s")
     runs = []
@@ -139,6 +163,7 @@ def main() -> None:
         runs.append(time.perf_counter() - t)
         assert rels["path"].count() == derived
     scratch = min(runs)
+    floor = job_floor(spark)
     print(f"from scratch (evaluate_program, best of 2): {scratch:.2f} s "
           f"({', '.join(f'{r:.2f}' for r in runs)})")
     current = set(edges)
@@ -153,7 +178,9 @@ def main() -> None:
     print(f"   speed-up vs from scratch: {r1:.1f}x (goal >= 10x) {verdict(r1 >= 10)}")
     new = fresh_edges(rng, current, 10, args.layers, args.width)
     print("1b. insert 10 more edges with the switch off")
+    before = jobs_started(spark)
     t_ins_off = epoch(session, inserts=new, mode="incremental")
+    print(jobs_line(jobs_started(spark) - before, t_ins_off))
     current |= set(new)
     assert session.size("path") == closure_size(current, args.layers * args.width)
     print(f"   speed-up vs from scratch: {scratch / t_ins_off:.1f}x")
@@ -168,7 +195,9 @@ def main() -> None:
     print(f"   deletions / insertions: {r3:.2f}x (goal <= 2x) {verdict(r3 <= 2)}")
     gone = rng.sample(sorted(current), 10)
     print("3b. remove 10 more edges with the switch off")
+    before = jobs_started(spark)
     t_del_off = epoch(session, removes=gone, mode="incremental")
+    print(jobs_line(jobs_started(spark) - before, t_del_off))
     current -= set(gone)
     assert session.size("path") == closure_size(current, args.layers * args.width)
     print(f"   deletions / insertions (both switch off): {t_del_off / t_ins_off:.2f}x; "
