@@ -102,6 +102,7 @@ CASES = [
     ("A(x) :- B(x, _), !(A(x) ; A(x)).", 5, 19, "negation of a parenthesized body is not "
                                                 "supported"),
     ("A(x) <= A(y) :- A(x), A(y), x < y.", 5, 6, "'<=' (subsumptive rules) is not supported"),
+    (".decl E(a:number, a:number)", 5, 19, "attribute 'a' of E is declared twice"),
 ]
 
 

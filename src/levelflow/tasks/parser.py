@@ -201,6 +201,9 @@ class _Parser:
         if not self.at(")"):
             while True:
                 attr = self.ident("an attribute name")
+                if attr.text in attrs:  # as Soufflé: "Doubly defined attribute name"
+                    raise self.error(f"attribute '{attr.text}' of {name.text} is declared twice",
+                                     attr)
                 self.expect(":")
                 if self.at("["):
                     raise self.unsupported("'[...]' (record types)")
