@@ -419,3 +419,34 @@ def test_cli_end_to_end_on_an_example(tmp_path):
     assert "\x1b[" not in proc.stdout  # no progress display when stdout is not a terminal
     assert _sorted_lines(out) == expected
     assert json.loads(trace.read_text())["format"] == "jobtrace/1"
+
+
+@pytest.mark.parametrize("flag", ["--trace-out", "--schedule"])
+def test_unwritable_trace_or_schedule_path_fails_before_the_run(tmp_path, capsys, flag):
+    path, factdir = _program(tmp_path, BRANCH, {"a": "1\n", "b": ""})
+    (tmp_path / "afile").write_text("")
+    code, stdout, err = _cli(["run", str(path), "-F", str(factdir), "-D", str(tmp_path / "o"),
+                              flag, str(tmp_path / "afile" / "x.out")], capsys)
+    assert code == 1
+    assert err.count("\n") == 1 and flag in err and "Traceback" not in err
+    assert stdout == "" and not (tmp_path / "o").exists()  # nothing ran, nothing written
+
+
+def test_trace_and_schedule_directories_are_made_before_the_run(tmp_path):
+    from levelflow.cli.run_cmd import make_parent
+    from levelflow.engine.runner import RunError
+
+    target = tmp_path / "new" / "sub" / "trace.json"
+    make_parent(target, "--trace-out", RunError)
+    assert target.parent.is_dir() and not target.exists()
+    with pytest.raises(RunError, match="names a directory"):
+        make_parent(tmp_path / "new", "--schedule", RunError)
+
+
+def test_fact_paths_that_are_not_what_they_should_be_say_what_they_are(tmp_path, capsys):
+    path, factdir = _program(tmp_path, BRANCH, {"a": "1\n"})
+    (factdir / "b.facts").mkdir()
+    code, _, err = _cli(["run", str(path), "-F", str(factdir), "-D", str(tmp_path / "o")], capsys)
+    assert code == 1 and "b.facts" in err and "(a directory)" in err
+    code, _, err = _cli(["run", str(path), "-F", str(path), "-D", str(tmp_path / "o")], capsys)
+    assert code == 1 and "fact directory is not a directory" in err

@@ -51,8 +51,11 @@ def scheduler_from_flag(spec: str, graph):
 
 
 def _prepare(program: Path, factdir: Path, outdir: Path, scheduler: str, jobs: int,
-             checkpoint: str):
-    """Return (ProgramTasks, scheduler) after every check that needs no Spark; raise one line."""
+             checkpoint: str, out_files: dict[str, Path | None]):
+    """Return (ProgramTasks, scheduler) after every check that needs no Spark; raise one line.
+
+    `out_files` maps a flag to the file it writes: its directory is made now, not after the run.
+    """
     from levelflow.engine.runner import RunError, check_fact_files, check_run_args
     from levelflow.tasks import build_tasks, load_program
 
@@ -60,10 +63,28 @@ def _prepare(program: Path, factdir: Path, outdir: Path, scheduler: str, jobs: i
     program_tasks = build_tasks(load_program(program))
     sched = scheduler_from_flag(scheduler, program_tasks.graph)
     if not factdir.is_dir():
-        raise RunError(f"{factdir}: error: fact directory does not exist")
+        why = "is not a directory" if factdir.exists() else "does not exist"
+        raise RunError(f"{factdir}: error: fact directory {why}")
     check_fact_files(program_tasks.program, factdir)
+    for flag, path in out_files.items():
+        make_parent(path, flag, RunError)
     make_outdir(outdir, RunError)
     return program_tasks, sched
+
+
+def make_parent(path: Path | None, flag: str, error: type[LevelflowError]) -> None:
+    """Create the directory a file flag writes into now, before Spark; refuse one that can't be."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise error(f"{path}: error: {flag} names a directory, not a file")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise error(f"{path}: error: cannot create the directory of {flag} ({e.strerror})"
+                    ) from None
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise error(f"{path}: error: the directory of {flag} is not writable")
 
 
 def make_outdir(outdir: Path, error: type[LevelflowError]) -> None:
@@ -113,7 +134,8 @@ def run_command(
     from levelflow.engine.progress import make_progress
     from levelflow.engine.runner import RunError, run_program
 
-    program_tasks, sched = _prepare(program, factdir, outdir, scheduler, jobs, checkpoint)
+    program_tasks, sched = _prepare(program, factdir, outdir, scheduler, jobs, checkpoint,
+                                    {"--trace-out": trace_out, "--schedule": schedule_out})
     if state is not None:
         from levelflow.engine.incremental.state import StateDir, StateError
 

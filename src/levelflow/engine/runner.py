@@ -137,8 +137,10 @@ def check_fact_files(program: Program, factdir) -> None:
         path = input_path(io, Path(factdir))
         if not path.is_file():
             # Same shape as facts.read_facts' errors, checked before any Spark job starts.
+            why = "a directory" if path.is_dir() else "not a regular file" if path.exists() \
+                else "no such file"
             raise FactError(f"{path}:1:1: error: cannot read fact file for relation "
-                            f"{io.relation} (no such file)")
+                            f"{io.relation} ({why})")
 
 
 def check_run_args(jobs: int, checkpoint: str) -> None:
