@@ -140,6 +140,27 @@ def test_division_by_zero_and_overflow_drop_the_row(spark):
     assert rows(rels["s"]) == [(-7, -5), (7, 7)]  # the overflowing sum is dropped
 
 
+def test_unsigned_arithmetic_below_zero_drops_the_row_and_compares_unsigned(spark):
+    pt = program("""
+        .decl u(x:unsigned)
+        u(0). u(5). u(20). u(9223372036854775807).
+        .decl d(x:unsigned, y:unsigned, z:unsigned)
+        d(x, y, z) :- u(x), u(y), x != y, z = x - y.
+        .decl big(x:unsigned)
+        big(x) :- u(x), x - 10 > 0.
+        .decl inc(x:unsigned)
+        inc(x + 1) :- u(x).
+    """)
+    rels = evaluate_program(spark, pt, None)
+    top = 2**63 - 1
+    expected_d = sorted((x, y, x - y) for x in (0, 5, 20, top) for y in (0, 5, 20, top)
+                        if x > y)  # x - y below zero would wrap in Soufflé: here it is dropped
+    assert rows(rels["d"]) == expected_d
+    assert all(z >= 0 for *_, z in rows(rels["d"]))
+    assert rows(rels["big"]) == [(20,), (top,)]  # `x - 10` with the literal typed unsigned
+    assert rows(rels["inc"]) == [(1,), (6,), (21,)]  # top + 1 overflows: dropped
+
+
 def test_negation_with_expression_and_constant_arguments(spark):
     pt = program("""
         .decl n(x:number)

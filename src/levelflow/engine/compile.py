@@ -4,7 +4,10 @@ Inside a body plan every bound variable x is the column `v_x`; a relation's colu
 positional (c0..) until an atom renames them, so self-joins never see ambiguous names.
 Arithmetic follows Soufflé on 64-bit integers: `/` truncates and `%` takes the dividend's sign
 (C). Spark 4 runs in ANSI mode, where overflow and division by zero raise; here they yield NULL
-instead and the row is dropped (Soufflé leaves both undefined). Float arithmetic is on doubles.
+instead and the row is dropped (Soufflé leaves both undefined). `unsigned` values are the
+non-negative 64-bit integers: an unsigned result below zero, where Soufflé would wrap around, is
+an overflow too, so unsigned columns never hold a negative value and compare as unsigned. Float
+arithmetic is on doubles.
 """
 
 from __future__ import annotations
@@ -111,21 +114,37 @@ def term_column(term: Term, types: Mapping[str, str]) -> tuple[Column, str]:
     right, rt = term_column(term.right, types)
     if "symbol" in (lt, rt):
         raise CompileError(f"{_where(term)}: error: arithmetic on a symbol")
+    # An integer literal takes the other operand's type, as Soufflé infers it: `x - 1` with x
+    # unsigned is unsigned arithmetic.
+    if isinstance(term.left, Const) and lt == "number" and rt == "unsigned":
+        lt = "unsigned"
+    if isinstance(term.right, Const) and rt == "number" and lt == "unsigned":
+        rt = "unsigned"
     kind = "float" if "float" in (lt, rt) else ("unsigned" if lt == rt == "unsigned" else "number")
+    value = _arith(term, left, right, kind)
+    if kind == "unsigned":
+        value = F.when(value >= 0, value)  # below zero: an overflow, the row is dropped
+    return value, kind
+
+
+def _arith(term: BinOp, left: Column, right: Column, kind: str) -> Column:
+    """Return `left op right`, NULL where it overflows or divides by zero."""
+    import pyspark.sql.functions as F
+
     op = term.op
     if op == "+":
-        return F.try_add(left, right), kind
+        return F.try_add(left, right)
     if op == "-":
-        return F.try_subtract(left, right), kind
+        return F.try_subtract(left, right)
     if op == "*":
-        return F.try_multiply(left, right), kind
+        return F.try_multiply(left, right)
     if op == "/":
         if kind == "float":
-            return F.when(right != 0, left / right), kind
+            return F.when(right != 0, left / right)
         # `div` is Spark's integral division (truncating, like C); guarded against zero.
-        return F.when(right != 0, F.call_function("div", left, right)), kind
+        return F.when(right != 0, F.call_function("div", left, right))
     if op == "%":
-        return F.try_mod(left, right), kind
+        return F.try_mod(left, right)
     raise CompileError(f"{_where(term)}: error: unknown operator {op}")
 
 
