@@ -92,6 +92,7 @@ def test_input_and_output_paths_honour_filename(tmp_path):
     (("unsigned",), "4\n-1\n", "2:1", "not an unsigned number"),
     (("float",), "1.5\n2.5\nnope\n", "3:1", "not a float"),
     (("number",), "99999999999999999999\n", "1:1", "out of the 64-bit range"),
+    (("unsigned",), "18446744073709551615\n", "1:1", "the largest unsigned levelflow holds"),
     (("number",), " 5\n", "1:1", "not a number"),
     (("number", "symbol"), "\n", "1:1", "expects 2 fields, found 1"),
 ])

@@ -103,8 +103,8 @@ def test_input_output_printsize_with_options():
 
 
 def test_option_values_may_be_words_and_numbers():
-    p = parse_program(NUM + ".input A(IO=file, headers=true, skip=2)", "t.dl")
-    assert p.inputs["A"].options == (("IO", "file"), ("headers", "true"), ("skip", "2"))
+    p = parse_program(NUM + ".input A(IO=file, headers=true, delimiter=2)", "t.dl")
+    assert p.inputs["A"].options == (("IO", "file"), ("headers", "true"), ("delimiter", "2"))
 
 
 # -- facts and constants ---------------------------------------------------------------------

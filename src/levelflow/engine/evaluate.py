@@ -30,7 +30,7 @@ from levelflow.engine.compile import (
     head_frame,
     rule_heads,
 )
-from levelflow.engine.facts import input_path, io_delimiter, read_facts
+from levelflow.engine.facts import input_path, io_delimiter, io_headers, read_facts
 from levelflow.engine.types import column_names, empty_relation, rows_frame
 from levelflow.tasks.ast import Atom, Negation, Program, Rule
 
@@ -289,7 +289,8 @@ def evaluate_task(spark: SparkSession, program: Program, task: Task,
         decl = decls[name]
         io = program.inputs.get(name)
         if io is not None and factdir is not None:
-            base[name].append(read_facts(spark, decl, input_path(io, factdir), io_delimiter(io)))
+            base[name].append(read_facts(spark, decl, input_path(io, factdir), io_delimiter(io),
+                                         io_headers(io)))
         facts = fact_rows(task.rules, name)
         if facts:
             base[name].append(rows_frame(spark, decl, [cast_fact(f, decl.types) for f in facts]))

@@ -2,9 +2,11 @@
 
 Input format (Soufflé's): one tuple per line, fields split by a literal delimiter (TAB unless
 given; several characters allowed), no quoting or escaping, a trailing CR dropped, extra fields
-ignored. A nullary relation holds when its file has at least one line.
-Output format: no header, one line per tuple, numbers in decimal, floats as C's `%g`, `()` for a
-nullary relation that holds, an empty file for an empty relation.
+ignored, a UTF-8 byte order mark skipped; with `headers=true` the first line is a header and
+skipped. A nullary relation holds when its file has at least one line.
+Output format: one line per tuple (after a header of the attribute names with `headers=true`),
+numbers in decimal, floats as C's `%g`, `()` for a nullary relation that holds, an empty file
+for an empty relation.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ if TYPE_CHECKING:
 
 # empty_relation and relation_schema live in engine.types; they are re-exported here because
 # callers that do I/O (the runner) reach for them next to read_facts/write_relation.
-__all__ = ["COLLECT_ROWS", "FactError", "empty_relation", "format_rows", "format_value",
-           "input_path", "io_delimiter", "output_path", "read_facts", "relation_schema",
-           "validate_facts", "write_relation"]
+__all__ = ["COLLECT_ROWS", "FactError", "empty_relation", "fact_lines",
+           "format_rows", "format_value", "input_path", "io_delimiter", "io_headers",
+           "output_path", "read_facts", "relation_schema", "validate_facts", "write_relation"]
 
 # Relations up to this many rows are written from one collect(); bigger ones are streamed.
 COLLECT_ROWS = 50_000
@@ -55,6 +57,11 @@ def io_delimiter(io: IO | None) -> str:
     return (io.option("delimiter") if io is not None else None) or "\t"
 
 
+def io_headers(io: IO | None) -> bool:
+    """Return whether a directive's file starts with a header line (`headers=true`)."""
+    return io is not None and io.option("headers", "false") == "true"
+
+
 def field_error(field: str, primitive: str) -> str | None:
     """Return why `field` is not a valid value of the primitive type, or None if it is."""
     if primitive == "symbol":
@@ -67,34 +74,45 @@ def field_error(field: str, primitive: str) -> str | None:
     value = int(field)
     if primitive == "unsigned" and value < 0:
         return "not an unsigned number"
+    if primitive == "unsigned" and value > _LONG_MAX:
+        return "above 2^63-1, the largest unsigned levelflow holds"
     if not _LONG_MIN <= value <= _LONG_MAX:
         return "out of the 64-bit range"
     return None
 
 
-def _lines(path: Path) -> list[str]:
-    """Return the file's lines split on LF only (as Spark's reader is told to), CR dropped."""
+def fact_lines(path: Path) -> list[str]:
+    """Return the file's lines split on LF only (as Spark's reader is told to), a BOM dropped.
+
+    Hadoop's line reader, under Spark's, skips a UTF-8 byte order mark too.
+    """
     try:
         text = path.read_bytes().decode("utf-8", errors="replace")
     except OSError as e:
         raise FactError(f"{path}:1:1: error: cannot read fact file ({e.strerror})") from None
-    lines = text.split("\n")
+    lines = text.removeprefix("\ufeff").split("\n")
     if lines[-1] == "":
         lines.pop()
     return lines
 
 
-def validate_facts(path: Path, decl: Decl, delimiter: str) -> int:
-    """Return the number of lines of a fact file after checking every field; raise FactError."""
+def validate_facts(path: Path, decl: Decl, delimiter: str, headers: bool = False) -> int:
+    """Return the number of tuple lines of a fact file after checking every field.
+
+    Raises FactError naming the file, line and column. With `headers`, line 1 is not a tuple.
+    """
     if not delimiter:
         raise FactError(f"{path}:1:1: error: empty delimiter for relation {decl.name}")
-    lines = _lines(path)
+    lines = fact_lines(path)
+    first = 1
+    if headers:
+        lines, first = lines[1:], 2
     arity = decl.arity
     if arity == 0:
         return len(lines)
     width = len(delimiter)
     checked = [(i, t) for i, t in enumerate(decl.types) if t != "symbol"]
-    for lineno, line in enumerate(lines, 1):
+    for lineno, line in enumerate(lines, first):
         if line.endswith("\r"):
             line = line[:-1]
         fields = line.split(delimiter, arity)
@@ -120,13 +138,25 @@ def _hadoop_path(path: Path) -> str:
     return re.sub(r"([\\*?\[\]{}])", r"\\\1", str(path.resolve()))
 
 
+def _header_to_drop(path: Path) -> str | None:
+    """Return the header line (CR dropped) to filter out of a `headers=true` file's lines.
+
+    None when no line repeats it: then the header reads as the same tuple as that data line,
+    and a relation is a set, so keeping it changes nothing, while dropping by value would.
+    """
+    lines = [line.removesuffix("\r") for line in fact_lines(path)]
+    if not lines or lines[0] in lines[1:]:
+        return None
+    return lines[0]
+
+
 def read_facts(spark: SparkSession, decl: Decl, path: str | Path,
-               delimiter: str = "\t") -> DataFrame:
+               delimiter: str = "\t", headers: bool = False) -> DataFrame:
     """Return the distinct tuples of a validated fact file as a DataFrame (c0..c{n-1})."""
     import pyspark.sql.functions as F
 
     path = Path(path)
-    count = validate_facts(path, decl, delimiter)
+    count = validate_facts(path, decl, delimiter, headers)
     if count == 0:
         return empty_relation(spark, decl)
     if decl.arity == 0:
@@ -134,6 +164,9 @@ def read_facts(spark: SparkSession, decl: Decl, path: str | Path,
     # Spark splits on LF only, like the validation pass, so line numbers and tuples agree.
     text = spark.read.text(_hadoop_path(path), lineSep="\n")
     line = F.regexp_replace(F.col("value"), "\r\\z", "")  # only the very last CR, as above
+    header = _header_to_drop(path) if headers else None
+    if header is not None:
+        text = text.filter(line != F.lit(header))
     parts = F.split(line, _java_literal(delimiter), -1)
     cols = []
     for i, primitive in enumerate(decl.types):
@@ -168,8 +201,11 @@ def format_rows(rows: Iterable, decl: Decl, delimiter: str = "\t") -> Iterator[s
 
 
 def write_relation(df: DataFrame, decl: Decl, path: str | Path, delimiter: str = "\t", *,
-                   sort: bool = True) -> int:
-    """Return the number of tuples written to `path` (Soufflé .csv format, streamed, sorted)."""
+                   sort: bool = True, headers: bool = False) -> int:
+    """Return the number of tuples written to `path` (Soufflé .csv format, streamed, sorted).
+
+    With `headers`, the attribute names come first, on one line, as Soufflé writes them.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if decl.arity == 0:
@@ -185,6 +221,8 @@ def write_relation(df: DataFrame, decl: Decl, path: str | Path, delimiter: str =
             rows = (df.orderBy(*df.columns) if sort else df).toLocalIterator()
     count = 0
     with path.open("w", encoding="utf-8", newline="\n") as out:
+        if headers:
+            out.write(delimiter.join(decl.attrs) + "\n")
         for line in format_rows(rows, decl, delimiter):
             out.write(line)
             count += 1

@@ -393,7 +393,7 @@ def write_outputs(program: Program, relations: Mapping, outdir, *, jobs: int = 1
     `IO=stdout` outputs are printed as Soufflé prints them, framed by their name, once every
     file is in place.
     """
-    from levelflow.engine.facts import output_path, write_relation
+    from levelflow.engine.facts import io_delimiter, io_headers, output_path, write_relation
 
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
@@ -411,8 +411,8 @@ def write_outputs(program: Program, relations: Mapping, outdir, *, jobs: int = 1
     def write(item):
         name, io, final, tmp = item
         tmp.parent.mkdir(parents=True, exist_ok=True)
-        return write_relation(relations[name], program.decls[name], tmp,
-                              io.option("delimiter", "\t"))
+        return write_relation(relations[name], program.decls[name], tmp, io_delimiter(io),
+                              headers=io_headers(io))
 
     try:
         if jobs > 1 and len(plan) > 1:

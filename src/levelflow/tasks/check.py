@@ -97,6 +97,11 @@ def _check_decls(parsed: Parsed, types: dict[str, str], report: Problems) -> dic
     return decls
 
 
+# The .input/.output options levelflow implements (Soufflé's file options without rfc4180,
+# compress and the like).
+IO_OPTIONS = ("IO", "filename", "delimiter", "headers")
+
+
 def _check_ios(ios: list[IO], decls: dict[str, Decl], report: Problems
                ) -> tuple[dict[str, IO], dict[str, IO], tuple[IO, ...], tuple[str, ...]]:
     inputs: dict[str, IO] = {}
@@ -115,6 +120,14 @@ def _check_ios(ios: list[IO], decls: dict[str, Decl], report: Problems
         if io.option("IO", "file") not in allowed:
             report(io.loc, f"IO={io.option('IO')} is not supported for .{io.kind} "
                            f"(supported: {', '.join(allowed)})")
+            continue
+        unknown = [key for key, _ in io.options if key not in IO_OPTIONS]
+        if unknown:  # refused, not ignored: `rfc4180=true` ignored would read quotes as data
+            report(io.loc, f"option '{unknown[0]}' is not supported for .{io.kind} "
+                           f"(supported: {', '.join(IO_OPTIONS)})")
+            continue
+        if io.option("headers", "false") not in ("true", "false"):
+            report(io.loc, f"headers={io.option('headers')} must be true or false")
             continue
         if io.kind == "input":
             if io.relation in inputs:

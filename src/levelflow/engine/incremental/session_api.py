@@ -70,7 +70,7 @@ class IncrementalSession:
     def bootstrap(cls, spark, program, factdir, statedir: str | os.PathLike | None = None,
                   **options) -> IncrementalSession:
         """Return a session whose epoch 0 is the program evaluated from scratch on `factdir`."""
-        from levelflow.engine.facts import input_path, io_delimiter, read_facts
+        from levelflow.engine.facts import input_path, io_delimiter, io_headers, read_facts
         from levelflow.engine.runner import check_fact_files
 
         pt, text = _load(program)
@@ -85,7 +85,8 @@ class IncrementalSession:
         for name, io in prog.inputs.items():
             decl = prog.decls[name]
             ver = Versions(decl, snap.base[name], 0)
-            df, rows = cut(read_facts(spark, decl, input_path(io, factdir), io_delimiter(io)))
+            df, rows = cut(read_facts(spark, decl, input_path(io, factdir), io_delimiter(io),
+                                      io_headers(io)))
             if rows:
                 ver.set_change(df, rows, df, rows, None, 0)
             base[name] = ver

@@ -14,7 +14,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from levelflow.engine.facts import FactError, field_error, io_delimiter, validate_facts
+from levelflow.engine.facts import (
+    FactError,
+    fact_lines,
+    field_error,
+    io_delimiter,
+    io_headers,
+    validate_facts,
+)
 from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import Program
 
@@ -165,15 +172,13 @@ def coerce_row(program: Program, name: str, values: Iterable, where: str = "<api
 def _fact_file_rows(program: Program, name: str, path: Path) -> list[tuple]:
     """Return the rows of a Soufflé fact file for `name`, validated with the run's own checks."""
     decl = program.decls[name]
-    delimiter = io_delimiter(program.inputs[name])
+    io = program.inputs[name]
+    delimiter = io_delimiter(io)
     try:
-        validate_facts(path, decl, delimiter)
+        validate_facts(path, decl, delimiter, io_headers(io))
     except FactError as e:
         raise UpdateError(str(e)) from None
-    text = path.read_bytes().decode("utf-8", errors="replace")
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
+    lines = fact_lines(path)[1 if io_headers(io) else 0:]
     if decl.arity == 0:
         return [()] if lines else []
     rows = []
@@ -207,7 +212,7 @@ def read_update_file(program: Program, path: str | Path, sign: int) -> list[Op]:
         return [Op(sign, stem, row) for row in _fact_file_rows(program, stem, path)]
     ops = []
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # a byte order mark is not a change
     except (OSError, UnicodeDecodeError) as e:
         raise UpdateError(f"{path}:1: error: cannot read update file ({e})") from None
     for lineno, line in enumerate(text.splitlines(), 1):
