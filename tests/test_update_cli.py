@@ -17,6 +17,7 @@ from levelflow.cli import main as cli_main
 from levelflow.engine.incremental import IncrementalSession, StateDir
 from levelflow.engine.incremental.updates import UpdateError, read_update_file
 from levelflow.tasks import build_tasks, parse_program
+from levelflow.traces import load_trace
 
 sys.path.insert(0, str(Path(__file__).parent))
 import naive_datalog  # noqa: E402
@@ -120,7 +121,8 @@ def test_run_state_then_update_end_to_end(tmp_path):
     ins = write(tmp_path / "upd" / "label.facts", "4\tfour\n")
     diff = write(tmp_path / "upd" / "change.diff", "+edge(4,5)\n-edge(1,2)\n+edge(2,3)\n")
     upd = subprocess.run([str(LEVELFLOW), "update", str(tmp_path / "st"), "--insert", str(ins),
-                          "--insert", str(diff), "-D", str(tmp_path / "out1")],
+                          "--insert", str(diff), "-D", str(tmp_path / "out1"),
+                          "--trace-out", str(tmp_path / "traces" / "epoch1.json")],
                          capture_output=True, text=True, env=env, timeout=300)
     assert upd.returncode == 0, upd.stderr
     edges = {(2, 3), (3, 4), (4, 5)}
@@ -135,6 +137,8 @@ def test_run_state_then_update_end_to_end(tmp_path):
     assert any("inserted fact(s) of edge already present" in line for line in out)
     assert "ran 4 of 4 tasks" in upd.stdout
     assert StateDir(tmp_path / "st").current() == 1
+    trace = load_trace(tmp_path / "traces" / "epoch1.json")  # its directory made by update
+    assert all(trace.active_set()) and len(trace.initial) == 2  # edge and label changed
 
 
 @pytest.mark.parametrize("flags,named", [

@@ -74,11 +74,15 @@ def update_command(
     jobs: Annotated[int, typer.Option("-j", "--jobs", help="Tasks updated concurrently.")] = 1,
     master: Annotated[str, typer.Option("--master", help="Spark master URL.")] = "local[*]",
     driver_memory: Annotated[str, typer.Option("--driver-memory")] = "2g",
+    trace_out: Annotated[Path | None, typer.Option(
+        "--trace-out", help="Write the epoch as a jobtrace/1 file: the tasks its change "
+        "activated, who activated whom, how long each took.")] = None,
 ) -> None:
     """Apply the changes as one epoch; print per output relation +added -removed, 'ran k of N'."""
     from levelflow.cli.run_cmd import (
         jvm_stderr_to,
         make_outdir,
+        make_parent,
         quiet_pyspark_loggers,
         scheduler_from_flag,
     )
@@ -95,6 +99,7 @@ def update_command(
     scheduler_from_flag(scheduler, program_tasks.graph)  # checked before Spark starts
     # Every file is parsed and checked before Spark starts: a bad line refuses the whole epoch.
     ops = read_updates(program_tasks.program, insert or [], remove or [])
+    make_parent(trace_out, "--trace-out", UpdateArgsError)
     if outdir is not None:
         make_outdir(outdir, UpdateArgsError)
     log = Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
@@ -112,6 +117,10 @@ def update_command(
         session.extend(ops)
         result = session.commit()
         print_epoch(result, program_tasks.program)  # the epoch is applied: say so first
+        if trace_out is not None:
+            from levelflow.traces import dump_trace
+
+            dump_trace(result.trace, trace_out)
         if outdir is not None:
             try:
                 session.write_outputs(outdir)

@@ -18,6 +18,7 @@ import time
 import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from levelflow.engine.evaluate import cut
 from levelflow.engine.incremental.delta import (
@@ -37,6 +38,7 @@ from levelflow.engine.runner import edge_reads, initial_tasks
 from levelflow.engine.types import column_names, empty_relation
 from levelflow.errors import LevelflowError
 from levelflow.tasks.tasks import ProgramTasks
+from levelflow.traces.model import JobTrace
 
 MODES = ("elastic", "incremental", "scratch")
 # The elastic switch: an update stops after this fraction of the task's last from-scratch time.
@@ -74,6 +76,7 @@ class EpochResult:
     task_seconds: dict[str, float]
     seconds: float
     notes: list[str] = field(default_factory=list)
+    trace: JobTrace | None = None  # the epoch as a job trace: what ran, who activated whom
 
     def summary(self) -> str:
         """Return the line 'ran k of N tasks in S s'."""
@@ -107,6 +110,8 @@ class Epoch:
                                 if n not in snap.counted}, snap.max_rank)
         self.updates: dict[int, TaskUpdate] = {}
         self.edges = edge_reads(program_tasks)
+        self.activations: dict[int, tuple[int, ...]] = {}  # task -> children it activated
+        self.jobs = 1
 
     # -- one task ------------------------------------------------------------------------------
 
@@ -259,6 +264,7 @@ class Epoch:
 
         sched = make_scheduler(scheduler, self.pt.graph) if isinstance(scheduler, str) \
             else scheduler
+        self.jobs = jobs
         sched.activate(self.initial())
         finished: list[int] = []
         inflight: dict[Future, int] = {}
@@ -289,6 +295,7 @@ class Epoch:
                     activated = [c for c, pos in self.edges[v] if any(
                         self.versions[self.pt.tasks[v].relations[i]].changed for i in pos)]
                     finished.append(v)
+                    self.activations[v] = tuple(activated)
                     sched.done(v, activated)
         finally:
             for fut in inflight:
@@ -337,12 +344,19 @@ class Epoch:
                                                                                   decl),
                                   ver.plus_rows, ver.minus_rows)
         names = self.pt.graph.names
+        epoch = self.snap.epoch + 1
+        durations = [0.0] * len(self.pt.tasks)
+        for v, u in self.updates.items():
+            durations[v] = u.seconds
+        trace = JobTrace(graph=self.pt.graph, durations=durations, initial=tuple(self.initial()),
+                         activations=dict(self.activations),
+                         name=f"{Path(self.program.file).stem}-epoch{epoch}", processors=self.jobs)
         return EpochResult(
-            epoch=self.snap.epoch + 1, deltas=deltas, ran=len(self.updates),
+            epoch=epoch, deltas=deltas, ran=len(self.updates),
             total=len(self.pt.tasks),
             strategies={names[v]: u.strategy for v, u in sorted(self.updates.items())},
             task_seconds={names[v]: u.seconds for v, u in sorted(self.updates.items())},
-            seconds=seconds)
+            seconds=seconds, trace=trace)
 
 
 def counted_relations(program_tasks: ProgramTasks) -> set[str]:

@@ -1,0 +1,50 @@
+"""An epoch as a job trace: the tasks its change activated, who activated whom, their times."""
+
+from __future__ import annotations
+
+from levelflow.engine.incremental import IncrementalSession
+from levelflow.tasks import build_tasks, parse_program
+from levelflow.traces import dump_trace, load_trace
+
+BRANCHES = """
+.decl a(x:number)
+.input a
+.decl b(x:number)
+.input b
+.decl a2(x:number)
+a2(x) :- a(x).
+.decl b2(x:number)
+b2(x) :- b(x).
+.decl both(x:number)
+both(x) :- a2(x), b2(x).
+.decl big(x:number)
+big(x) :- a2(x), x > 100.
+.decl after(x:number)
+after(x) :- both(x).
+.output after
+"""
+
+
+def test_the_epoch_trace_records_exactly_what_the_change_activated(spark, tmp_path):
+    pt = build_tasks(parse_program(BRANCHES, "branches.dl"))
+    facts = tmp_path / "f"
+    facts.mkdir()
+    (facts / "a.facts").write_text("1\n2\n")
+    (facts / "b.facts").write_text("2\n")
+    session = IncrementalSession.bootstrap(spark, pt, facts, mode="incremental")
+    session.insert("a", (3,))  # a2 gains 3; `both` and `big` run and stay as they were
+    result = session.commit()
+    trace = result.trace
+    ids = {pt.task_of(n).id: n for n in ("a", "b", "a2", "b2", "both", "big", "after")}
+    name = {v: n for v, n in ids.items()}
+    assert [name[v] for v in trace.initial] == ["a"]
+    active = {name[v] for v, on in enumerate(trace.active_set()) if on}
+    assert active == set(result.strategies) == {"a", "a2", "both", "big"}
+    assert {name[v]: {name[c] for c in cs} for v, cs in trace.activations.items()} == {
+        "a": {"a2"}, "a2": {"both", "big"}, "both": set(), "big": set()}
+    assert all((trace.durations[v] > 0) == (n in active) for v, n in name.items())
+    path = tmp_path / "epoch1.json"
+    dump_trace(trace, path)
+    back = load_trace(path)  # checks the trace against the jobtrace/1 rules
+    assert back.initial == trace.initial and back.activations == trace.activations
+    assert back.name == "branches-epoch1"
