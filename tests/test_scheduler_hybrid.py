@@ -6,6 +6,7 @@ import pytest
 from test_scheduler_driver import drive, exactly_ready, graph_of, random_case
 
 from levelflow.scheduler import Budget, Hybrid, LevelBased, SchedulerSpecError, make_scheduler
+from levelflow.scheduler.intervals import BYTES_PER_INTERVAL, TooManyIntervals, ancestor_spans
 
 
 def fan():
@@ -119,3 +120,44 @@ def test_bad_budget_specs(spec):
     g, _ = fan()
     with pytest.raises(SchedulerSpecError, match="budget"):
         make_scheduler(spec, g)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_budget_never_builds_more_than_its_budget_of_interval_lists(seed):
+    g, _, _ = random_case(seed, n=120, p_edge=0.08)
+    _, _, spans = ancestor_spans(g)
+    total = sum(map(len, spans)) // 2
+    widest = max(map(len, spans)) // 2 * BYTES_PER_INTERVAL
+    for budget in (0, 17, total * BYTES_PER_INTERVAL // 3, total * BYTES_PER_INTERVAL - 1):
+        s = make_scheduler(f"budget:logicblox:{budget}", g)
+        c = s.counters()
+        assert s.finder is None and c["dropped"] == 1 and c["dropped_at"] == 0
+        assert budget < c["heuristic_peak_memory"] <= budget + widest
+        assert c["intervals"] * BYTES_PER_INTERVAL == c["heuristic_peak_memory"]
+        if budget + widest < total * BYTES_PER_INTERVAL:
+            assert c["intervals"] < total  # it stopped building, not built all and then dropped
+    s = make_scheduler(f"budget:logicblox:{total * BYTES_PER_INTERVAL}", g)  # exactly enough
+    assert s.finder is not None and s.counters()["intervals"] == total
+
+
+def test_interval_cap_stops_the_build_past_the_cap():
+    g, _, _ = random_case(3, n=120, p_edge=0.08)
+    _, _, spans = ancestor_spans(g)
+    total = sum(map(len, spans)) // 2
+    assert ancestor_spans(g, max_intervals=total)[2] == spans
+    with pytest.raises(TooManyIntervals) as e:
+        ancestor_spans(g, max_intervals=total // 2)
+    assert total // 2 < e.value.count <= total // 2 + max(map(len, spans)) // 2
+
+
+def test_hybrid_parks_a_task_behind_a_chain_once():
+    """
+      r0 > r1 > ... > r39 > w      all activated; level rule runs r0; the heuristic parks w on
+      s                            r39 (the blocker that finishes last) rather than on r1, r2, ...
+    """
+    m = 40
+    g = graph_of(" ".join(f"r{i}>r{i + 1}" for i in range(m - 1)) + f" r{m - 1}>w s")
+    initial = list(range(len(g)))
+    s = Hybrid(g)
+    drive(s, g, initial, {}, P=2, exact=exactly_ready(g, initial, {}))
+    assert s.counters()["ancestor_queries"] <= 2 * len(g)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import random
+
 import networkx as nx
 import pytest
-from test_scheduler_driver import drive, exactly_ready, graph_of, random_case
+from test_scheduler_driver import ancestors, drive, exactly_ready, graph_of, random_case
 
 from levelflow.scheduler import LogicBlox
 from levelflow.scheduler.intervals import BYTES_PER_INTERVAL, ancestor_spans, merge
@@ -35,6 +37,22 @@ def test_interval_lists_match_networkx_ancestors(seed):
 
 def test_merge_joins_overlapping_and_adjacent_intervals():
     assert merge([(5, 6), (0, 2), (3, 3), (8, 9), (9, 12)]) == (0, 3, 5, 6, 8, 12)
+    assert merge([(0, 10), (2, 3), (5, 6), (12, 14)]) == (0, 10, 12, 14)  # nested ones vanish
+
+
+@pytest.mark.parametrize("seed", range(50))
+def test_merge_is_the_union_of_the_intervals(seed):
+    rnd = random.Random(seed)
+    pieces = []
+    for _ in range(rnd.randrange(1, 12)):
+        a = rnd.randrange(40)
+        pieces.append((a, a + rnd.randrange(6)))
+    covered = {p for a, b in pieces for p in range(a, b + 1)}
+    flat = merge(list(pieces))
+    assert expand(flat) == covered
+    # maximal runs: each interval starts and ends next to an uncovered number
+    assert all(flat[i] - 1 not in covered for i in range(0, len(flat), 2))
+    assert all(flat[i] + 1 not in covered for i in range(1, len(flat), 2))
 
 
 def test_deep_graph_needs_no_recursion():
@@ -42,7 +60,7 @@ def test_deep_graph_needs_no_recursion():
     n = 50_000
     g = TaskGraph([str(i) for i in range(n)], [(i, i + 1) for i in range(n - 1)])
     post, _, spans = ancestor_spans(g)
-    assert spans[n - 1] == (0, n - 1) and post[0] == 0
+    assert tuple(spans[n - 1]) == (0, n - 1) and post[0] == 0
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -108,3 +126,53 @@ def test_memory_is_interval_count_times_bytes_per_interval():
     count = sum(len(sp) for sp in spans) // 2
     assert s.counters()["intervals"] == count
     assert s.memory() == count * BYTES_PER_INTERVAL
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_blocker_is_the_live_ancestor_numbered_highest(seed):
+    """Cross-check the interval search against a plain scan of v's ancestors."""
+    rnd = random.Random(seed)
+    g, _, _ = random_case(seed, n=60, p_edge=0.1)
+    s = LogicBlox(g)
+    live = rnd.sample(range(len(g)), rnd.randrange(1, len(g)))
+    s.activate(live)
+    f = s.finder
+    f._sync()
+    post = f.post
+    for v in range(len(g)):
+        blockers = ancestors(g, v) & set(live)
+        b = f.blocker(v)
+        if not blockers:
+            assert b == -1
+        else:
+            assert b == max(blockers, key=post.__getitem__)
+            # so no other blocker descends from it: it is the last of its chain to finish
+            assert not any(b in ancestors(g, u) for u in blockers)
+
+
+def test_a_task_behind_a_chain_of_blockers_is_not_queried_once_per_link():
+    """
+      r0 > r1 > ... > r49      all activated at once; each ri waits on r(i-1) only
+                        \\
+                    w0 ... w19  each wj waits on every ri
+
+    A waiting task is parked on the blocker that finishes last (r49), not on r0, then r1, ...
+    """
+    m, n = 50, 20
+    g = graph_of(" ".join(f"r{i}>r{i + 1}" for i in range(m - 1)) + " "
+                 + " ".join(f"r{m - 1}>w{j}" for j in range(n)))
+    initial = list(range(len(g)))
+    drive(LogicBlox(g), g, initial, {}, P=len(g), exact=exactly_ready(g, initial, {}))
+    s = LogicBlox(g)
+    drive(s, g, initial, {}, P=len(g))
+    # each task: one query when activated, one when its last blocker finishes
+    assert s.counters()["ancestor_queries"] <= 2 * (m + n)
+    assert s.counters()["released"] == m - 1 + n
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_readiness_is_exact_on_deep_random_dags_with_few_processors(seed):
+    """Long chains of blockers, tasks finishing in a random order, P smaller than the ready set."""
+    g, initial, acts = random_case(seed, n=80, p_edge=0.06, p_act=0.8)
+    rnd = random.Random(seed)
+    drive(LogicBlox(g), g, initial, acts, P=3, finish=lambda running: rnd.randrange(len(running)))

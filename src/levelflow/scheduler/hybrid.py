@@ -7,11 +7,13 @@ logs only when it is consulted.
 get_ready(k) first hands out what the level rule knows is ready; only when level cur has nothing
 left to hand out and fewer than k were found is the heuristic asked for the rest. A task either
 rule hands out is RUNNING in the shared state, so the other skips it. Budget (Theorem 10) drops the
-heuristic for good once its memory passes the budget, and is plain LevelBased from then on.
+heuristic for good once its memory passes the budget, and is plain LevelBased from then on; a
+heuristic that takes `max_memory` (LogicBlox) stops building its lists as soon as they pass it.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 
 from levelflow.scheduler.core import RUNNING, Finder
@@ -20,12 +22,18 @@ from levelflow.scheduler.registry import register, resolve
 from levelflow.tasks.graph import TaskGraph
 
 
-def make_finder(owner: LevelBased, spec: str) -> Finder:
-    """Return the Finder of the heuristic a spec names (a scheduler with a `finder_class`)."""
+def make_finder(owner: LevelBased, spec: str, max_memory: int | None = None) -> Finder:
+    """Return the Finder of the heuristic a spec names (a scheduler with a `finder_class`).
+
+    A finder whose constructor takes a `max_memory` keyword is told the byte budget, so that it
+    can stop building its structures once they pass it instead of building them all first.
+    """
     cls, args = resolve(spec)
     finder_class = getattr(cls, "finder_class", None)
     if finder_class is None or finder_class is Finder:
         raise ValueError(f"{spec!r} cannot run beside LevelBased: it has no finder_class")
+    if max_memory is not None and "max_memory" in inspect.signature(finder_class).parameters:
+        return finder_class(owner, *args, max_memory=max_memory)
     return finder_class(owner, *args)
 
 
@@ -38,8 +46,13 @@ class Hybrid(LevelBased):
     def __init__(self, graph: TaskGraph, heuristic: str = "logicblox", *args: str,
                  costs: Sequence[float] | None = None) -> None:
         super().__init__(graph, costs=costs)
-        self.finder: Finder | None = make_finder(self, ":".join((heuristic, *args)))
+        self.finder: Finder | None = make_finder(self, ":".join((heuristic, *args)),
+                                                 self._memory_limit())
         self._consults = 0
+
+    def _memory_limit(self) -> int | None:
+        """Return the byte budget the heuristic is built under (None: no budget)."""
+        return None
 
     def _check_activate(self, tasks: list[int]) -> None:
         """Let the heuristic refuse an activation before anything changes."""
@@ -97,6 +110,10 @@ class Budget(Hybrid):
         self._peak = 0
         self._last_counts: dict[str, int] = {}
         self._check()
+
+    def _memory_limit(self) -> int | None:
+        """Return the budget: a heuristic that takes max_memory stops building once past it."""
+        return self.budget
 
     def _check(self) -> None:
         """Drop the heuristic if its memory has passed the budget."""

@@ -3,24 +3,28 @@
 Constant: post numbers and each node's ancestor intervals (levelflow.scheduler.intervals).
 Changes: live = SortedList of the post numbers of the activated unfinished tasks (synced from the
 owner's event logs when consulted); unchecked = activated waiting tasks not yet queried;
-waiters[b] = the tasks whose last query found b as an unfinished activated ancestor.
+waiters[b] = the tasks whose last query found b as their highest-numbered unfinished activated
+ancestor.
 
 A task is ready when no post number in `live` other than its own falls in its intervals. A blocked
 task is re-queried only when the blocker it was parked on finishes: until then it cannot be ready.
+It is parked on the live ancestor with the highest post number: post numbers are topological, so
+no other live ancestor of the task descends from that one, and the task is not re-queried once
+per link of a chain of blockers that must finish one after the other anyway.
 Ready tasks are handed out as soon as they are found, so an external activation can never block a
 task this finder is holding.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_right
 from collections import deque
 from collections.abc import Sequence
 
 from sortedcontainers import SortedList
 
 from levelflow.scheduler.core import FINISHED, WAITING, ActiveSet, Finder, FinderScheduler
-from levelflow.scheduler.intervals import BYTES_PER_INTERVAL, ancestor_spans
+from levelflow.scheduler.intervals import BYTES_PER_INTERVAL, TooManyIntervals, ancestor_spans
 from levelflow.scheduler.registry import register
 from levelflow.tasks.graph import TaskGraph
 
@@ -28,10 +32,18 @@ from levelflow.tasks.graph import TaskGraph
 class IntervalFinder(Finder):
     """Finds ready tasks with interval queries against the unfinished activated tasks."""
 
-    def __init__(self, owner: ActiveSet) -> None:
+    def __init__(self, owner: ActiveSet, *, max_memory: int | None = None) -> None:
+        """Build the interval lists; past `max_memory` bytes, stop and keep none (see memory)."""
         super().__init__(owner)
-        self.post, self.node_of, self.spans = ancestor_spans(owner.graph)
-        self.intervals = sum(map(len, self.spans)) // 2
+        try:
+            self.post, self.node_of, self.spans = ancestor_spans(
+                owner.graph, None if max_memory is None else max_memory // BYTES_PER_INTERVAL)
+            self.intervals = sum(map(len, self.spans)) // 2
+        except TooManyIntervals as e:
+            # Over budget: the owner drops this finder on seeing memory() > max_memory, so it
+            # is never consulted; the count still says how far the lists had grown.
+            self.post, self.node_of, self.spans = [], [], []
+            self.intervals = e.count
         self.live = SortedList()
         self.in_live = bytearray(len(owner.graph))
         self.unchecked: deque[int] = deque()
@@ -84,37 +96,45 @@ class IntervalFinder(Finder):
             fins.clear()
 
     def blocker(self, v: int) -> int:
-        """Return an activated unfinished proper ancestor of v, or -1 if there is none."""
+        """Return v's activated unfinished proper ancestor with the highest post number, or -1."""
         live = self.live
         # SortedList's public bisect/index rebuild a positional index after every change; its
-        # sublists and their maxima answer "first element >= a" without that.
+        # sublists and their maxima answer "last element <= x" without that.
         maxes = live._maxes
+        if not maxes:
+            return -1
         lists = live._lists
         nm = len(maxes)
-        pv = self.post[v]
         sp = self.spans[v]
+        end = len(sp)
+        hi = self.post[v] - 1  # v's own number tops its list; its ancestors lie below it
         probes = 0
-        for j in range(0, len(sp), 2):
-            a = sp[j]
+        # Walk down the live numbers and the intervals together, each bisect skipping a run of
+        # the other that cannot match.
+        while True:
             probes += 1
-            pos = bisect_left(maxes, a)
+            # x = the highest live number <= hi
+            pos = bisect_right(maxes, hi)
             if pos == nm:
-                break  # nothing live at or above a: later intervals start higher still
-            lst = lists[pos]
-            i = bisect_left(lst, a)
-            x = lst[i]
-            if x == pv:
-                i += 1
-                if i == len(lst):
-                    pos += 1
-                    if pos == nm:
-                        break
-                    lst = lists[pos]
-                    i = 0
-                x = lst[i]
-            if x <= sp[j + 1]:
+                x = maxes[-1]
+            else:
+                lst = lists[pos]
+                i = bisect_right(lst, hi)
+                if i:
+                    x = lst[i - 1]
+                elif pos:
+                    x = maxes[pos - 1]
+                else:
+                    break  # nothing live at or below hi
+            # Which interval end lies just at or below x: inside an interval, x is an ancestor;
+            # in a gap, the next candidate is at most the end of the interval below the gap.
+            end = bisect_right(sp, x, 0, end)
+            if end & 1 or (end and sp[end - 1] == x):
                 self.interval_probes += probes
                 return self.node_of[x]
+            if not end:
+                break
+            hi = sp[end - 1]
         self.interval_probes += probes
         return -1
 
@@ -147,7 +167,11 @@ class IntervalFinder(Finder):
         return out
 
     def counters(self) -> dict[str, int]:
-        """Return ancestor_queries, interval_probes, intervals, released, rebuilds."""
+        """Return ancestor_queries, interval_probes, intervals, released, rebuilds.
+
+        interval_probes counts search steps; intervals is the lists' size, or, when they passed
+        max_memory, how many had been built when the build stopped.
+        """
         return {"ancestor_queries": self.queries, "interval_probes": self.interval_probes,
                 "intervals": self.intervals, "released": self.released,
                 "rebuilds": self.rebuilds}
