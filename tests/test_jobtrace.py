@@ -209,6 +209,12 @@ BAD = [
     ("processors zero", _mutate(processors=0), ["processors: expected a positive integer", "0"]),
     ("processors float", _mutate(processors=2.5), ["processors: expected a positive integer"]),
     ("top level not an object", [GOOD], ["expected a JSON object at the top level"]),
+    ("integer duration beyond a double", _mutate(nodes=_nodes_with(2, duration=10**400)),
+     ['nodes[2] ("t2"): duration is not finite (an integer of 401 digits)']),
+    ("integer work beyond a double", _mutate(nodes=_nodes_with(1, work=10**400)),
+     ['nodes[1] ("t1"): work is not finite']),
+    ("lone surrogate id", _mutate(nodes=_nodes_with(1, id="\ud800")),
+     ["nodes[1]: id '\\ud800' is not Unicode text"]),
 ]
 
 
@@ -247,6 +253,7 @@ def test_cycle_error_names_a_node_on_the_cycle(tmp_path):
     (gzip.compress(b"[1, 2"), ["not JSON"]),
     (b"{\"a\": \"\xff\"}", ["not UTF-8"]),
     (b"", ["not JSON"]),
+    (b'{"format": ' + b"9" * 5000 + b"}", ["not JSON this reader accepts"]),
 ])
 def test_unreadable_files_are_one_line(tmp_path, capsys, content, parts):
     path = tmp_path / "broken.json.gz"

@@ -209,3 +209,26 @@ def test_csv_with_unknown_task_for_a_trace(tmp_path):
 def test_write_failure_is_one_line(tmp_path):
     with pytest.raises(ScheduleError, match="cannot write"):
         write_schedule(VALID, TRACE, tmp_path / "no" / "dir.csv")
+
+
+def test_ids_with_spaces_survive_a_csv_round_trip(tmp_path):
+    from levelflow.simulator import simulate
+
+    trace = loads_trace({"format": "jobtrace/1",
+                         "nodes": [{"id": " a", "duration": 1}, {"id": "b ", "duration": 2}],
+                         "edges": [[" a", "b "]], "initial": [" a"]})
+    result = simulate(trace, "levelbased", 2, record_schedule=True)
+    path = tmp_path / "s.csv"
+    write_schedule(result.schedule, trace, path)
+    rows = read_schedule(path, trace)  # ids compared exactly: " a" is not "a"
+    assert sorted(r[0] for r in rows) == [0, 1]
+    assert check_schedule(trace, rows) == []
+
+
+def test_an_unencodable_name_is_one_line_and_leaves_no_file(tmp_path):
+    trace = loads_trace({"format": "jobtrace/1", "nodes": [{"id": "a", "duration": 1}],
+                         "edges": [], "initial": ["a"]})
+    path = tmp_path / "s.csv"
+    with pytest.raises(ScheduleError, match="is not Unicode text"):
+        write_schedule([("\udc80", 0, 0.0, 1.0)], trace, path)
+    assert not path.exists()

@@ -327,3 +327,14 @@ def test_greedy_reference_is_valid_and_never_idles_while_work_is_ready(tr, P):
                 assert sum(1 for _, _, s2, e2 in rows if s2 <= t < e2) == P
     if rows:
         assert greedy_makespan(tr, P) == max(e for *_, e in rows)
+
+
+def test_more_processors_than_can_be_simulated_is_one_clear_error():
+    from levelflow.simulator.replay import MAX_PROCESSORS, SimulationError
+    from levelflow.traces import loads_trace
+
+    trace = loads_trace({"format": "jobtrace/1", "nodes": [{"id": "a", "duration": 1}],
+                         "edges": [], "initial": ["a"], "processors": 10**10})
+    with pytest.raises(SimulationError, match=f"at most {MAX_PROCESSORS:,} can be simulated"):
+        simulate(trace, "levelbased")
+    assert simulate(trace, "levelbased", 4).makespan == 1.0  # the trace's P overridden

@@ -33,6 +33,10 @@ from levelflow.traces.model import JobTrace
 Progress = Callable[[int, int], None]
 
 
+# More simulated processors than this would only exhaust memory (a list slot each).
+MAX_PROCESSORS = 1 << 20
+
+
 def default_processors(trace: JobTrace, processors: int | None = None) -> int:
     """Return the processor count to use: the argument, else the trace's, else 8."""
     if processors is not None:
@@ -75,6 +79,9 @@ def simulate(trace: JobTrace, scheduler: str | Scheduler, processors: int | None
     P = default_processors(trace, processors)
     if not isinstance(P, int) or P < 1:
         raise SimulationError(f"processors: must be an integer >= 1, got {P!r}")
+    if P > MAX_PROCESSORS:  # each simulated processor is a slot in memory
+        raise SimulationError(f"processors: at most {MAX_PROCESSORS:,} can be simulated, "
+                              f"got {P:,}")
     if model not in MODELS:
         raise SimulationError(f"model: unknown model {model!r} (choose from {', '.join(MODELS)})")
     sched, name, setup_s = build_scheduler(scheduler, trace)

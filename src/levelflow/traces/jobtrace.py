@@ -94,6 +94,8 @@ def parse_json_bytes(data: bytes | str, source: str, gz_name: bool = False) -> o
             from None
     except RecursionError:
         raise TraceError(f"{source}: not JSON this reader accepts: nested too deeply") from None
+    except ValueError as e:  # e.g. an integer of more digits than Python converts
+        raise TraceError(f"{source}: not JSON this reader accepts: {e}") from None
 
 
 def read_json(path: str | os.PathLike) -> object:
@@ -124,7 +126,11 @@ def _number(value: object, where: str, what: str) -> float:
     """Return `value` as a finite float >= 0, or raise a TraceError saying what is wrong."""
     t = type(value)
     if t is float or t is int:
-        v = float(value)
+        try:
+            v = float(value)
+        except OverflowError:  # an integer beyond any double
+            raise TraceError(f"{where}: {what} is not finite (an integer of "
+                             f"{len(str(abs(value)))} digits)") from None
         if 0.0 <= v < _INF:
             return v
         if v != v:
@@ -156,6 +162,15 @@ def _node_fields(i: int, node: dict, nid: str, work: dict, span: dict, extra: di
         extra[i] = kept
 
 
+def _is_text(value: str) -> bool:
+    """Return whether a string is Unicode text: JSON lets `\\ud800` escapes make one that isn't."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _nodes_in_bulk(raw: list) -> tuple[list[str], list[float]] | None:
     """Return ids and durations if every node is well formed, checked in bulk; else None."""
     # C-level map/set passes: several times faster than one Python loop over the nodes.
@@ -172,7 +187,14 @@ def _nodes_in_bulk(raw: list) -> tuple[list[str], list[float]] | None:
     if not types <= {float, int}:
         return None
     if int in types:
-        durations = [float(d) for d in durations]
+        try:
+            durations = [float(d) for d in durations]
+        except OverflowError:
+            return None  # checked one by one to name the node
+    try:
+        "".join(names).encode("utf-8")
+    except UnicodeEncodeError:
+        return None  # a lone surrogate (`"\ud800"`): named one by one
     if durations:
         total = sum(durations)
         if total != total or max(durations) == _INF or min(durations) < 0.0:
@@ -194,6 +216,9 @@ def _nodes_one_by_one(raw: list, source: str) -> tuple[list[str], list[float]]:
                 raise TraceError(f"{source}: nodes[{i}]: missing \"id\"")
             raise TraceError(f"{source}: nodes[{i}]: id must be a non-empty string, got "
                              f"{quote(nid)}")
+        if not _is_text(nid):
+            raise TraceError(f"{source}: nodes[{i}]: id {ascii(nid)} is not Unicode text "
+                             f"(a lone surrogate escape)")
         names.append(nid)
         durations.append(_number(node.get("duration", _MISSING),
                                  f"{source}: nodes[{i}] ({quote(nid)})", "duration"))
@@ -491,7 +516,11 @@ def dump_trace(trace: JobTrace, path: str | os.PathLike) -> None:
     shown = str(path)
     path = Path(path)
     data = json.dumps(trace_to_obj(trace), separators=(",", ":"), ensure_ascii=False)
-    raw = data.encode("utf-8")
+    try:
+        raw = data.encode("utf-8")
+    except UnicodeEncodeError as e:  # a lone surrogate in a name or an extra key
+        raise TraceError(f"{shown}: cannot write: {ascii(e.object[e.start:e.end])} is not "
+                         f"Unicode text") from None
     if path.name.endswith(".gz"):
         raw = gzip.compress(raw, compresslevel=6, mtime=0)
     try:

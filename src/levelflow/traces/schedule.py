@@ -38,7 +38,12 @@ def write_schedule(rows: Iterable[Sequence], trace: JobTrace,
         out.writerow((names[task] if not isinstance(task, str) else task, int(proc),
                       repr(float(start)), repr(float(end))))
     try:
-        Path(path).write_text(buf.getvalue(), encoding="utf-8")
+        raw = buf.getvalue().encode("utf-8")  # first, so a bad name leaves no file behind
+    except UnicodeEncodeError as e:
+        raise ScheduleError(f"{path}: cannot write: {ascii(e.object[e.start:e.end])} is not "
+                            f"Unicode text") from None
+    try:
+        Path(path).write_bytes(raw)
     except OSError as e:
         raise ScheduleError(f"{path}: cannot write: {e.strerror or e}") from None
 
@@ -66,7 +71,8 @@ def read_schedule(path: str | os.PathLike, trace: JobTrace | None = None) -> lis
         if len(fields) != 4:
             raise ScheduleError(f"{source}: line {line}: expected 4 fields "
                                 f"(task,processor,start,end), got {len(fields)}")
-        task, proc, start, end = (f.strip() for f in fields)
+        task = fields[0]  # ids are compared exactly: " a" is not "a"
+        proc, start, end = (f.strip() for f in fields[1:])
         try:
             p = int(proc)
         except ValueError:

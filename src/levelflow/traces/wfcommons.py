@@ -38,7 +38,11 @@ def _runtime(task: dict, keys: Sequence[str], where: str) -> float:
             raise TraceError(f"{where}: {key} must be a finite number, got {quote(value)}")
         if value < 0:
             raise TraceError(f"{where}: negative {key} {value!r}")
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer beyond any double
+            raise TraceError(f"{where}: {key} must be a finite number, got an integer of "
+                             f"{len(str(value))} digits") from None
     return 0.0
 
 
