@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from levelflow.engine.incremental import IncrementalSession
 from levelflow.tasks import build_tasks, parse_program
-from levelflow.traces import dump_trace, load_trace
+from levelflow.traces import check_schedule, dump_trace, load_trace
 
 BRANCHES = """
 .decl a(x:number)
@@ -48,3 +48,21 @@ def test_the_epoch_trace_records_exactly_what_the_change_activated(spark, tmp_pa
     back = load_trace(path)  # checks the trace against the jobtrace/1 rules
     assert back.initial == trace.initial and back.activations == trace.activations
     assert back.name == "branches-epoch1"
+    assert sorted(name[v] for v, *_ in result.schedule) == sorted(active)
+    assert check_schedule(trace, result.schedule) == []  # the spec's validity rule
+
+
+def test_two_workers_record_a_valid_schedule(spark, tmp_path):
+    pt = build_tasks(parse_program(BRANCHES, "branches.dl"))
+    facts = tmp_path / "f"
+    facts.mkdir()
+    (facts / "a.facts").write_text("1\n2\n")
+    (facts / "b.facts").write_text("2\n")
+    session = IncrementalSession.bootstrap(spark, pt, facts, mode="incremental", jobs=2)
+    session.insert("a", (2,))
+    session.remove("a", (1,))
+    session.insert("b", (1,))
+    result = session.commit()
+    assert {slot for _, slot, _, _ in result.schedule} <= {0, 1}
+    assert len(result.schedule) == result.ran
+    assert check_schedule(result.trace, result.schedule) == []

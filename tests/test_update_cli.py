@@ -17,7 +17,7 @@ from levelflow.cli import main as cli_main
 from levelflow.engine.incremental import IncrementalSession, StateDir
 from levelflow.engine.incremental.updates import UpdateError, read_update_file
 from levelflow.tasks import build_tasks, parse_program
-from levelflow.traces import load_trace
+from levelflow.traces import check_schedule, load_trace, read_schedule
 
 sys.path.insert(0, str(Path(__file__).parent))
 import naive_datalog  # noqa: E402
@@ -122,7 +122,8 @@ def test_run_state_then_update_end_to_end(tmp_path):
     diff = write(tmp_path / "upd" / "change.diff", "+edge(4,5)\n-edge(1,2)\n+edge(2,3)\n")
     upd = subprocess.run([str(LEVELFLOW), "update", str(tmp_path / "st"), "--insert", str(ins),
                           "--insert", str(diff), "-D", str(tmp_path / "out1"),
-                          "--trace-out", str(tmp_path / "traces" / "epoch1.json")],
+                          "--trace-out", str(tmp_path / "traces" / "epoch1.json"),
+                          "--schedule", str(tmp_path / "traces" / "epoch1.csv")],
                          capture_output=True, text=True, env=env, timeout=300)
     assert upd.returncode == 0, upd.stderr
     edges = {(2, 3), (3, 4), (4, 5)}
@@ -139,6 +140,8 @@ def test_run_state_then_update_end_to_end(tmp_path):
     assert StateDir(tmp_path / "st").current() == 1
     trace = load_trace(tmp_path / "traces" / "epoch1.json")  # its directory made by update
     assert all(trace.active_set()) and len(trace.initial) == 2  # edge and label changed
+    rows = read_schedule(tmp_path / "traces" / "epoch1.csv", trace)
+    assert len(rows) == 4 and check_schedule(trace, rows) == []
 
 
 @pytest.mark.parametrize("flags,named", [

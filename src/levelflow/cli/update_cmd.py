@@ -77,6 +77,9 @@ def update_command(
     trace_out: Annotated[Path | None, typer.Option(
         "--trace-out", help="Write the epoch as a jobtrace/1 file: the tasks its change "
         "activated, who activated whom, how long each took.")] = None,
+    schedule_out: Annotated[Path | None, typer.Option(
+        "--schedule", help="Write the epoch's schedule/1 CSV (wall time, slot = worker).")
+    ] = None,
 ) -> None:
     """Apply the changes as one epoch; print per output relation +added -removed, 'ran k of N'."""
     from levelflow.cli.run_cmd import (
@@ -100,6 +103,7 @@ def update_command(
     # Every file is parsed and checked before Spark starts: a bad line refuses the whole epoch.
     ops = read_updates(program_tasks.program, insert or [], remove or [])
     make_parent(trace_out, "--trace-out", UpdateArgsError)
+    make_parent(schedule_out, "--schedule", UpdateArgsError)
     if outdir is not None:
         make_outdir(outdir, UpdateArgsError)
     log = Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
@@ -121,6 +125,10 @@ def update_command(
             from levelflow.traces import dump_trace
 
             dump_trace(result.trace, trace_out)
+        if schedule_out is not None:
+            from levelflow.traces import write_schedule
+
+            write_schedule(result.schedule, result.trace, schedule_out)
         if outdir is not None:
             try:
                 session.write_outputs(outdir)

@@ -77,6 +77,7 @@ class EpochResult:
     seconds: float
     notes: list[str] = field(default_factory=list)
     trace: JobTrace | None = None  # the epoch as a job trace: what ran, who activated whom
+    schedule: list[tuple[int, int, float, float]] = field(default_factory=list)  # schedule/1 rows
 
     def summary(self) -> str:
         """Return the line 'ran k of N tasks in S s'."""
@@ -111,9 +112,16 @@ class Epoch:
         self.updates: dict[int, TaskUpdate] = {}
         self.edges = edge_reads(program_tasks)
         self.activations: dict[int, tuple[int, ...]] = {}  # task -> children it activated
+        self.schedule: list[tuple[int, int, float, float]] = []  # (task, slot, start, end)
         self.jobs = 1
 
     # -- one task ------------------------------------------------------------------------------
+
+    def _timed_update(self, v: int) -> tuple[TaskUpdate, float, float]:
+        """Return task v updated, with the wall clock at its start and end (for the schedule)."""
+        start = time.perf_counter()
+        upd = self._update(v)
+        return upd, start, time.perf_counter()
 
     def _update(self, v: int) -> TaskUpdate:
         """Return task v updated (in a worker thread, Spark jobs tagged for cancellation)."""
@@ -267,21 +275,24 @@ class Epoch:
         self.jobs = jobs
         sched.activate(self.initial())
         finished: list[int] = []
-        inflight: dict[Future, int] = {}
+        inflight: dict[Future, tuple[int, int]] = {}  # future -> (task, worker slot)
+        free = list(range(jobs - 1, -1, -1))  # worker slots; pop() hands out slot 0 first
+        t0 = time.perf_counter()
         pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="levelflow-inc")
         try:
             while sched.is_active():
                 idle = jobs - len(inflight)
                 if idle:
                     for v in sched.get_ready(idle):
-                        inflight[pool.submit(self._update, v)] = v
+                        inflight[pool.submit(self._timed_update, v)] = (v, free.pop())
                 if not inflight:
                     raise RuntimeError(f"scheduler {type(sched).__name__} stalled")
                 done, _ = wait(inflight, return_when=FIRST_COMPLETED)
                 for fut in done:
-                    v = inflight.pop(fut)
+                    v, slot = inflight.pop(fut)
+                    free.append(slot)
                     try:
-                        upd = fut.result()
+                        upd, start, end = fut.result()
                     except LevelflowError:
                         raise
                     except Exception as e:  # a Spark failure: name the task, keep one line
@@ -296,6 +307,7 @@ class Epoch:
                         self.versions[self.pt.tasks[v].relations[i]].changed for i in pos)]
                     finished.append(v)
                     self.activations[v] = tuple(activated)
+                    self.schedule.append((v, slot, start - t0, end - t0))
                     sched.done(v, activated)
         finally:
             for fut in inflight:
@@ -356,7 +368,8 @@ class Epoch:
             total=len(self.pt.tasks),
             strategies={names[v]: u.strategy for v, u in sorted(self.updates.items())},
             task_seconds={names[v]: u.seconds for v, u in sorted(self.updates.items())},
-            seconds=seconds, trace=trace)
+            seconds=seconds, trace=trace,
+            schedule=sorted(self.schedule, key=lambda row: (row[2], row[1])))
 
 
 def counted_relations(program_tasks: ProgramTasks) -> set[str]:
