@@ -25,13 +25,17 @@ after(x) :- both(x).
 """
 
 
-def test_the_epoch_trace_records_exactly_what_the_change_activated(spark, tmp_path):
+def _session(spark, tmp_path, jobs=1):
     pt = build_tasks(parse_program(BRANCHES, "branches.dl"))
     facts = tmp_path / "f"
     facts.mkdir()
     (facts / "a.facts").write_text("1\n2\n")
     (facts / "b.facts").write_text("2\n")
-    session = IncrementalSession.bootstrap(spark, pt, facts, mode="incremental")
+    return pt, IncrementalSession.bootstrap(spark, pt, facts, mode="incremental", jobs=jobs)
+
+
+def test_the_epoch_trace_records_exactly_what_the_change_activated(spark, tmp_path):
+    pt, session = _session(spark, tmp_path)
     session.insert("a", (3,))  # a2 gains 3; `both` and `big` run and stay as they were
     result = session.commit()
     trace = result.trace
@@ -53,12 +57,7 @@ def test_the_epoch_trace_records_exactly_what_the_change_activated(spark, tmp_pa
 
 
 def test_two_workers_record_a_valid_schedule(spark, tmp_path):
-    pt = build_tasks(parse_program(BRANCHES, "branches.dl"))
-    facts = tmp_path / "f"
-    facts.mkdir()
-    (facts / "a.facts").write_text("1\n2\n")
-    (facts / "b.facts").write_text("2\n")
-    session = IncrementalSession.bootstrap(spark, pt, facts, mode="incremental", jobs=2)
+    _, session = _session(spark, tmp_path, jobs=2)
     session.insert("a", (2,))
     session.remove("a", (1,))
     session.insert("b", (1,))

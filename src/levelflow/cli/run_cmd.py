@@ -78,26 +78,20 @@ def make_parent(path: Path | None, flag: str, error: type[LevelflowError]) -> No
         return
     if path.is_dir():
         raise error(f"{path}: error: {flag} names a directory, not a file")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise error(f"{path}: error: cannot create the directory of {flag} ({e.strerror})"
-                    ) from None
-    if not os.access(path.parent, os.W_OK | os.X_OK):
-        raise error(f"{path}: error: the directory of {flag} is not writable")
+    make_outdir(path.parent, error, f"directory of {flag}")
 
 
-def make_outdir(outdir: Path, error: type[LevelflowError]) -> None:
+def make_outdir(outdir: Path, error: type[LevelflowError], what: str = "output directory"
+                ) -> None:
     """Create the output directory now, before Spark: a path that cannot be one is one line."""
     if outdir.exists() and not outdir.is_dir():
-        raise error(f"{outdir}: error: output directory is not a directory")
+        raise error(f"{outdir}: error: {what} is not a directory")
     try:
         outdir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise error(f"{outdir}: error: cannot create the output directory ({e.strerror})"
-                    ) from None
+        raise error(f"{outdir}: error: cannot create the {what} ({e.strerror})") from None
     if not os.access(outdir, os.W_OK | os.X_OK):
-        raise error(f"{outdir}: error: output directory is not writable")
+        raise error(f"{outdir}: error: {what} is not writable")
 
 
 @app.command("run")

@@ -101,9 +101,14 @@ def validate_facts(path: Path, decl: Decl, delimiter: str, headers: bool = False
 
     Raises FactError naming the file, line and column. With `headers`, line 1 is not a tuple.
     """
+    return _check_lines(path, fact_lines(path), decl, delimiter, headers)
+
+
+def _check_lines(path: Path, lines: list[str], decl: Decl, delimiter: str,
+                 headers: bool) -> int:
+    """Return the number of tuple lines among a fact file's lines after checking every field."""
     if not delimiter:
         raise FactError(f"{path}:1:1: error: empty delimiter for relation {decl.name}")
-    lines = fact_lines(path)
     first = 1
     if headers:
         lines, first = lines[1:], 2
@@ -138,13 +143,13 @@ def _hadoop_path(path: Path) -> str:
     return re.sub(r"([\\*?\[\]{}])", r"\\\1", str(path.resolve()))
 
 
-def _header_to_drop(path: Path) -> str | None:
+def _header_to_drop(lines: list[str]) -> str | None:
     """Return the header line (CR dropped) to filter out of a `headers=true` file's lines.
 
     None when no line repeats it: then the header reads as the same tuple as that data line,
     and a relation is a set, so keeping it changes nothing, while dropping by value would.
     """
-    lines = [line.removesuffix("\r") for line in fact_lines(path)]
+    lines = [line.removesuffix("\r") for line in lines]
     if not lines or lines[0] in lines[1:]:
         return None
     return lines[0]
@@ -156,7 +161,8 @@ def read_facts(spark: SparkSession, decl: Decl, path: str | Path,
     import pyspark.sql.functions as F
 
     path = Path(path)
-    count = validate_facts(path, decl, delimiter, headers)
+    lines = fact_lines(path)  # read once: checked here, then read by Spark
+    count = _check_lines(path, lines, decl, delimiter, headers)
     if count == 0:
         return empty_relation(spark, decl)
     if decl.arity == 0:
@@ -164,7 +170,7 @@ def read_facts(spark: SparkSession, decl: Decl, path: str | Path,
     # Spark splits on LF only, like the validation pass, so line numbers and tuples agree.
     text = spark.read.text(_hadoop_path(path), lineSep="\n")
     line = F.regexp_replace(F.col("value"), "\r\\z", "")  # only the very last CR, as above
-    header = _header_to_drop(path) if headers else None
+    header = _header_to_drop(lines) if headers else None
     if header is not None:
         text = text.filter(line != F.lit(header))
     parts = F.split(line, _java_literal(delimiter), -1)
