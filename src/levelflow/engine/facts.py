@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 # empty_relation and relation_schema live in engine.types; they are re-exported here because
 # callers that do I/O (the runner) reach for them next to read_facts/write_relation.
-__all__ = ["COLLECT_ROWS", "FactError", "empty_relation", "fact_lines",
+__all__ = ["COLLECT_ROWS", "FactError", "check_fact_lines", "empty_relation", "fact_lines",
            "format_rows", "format_value", "input_path", "io_delimiter", "io_headers",
            "output_path", "read_facts", "relation_schema", "validate_facts", "write_relation"]
 
@@ -101,11 +101,11 @@ def validate_facts(path: Path, decl: Decl, delimiter: str, headers: bool = False
 
     Raises FactError naming the file, line and column. With `headers`, line 1 is not a tuple.
     """
-    return _check_lines(path, fact_lines(path), decl, delimiter, headers)
+    return check_fact_lines(path, fact_lines(path), decl, delimiter, headers)
 
 
-def _check_lines(path: Path, lines: list[str], decl: Decl, delimiter: str,
-                 headers: bool) -> int:
+def check_fact_lines(path: Path, lines: list[str], decl: Decl, delimiter: str,
+                     headers: bool) -> int:
     """Return the number of tuple lines among a fact file's lines after checking every field."""
     if not delimiter:
         raise FactError(f"{path}:1:1: error: empty delimiter for relation {decl.name}")
@@ -162,7 +162,7 @@ def read_facts(spark: SparkSession, decl: Decl, path: str | Path,
 
     path = Path(path)
     lines = fact_lines(path)  # read once: checked here, then read by Spark
-    count = _check_lines(path, lines, decl, delimiter, headers)
+    count = check_fact_lines(path, lines, decl, delimiter, headers)
     if count == 0:
         return empty_relation(spark, decl)
     if decl.arity == 0:

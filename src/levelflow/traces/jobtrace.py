@@ -171,6 +171,15 @@ def _is_text(value: str) -> bool:
     return True
 
 
+def utf8_bytes(text: str, shown: str, error: type[Exception]) -> bytes:
+    """Return text as UTF-8, or raise `error` naming the file: nothing is written then."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise error(f"{shown}: cannot write: {ascii(e.object[e.start:e.end])} is not "
+                    f"Unicode text") from None
+
+
 def _nodes_in_bulk(raw: list) -> tuple[list[str], list[float]] | None:
     """Return ids and durations if every node is well formed, checked in bulk; else None."""
     # C-level map/set passes: several times faster than one Python loop over the nodes.
@@ -191,9 +200,7 @@ def _nodes_in_bulk(raw: list) -> tuple[list[str], list[float]] | None:
             durations = [float(d) for d in durations]
         except OverflowError:
             return None  # checked one by one to name the node
-    try:
-        "".join(names).encode("utf-8")
-    except UnicodeEncodeError:
+    if not _is_text("".join(names)):
         return None  # a lone surrogate (`"\ud800"`): named one by one
     if durations:
         total = sum(durations)
@@ -516,11 +523,7 @@ def dump_trace(trace: JobTrace, path: str | os.PathLike) -> None:
     shown = str(path)
     path = Path(path)
     data = json.dumps(trace_to_obj(trace), separators=(",", ":"), ensure_ascii=False)
-    try:
-        raw = data.encode("utf-8")
-    except UnicodeEncodeError as e:  # a lone surrogate in a name or an extra key
-        raise TraceError(f"{shown}: cannot write: {ascii(e.object[e.start:e.end])} is not "
-                         f"Unicode text") from None
+    raw = utf8_bytes(data, shown, TraceError)  # a lone surrogate in a name or an extra key
     if path.name.endswith(".gz"):
         raw = gzip.compress(raw, compresslevel=6, mtime=0)
     try:

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from levelflow.errors import LevelflowError
+from levelflow.traces.jobtrace import utf8_bytes
 from levelflow.traces.model import JobTrace
 
 HEADER = ("task", "processor", "start", "end")
@@ -37,11 +38,7 @@ def write_schedule(rows: Iterable[Sequence], trace: JobTrace,
     for task, proc, start, end in rows:
         out.writerow((names[task] if not isinstance(task, str) else task, int(proc),
                       repr(float(start)), repr(float(end))))
-    try:
-        raw = buf.getvalue().encode("utf-8")  # first, so a bad name leaves no file behind
-    except UnicodeEncodeError as e:
-        raise ScheduleError(f"{path}: cannot write: {ascii(e.object[e.start:e.end])} is not "
-                            f"Unicode text") from None
+    raw = utf8_bytes(buf.getvalue(), str(path), ScheduleError)  # first: a bad name writes nothing
     try:
         Path(path).write_bytes(raw)
     except OSError as e:

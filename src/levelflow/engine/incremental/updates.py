@@ -16,11 +16,11 @@ from pathlib import Path
 
 from levelflow.engine.facts import (
     FactError,
+    check_fact_lines,
     fact_lines,
     field_error,
     io_delimiter,
     io_headers,
-    validate_facts,
 )
 from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import Program
@@ -173,12 +173,13 @@ def _fact_file_rows(program: Program, name: str, path: Path) -> list[tuple]:
     """Return the rows of a Soufflé fact file for `name`, validated with the run's own checks."""
     decl = program.decls[name]
     io = program.inputs[name]
-    delimiter = io_delimiter(io)
+    delimiter, headers = io_delimiter(io), io_headers(io)
     try:
-        validate_facts(path, decl, delimiter, io_headers(io))
+        lines = fact_lines(path)  # read once: checked, then converted
+        check_fact_lines(path, lines, decl, delimiter, headers)
     except FactError as e:
         raise UpdateError(str(e)) from None
-    lines = fact_lines(path)[1 if io_headers(io) else 0:]
+    lines = lines[1 if headers else 0:]
     if decl.arity == 0:
         return [()] if lines else []
     rows = []
