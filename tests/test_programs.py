@@ -14,6 +14,7 @@ import pytest
 
 from levelflow.engine.evaluate import evaluate_program
 from levelflow.engine.facts import output_path, write_relation
+from levelflow.engine.plans import PLANS, PlanError, carried_key
 from levelflow.engine.runner import run_program
 from levelflow.tasks import build_tasks, load_program
 
@@ -33,11 +34,21 @@ def test_there_are_enough_programs():
     assert len(NAMES) >= 20
 
 
+@pytest.mark.parametrize("plan", PLANS)
 @pytest.mark.parametrize("name", NAMES)
-def test_program_outputs(spark, tmp_path, name):
+def test_program_outputs(spark, tmp_path, name, plan):
     program_dir = PROGRAMS / name
     pt = build_tasks(load_program(program_dir / "program.dl"))
-    result = run_program(spark, pt, program_dir / "facts", tmp_path, jobs=2)
+    if plan == "partitioned" and any(t.recursive and carried_key(t, pt.program.decls)[0] is None
+                                     for t in pt.tasks):
+        # Forced where it does not apply: refused before anything runs, naming the task.
+        with pytest.raises(PlanError, match=r"^task .*: the partitioned plan does not apply"):
+            run_program(spark, pt, program_dir / "facts", tmp_path, jobs=2, plan=plan)
+        assert not any(tmp_path.iterdir())
+        return
+    result = run_program(spark, pt, program_dir / "facts", tmp_path, jobs=2, plan=plan)
+    ran = {s.plan for s in result.task_stats if s is not None}
+    assert plan == "auto" or ran <= {plan, "global"}, ran
     expected = _expected(name)
     printsize = expected.pop("printsize.txt", None)
     written = sorted(p.name for p in tmp_path.iterdir())

@@ -72,6 +72,7 @@ class EvalStats:
     per_iteration: list[dict[str, int]] = field(default_factory=list)
     iteration_seconds: list[float] = field(default_factory=list)
     seconds: float = 0.0
+    plan: str = "global"
 
 
 class TaskResult(dict):

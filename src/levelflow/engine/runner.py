@@ -182,7 +182,8 @@ class _Run:
     """One run's state; `execute` is the loop, `_evaluate` what a worker thread does."""
 
     def __init__(self, spark, program_tasks: ProgramTasks, factdir, scheduler, jobs: int,
-                 checkpoint: str, progress: Progress) -> None:
+                 checkpoint: str, progress: Progress, plan: str = "auto",
+                 plan_rows: int | None = None) -> None:
         from levelflow.scheduler import make_scheduler
 
         self.spark = spark
@@ -194,6 +195,8 @@ class _Run:
                       else scheduler)
         self.jobs = jobs
         self.checkpoint = checkpoint
+        self.plan = plan
+        self.plan_rows = plan_rows
         self.progress = progress
         self.cancel = threading.Event()
         self.tag = f"levelflow-{uuid.uuid4().hex[:12]}"
@@ -225,7 +228,7 @@ class _Run:
 
     def _evaluate(self, v: int, slot: int, inputs: Mapping, counts: Mapping) -> _Outcome:
         """Evaluate task v in a worker thread, its Spark jobs in their own pool and tagged."""
-        from levelflow.engine.evaluate import evaluate_task
+        from levelflow.engine.plans import LOCAL_ROWS, choose_plan, evaluate_planned, input_rows
 
         task = self.pt.tasks[v]
         sc = self.spark.sparkContext
@@ -234,12 +237,19 @@ class _Run:
         sc.setLocalProperty("spark.scheduler.pool", f"levelflow-{slot}")
         sc.setLocalProperty("spark.job.description", f"levelflow task {task.name}")
         sc.addJobTag(self.tag)
+        sc.setLocalProperty("spark.jobGroup.id", self.job_group(v))  # counts the task's jobs
         sc.setInterruptOnCancel(True)  # a cancelled run should not wait for long tasks
         start = time.perf_counter()
         try:
-            out = evaluate_task(self.spark, self.program, task, inputs, self.factdir,
-                                checkpoint=self.checkpoint, cancel=self.cancel, counts=counts)
+            rows = input_rows(self.program, task, counts, self.factdir)
+            plan = choose_plan(task, self.program.decls, rows, self.plan,
+                               self.plan_rows or LOCAL_ROWS)
+            out = evaluate_planned(self.spark, self.program, task, inputs, self.factdir,
+                                   plan=plan, checkpoint=self.checkpoint, cancel=self.cancel,
+                                   counts=counts)
             stats = getattr(out, "stats", None)
+            if stats is not None:
+                stats.plan = plan.kind
             known = getattr(stats, "rows", {})
             # The evaluator counts what it materializes; count here only what it did not.
             rows = {r: known[r] if r in known else out[r].count() for r in task.relations}
@@ -248,7 +258,17 @@ class _Run:
             sc.setInterruptOnCancel(False)
             sc.setLocalProperty("spark.scheduler.pool", None)
             sc.setLocalProperty("spark.job.description", None)
+            sc.setLocalProperty("spark.jobGroup.id", None)
         return _Outcome(v, slot, start, time.perf_counter(), dict(out), rows, stats)
+
+    def job_group(self, v: int) -> str:
+        """Return the Spark job group of task v's jobs in this run."""
+        return f"{self.tag}-task-{v}"
+
+    def spark_jobs(self) -> dict[int, int]:
+        """Return the number of Spark jobs each task that ran started (Spark's status store)."""
+        tracker = self.spark.sparkContext.statusTracker()
+        return {v: len(tracker.getJobIdsForGroup(self.job_group(v))) for v in self.activations}
 
     def _finish(self, out: _Outcome) -> list[int]:
         """Store a finished task's relations; return the children it activates."""
@@ -337,14 +357,23 @@ class _Run:
 
 def run_program(spark, program_tasks: ProgramTasks, factdir=None, outdir=None, *,
                 scheduler="hybrid", jobs: int = 2, trace_out=None, schedule_out=None,
-                progress: Progress | None = None, checkpoint: str = "local") -> RunResult:
-    """Return the RunResult of evaluating the program from scratch, writing outputs to outdir."""
+                progress: Progress | None = None, checkpoint: str = "local", plan: str = "auto",
+                plan_rows: int | None = None) -> RunResult:
+    """Return the RunResult of evaluating the program from scratch, writing outputs to outdir.
+
+    `plan` forces how tasks run (auto|local|partitioned|global; see engine/plans); `plan_rows`
+    is the input size up to which `auto` runs a task inside Spark tasks.
+    """
+    from levelflow.engine.plans import check_plan
+
     check_run_args(jobs, checkpoint)
+    check_plan(program_tasks, plan)
     progress = progress or Progress()
     program = program_tasks.program
     factdir = Path(factdir) if factdir is not None else Path.cwd()
     t_start = time.perf_counter()
-    run = _Run(spark, program_tasks, factdir, scheduler, jobs, checkpoint, progress)
+    run = _Run(spark, program_tasks, factdir, scheduler, jobs, checkpoint, progress, plan,
+               plan_rows)
     check_fact_files(program, factdir)
     initial = initial_tasks(program_tasks)
     progress.start(run.graph.names)
@@ -362,9 +391,12 @@ def run_program(spark, program_tasks: ProgramTasks, factdir=None, outdir=None, *
                             else relations[name].count()) for name in program.printsize}
     finally:
         progress.stop()
+    jobs_per_task = run.spark_jobs()
+    extra = {v: {"plan": run.stats[v].plan, "spark_jobs": jobs_per_task[v]}
+             for v in run.activations if run.stats[v] is not None}
     trace = JobTrace(graph=run.graph, durations=list(run.seconds), initial=tuple(initial),
                      activations=dict(run.activations), name=Path(program.file).stem,
-                     processors=jobs)
+                     processors=jobs, extra=extra)
     if trace_out is not None:
         from levelflow.traces import dump_trace
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -39,6 +40,9 @@ def make_session(master: str = "local[*]", shuffle_partitions: int = 2,
     """Return a SparkSession for `master` with quiet logs, no UI and few shuffle partitions."""
     from pyspark.sql import SparkSession
 
+    # Python workers run PYSPARK_PYTHON, "python3" on PATH by default: outside an activated
+    # virtual environment that interpreter lacks levelflow, pyarrow and polars.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     java_opts = f"-Dlog4j2.configurationFile=file:{_log4j_file()} {java_options}".strip()
     builder = (
         SparkSession.builder.master(master)

@@ -1,0 +1,156 @@
+"""A task's whole fixpoint over Polars frames, in one process: what runs inside a Spark task.
+
+Semi-naive evaluation in datafrog's plain form. Per relation:
+  stable - tuples every rule has already used,
+  recent - tuples found in the last round,
+  to_add - what this round derives, minus stable and recent.
+Each recursive rule runs once per recursive body atom, that atom reading `recent`, the atoms
+before it `stable` and the atoms after it stable + recent, so each derivation that uses a new
+tuple is found once. Constant: the rules, the lower relations. Changes: the three sets.
+A relation may be restricted to one share of a key (the partitioned plan): base tuples are
+filtered to the share, and recursion carries the key, so derived tuples stay in it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+from levelflow.engine.plans.columnar import body_rows, empty_frame, head_rows, heads_of
+from levelflow.engine.plans.keys import absent, merged, pack_expr, packable, unpack
+from levelflow.tasks.ast import Atom, Decl, Negation, Rule
+
+# Filters a relation's base tuples down to the share this partition owns.
+Share = Callable[[str, pl.DataFrame], pl.DataFrame]
+
+
+@dataclass(slots=True)
+class TaskOutcome:
+    """What a fixpoint produced: per relation its tuples with the round each was found in."""
+
+    rounds: list[dict[str, pl.DataFrame]]  # per round (0 = base): relation -> new tuples
+    iterations: int = 0
+    rows: dict[str, int] = field(default_factory=dict)
+
+    def relation(self, name: str, ranked: bool = False) -> pl.DataFrame:
+        """Return every tuple of `name`; with `ranked`, an `_it` column holds its round."""
+        pieces = [(r, found[name]) for r, found in enumerate(self.rounds) if name in found]
+        if ranked:
+            pieces = [(r, df.with_columns(pl.lit(r, pl.Int64).alias("_it"))) for r, df in pieces]
+        return pl.concat([df for _, df in pieces], rechunk=False)
+
+
+class _Relation:
+    """One relation of the fixpoint: stable and recent tuples, and their packed keys if any."""
+
+    __slots__ = ("decl", "stable", "recent", "keys")
+
+    def __init__(self, decl: Decl, first: pl.DataFrame) -> None:
+        self.decl = decl
+        self.stable = empty_frame(decl)
+        self.recent = first
+        # Sorted packed keys of stable + recent while every tuple packs; None once one does not.
+        self.keys = (np.sort(first.select(pack_expr(first.columns))["_key"].to_numpy())
+                     if packable(first) else None)
+
+    def full(self) -> pl.DataFrame:
+        """Return every tuple found so far."""
+        return pl.concat([self.stable, self.recent], rechunk=False)
+
+    def new_tuples(self, candidates: list[pl.DataFrame]) -> pl.DataFrame:
+        """Return the distinct candidates not yet in the relation (and remember their keys)."""
+        if not candidates:
+            return empty_frame(self.decl)
+        cand = pl.concat(candidates, rechunk=False)
+        if self.keys is not None and packable(cand):
+            cols = cand.columns
+            keys = cand.select(pack_expr(cols))["_key"].unique().to_numpy()
+            new = absent(self.keys, keys)
+            self.keys = merged(self.keys, new)
+            return unpack(new, cols)
+        self.keys = None
+        new = cand.unique()
+        return new.join(self.full(), on=new.columns, how="anti") if new.height else new
+
+    def advance(self, new: pl.DataFrame) -> None:
+        """Move recent into stable and make `new` the recent delta."""
+        if self.recent.height:
+            self.stable = pl.concat([self.stable, self.recent], rechunk=False)
+        self.recent = new
+
+
+def reads_own(rule: Rule, names: tuple[str, ...]) -> bool:
+    """Return whether a rule's body reads a relation of its own task positively."""
+    return any(isinstance(lit, Atom) and lit.relation in names for lit in rule.body)
+
+
+def _frames(rule: Rule, lower: Mapping[str, pl.DataFrame],
+            own: Mapping[str, pl.DataFrame]) -> dict[int, pl.DataFrame]:
+    """Return the frame each body atom reads (own relations from `own`, others from lower)."""
+    frames = {}
+    for i, lit in enumerate(rule.body):
+        atom = lit.atom if isinstance(lit, Negation) else lit
+        if isinstance(atom, Atom):
+            frames[i] = own[atom.relation] if atom.relation in own else lower[atom.relation]
+    return frames
+
+
+def _base(rules, names, decls, lower, facts) -> dict[str, pl.DataFrame]:
+    """Return each relation's tuples that need no recursion: facts and non-recursive rules."""
+    parts = {n: [facts[n]] if n in facts else [] for n in names}
+    for rule in rules:
+        if rule.body and not reads_own(rule, names):
+            body, types = body_rows(rule, decls, _frames(rule, lower, {}))
+            for head in heads_of(rule, names):
+                parts[head.relation].append(head_rows(body, types, head, decls[head.relation]))
+    return {n: pl.concat(p).unique() if p else empty_frame(decls[n]) for n, p in parts.items()}
+
+
+def _round(rules, rels: dict[str, _Relation], decls, lower) -> dict[str, list[pl.DataFrame]]:
+    """Return per relation the candidate tuples one semi-naive round derives."""
+    names = tuple(rels)
+    to_add: dict[str, list[pl.DataFrame]] = {n: [] for n in names}
+    for rule in rules:
+        own = [i for i, lit in enumerate(rule.body)
+               if isinstance(lit, Atom) and lit.relation in names]
+        frames = _frames(rule, lower, {n: rels[n].recent for n in names})
+        for k, pos in enumerate(own):
+            if not rels[rule.body[pos].relation].recent.height:
+                continue
+            # path(x, z) :- path(x, y), path(y, z).  is  Δpath ⋈ (path ∪ Δpath), path ⋈ Δpath
+            for j in own:
+                rel = rels[rule.body[j].relation]
+                frames[j] = (rel.recent if j == pos else rel.stable if j in own[:k]
+                             else rel.full())
+            body, types = body_rows(rule, decls, frames, first=pos)
+            for head in heads_of(rule, names):
+                to_add[head.relation].append(head_rows(body, types, head, decls[head.relation]))
+    return to_add
+
+
+def run_task(rules: tuple[Rule, ...], names: tuple[str, ...], decls: Mapping[str, Decl],
+             lower: Mapping[str, pl.DataFrame], facts: Mapping[str, pl.DataFrame],
+             share: Share | None = None) -> TaskOutcome:
+    """Return the fixpoint of a task's rules over lower relations and facts (one share of it)."""
+    base = _base(rules, names, decls, lower, facts)
+    if share is not None:
+        base = {n: share(n, df) for n, df in base.items()}
+    outcome = TaskOutcome(rounds=[base], rows={n: df.height for n, df in base.items()})
+    recursive = [r for r in rules if r.body and reads_own(r, names)]
+    if not recursive:
+        return outcome
+    rels = {n: _Relation(decls[n], base[n]) for n in names}
+    while any(rel.recent.height for rel in rels.values()):
+        outcome.iterations += 1
+        to_add = _round(recursive, rels, decls, lower)
+        found = {}
+        for name, rel in rels.items():
+            new = rel.new_tuples(to_add[name])
+            rel.advance(new)
+            found[name] = new
+            outcome.rows[name] += new.height
+        outcome.rounds.append(found)
+    return outcome

@@ -1,0 +1,135 @@
+"""Run a task's whole fixpoint inside Spark tasks: one Spark job per task, whatever its rounds.
+
+The task's inputs (lower relations, fact files) are packed into one frame: a `_src` column names
+the source, and each source keeps its own columns `s<src>_c<j>` (null in the other sources'
+rows). Under the local plan that frame is coalesced into one partition; under the partitioned
+plan every input is copied to each of `parts` labelled shares and shuffled by label, and each
+share keeps only the tuples whose carried key hashes to it. A Python function (mapInArrow) runs
+fixpoint.run_task on its partition and returns the relations packed the same way (`_rel`,
+`o<rel>_c<j>`, and `_it` the round a tuple was found in). The result is cut by one eager
+localCheckpoint; its row counts and rounds are observed on the JVM side during that same job,
+and each relation is a filter over the checkpointed rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from levelflow.engine.types import relation_schema
+from levelflow.tasks.ast import Decl, Rule
+
+STATS_REL = -1  # the `_rel` of the one row per share that carries its round count in `_it`
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """What the Python side needs to unpack inputs and pack outputs (pickled to the workers)."""
+
+    rules: tuple[Rule, ...]
+    names: tuple[str, ...]  # the task's relations, in `_rel` order
+    decls: dict[str, Decl]  # every relation the rules touch
+    sources: tuple[tuple[str, bool], ...]  # per `_src`: (relation, is it that relation's facts)
+    facts: dict[str, list[tuple]]  # the program's own facts, per relation of the task
+    key: dict[str, int] | None  # partitioned plan: the carried position per relation
+    parts: int
+
+
+def _label_hash(value: int, seed: int = 42) -> int:
+    """Return Spark's Murmur3 hash of an int (what `repartition(n, col)` partitions by)."""
+    mask = 0xFFFFFFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & mask
+
+    k1 = rotl((value & mask) * 0xCC9E2D51 & mask, 15) * 0x1B873593 & mask
+    h1 = rotl(seed ^ k1, 13) * 5 + 0xE6546B64 & mask
+    h1 ^= 4
+    h1 = (h1 ^ (h1 >> 16)) * 0x85EBCA6B & mask
+    h1 = (h1 ^ (h1 >> 13)) * 0xC2B2AE35 & mask
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+
+
+def share_labels(parts: int) -> list[int]:
+    """Return one label per partition that Spark's hash partitioning sends to that partition."""
+    labels: dict[int, int] = {}
+    value = 0
+    while len(labels) < parts:
+        labels.setdefault(_label_hash(value) % parts, value)
+        value += 1
+    return [labels[p] for p in range(parts)]
+
+
+def _packed_schema(layout: Layout):
+    """Return the Spark schema of the packed output: `_rel`, `_it`, then each relation's cols."""
+    from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+
+    fields = [StructField("_rel", IntegerType(), False), StructField("_it", LongType(), True)]
+    for r, name in enumerate(layout.names):
+        for f in relation_schema(layout.decls[name]).fields:
+            fields.append(StructField(f"o{r}_{f.name}", f.dataType, True))
+    return StructType(fields)
+
+
+def pack_inputs(spark, layout: Layout, frames: Sequence):
+    """Return one frame holding every source's rows (`_src`, `s<src>_c<j>`), plus a marker row."""
+    import pyspark.sql.functions as F
+
+    packed = spark.range(1).select(F.lit(-1).alias("_src"))  # every share gets a row
+    for s, df in enumerate(frames):
+        cols = [F.col(c).alias(f"s{s}_{c}") for c in df.columns]
+        packed = packed.unionByName(df.select(F.lit(s).alias("_src"), *cols),
+                                    allowMissingColumns=True)
+    if layout.parts == 1:
+        return packed.coalesce(1)
+    labels = spark.createDataFrame([(lab,) for lab in share_labels(layout.parts)], "_part int")
+    return packed.crossJoin(labels).repartition(layout.parts, "_part")
+
+
+def run_packed(spark, layout: Layout, frames: Sequence, checkpoint: str = "local"):
+    """Return (checkpointed packed result, rows per relation, rounds) after one Spark job."""
+    import pyspark.sql.functions as F
+    from pyspark.sql import Observation
+
+    from levelflow.engine.evaluate import _forget_stats
+    from levelflow.engine.plans.worker import evaluate_partition
+
+    def run(batches):
+        return evaluate_partition(layout, batches)
+
+    out = pack_inputs(spark, layout, frames).mapInArrow(run, _packed_schema(layout))
+    seen = Observation()
+    rel = F.col("_rel")
+    metrics = [F.sum(F.when(rel == r, 1).otherwise(0)).alias(f"r{r}")
+               for r in range(len(layout.names))]
+    metrics.append(F.max(F.when(rel == STATS_REL, F.col("_it"))).alias("rounds"))
+    out = out.observe(seen, *metrics)
+    out = out.checkpoint(eager=True) if checkpoint == "reliable" else out.localCheckpoint(True)
+    got = seen.get
+    rows = {name: int(got[f"r{r}"] or 0) for r, name in enumerate(layout.names)}
+    return _forget_stats(out), rows, int(got["rounds"] or 0)
+
+
+def unpack(packed, layout: Layout, ranked: bool) -> dict:
+    """Return each relation of the task as a frame over the checkpointed packed result."""
+    import pyspark.sql.functions as F
+
+    out = {}
+    for r, name in enumerate(layout.names):
+        decl = layout.decls[name]
+        cols = [F.col(f"o{r}_{f.name}").alias(f.name) for f in relation_schema(decl).fields]
+        if ranked:
+            cols.append(F.col("_it"))
+        out[name] = packed.filter(F.col("_rel") == r).select(*cols)
+    return out
+
+
+def source_frames(sources: Mapping[str, object]) -> tuple[tuple[tuple[str, bool], ...], list]:
+    """Return the layout's sources and their frames from {relation or 'facts:R': DataFrame}."""
+    specs, frames = [], []
+    for key, df in sources.items():
+        is_facts = key.startswith("facts:")
+        specs.append((key[len("facts:"):] if is_facts else key, is_facts))
+        frames.append(df)
+    return tuple(specs), frames

@@ -1,0 +1,118 @@
+"""Choosing a task's plan: from its rules' shape (static) and its input size (at run time)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from levelflow.errors import LevelflowError
+from levelflow.tasks.ast import Atom, Decl, Var
+from levelflow.tasks.tasks import Task
+
+PLANS = ("auto", "local", "partitioned", "global")
+# Inputs (rows of lower relations and fact files) up to this many run in Spark tasks (local or
+# partitioned): they are gathered into, or copied to, each Python worker.
+LOCAL_ROWS = 2_000_000
+# A recursive task that can be partitioned is, from this many input rows on; below it the one
+# local Spark task is cheaper than the shuffle that copies the inputs to each share.
+PARTITION_MIN_ROWS = 5_000
+# Relation-position combinations tried when looking for a carried key (mutual recursion).
+_MAX_KEY_CANDIDATES = 4096
+
+
+class PlanError(LevelflowError):
+    """A forced plan does not apply to a task; str() is one line naming the task."""
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A task's plan: its kind, why, and (partitioned) the carried position per relation."""
+
+    kind: str
+    reason: str
+    key: dict[str, int] | None = None
+
+
+def _recursive_rules(task: Task) -> list:
+    """Return the task's rules whose bodies read one of its own relations."""
+    return [r for r in task.rules if any(isinstance(lit, Atom) and lit.relation in task.relations
+                                         for lit in r.body)]
+
+
+def _carries(rules, key: Mapping[str, int], names) -> bool:
+    """Return whether every rule copies its recursive atom's key variable into each head's key."""
+    for rule in rules:
+        (atom,) = [lit for lit in rule.body if isinstance(lit, Atom) and lit.relation in names]
+        var = atom.args[key[atom.relation]]
+        if not isinstance(var, Var):
+            return False
+        for head in rule.heads:
+            if head.relation not in key:  # derived by its own task
+                continue
+            arg = head.args[key[head.relation]]
+            if not (isinstance(arg, Var) and arg.name == var.name):
+                return False
+    return True
+
+
+def carried_key(task: Task, decls: Mapping[str, Decl]) -> tuple[dict[str, int] | None, str]:
+    """Return (the carried position per relation, why) or (None, why the task has none)."""
+    rules = _recursive_rules(task)
+    if not rules:
+        return None, "not recursive"
+    names = task.relations
+    for rule in rules:
+        own = [lit for lit in rule.body if isinstance(lit, Atom) and lit.relation in names]
+        if len(own) != 1:
+            return None, f"non-linear rule at {rule.loc or 'a rule'}"
+    if any(decls[n].arity == 0 for n in names):
+        return None, "a nullary relation has no key"
+    choices = [range(decls[n].arity) for n in names]
+    for combo in itertools.islice(itertools.product(*choices), _MAX_KEY_CANDIDATES):
+        key = dict(zip(names, combo, strict=True))
+        if _carries(rules, key, names):
+            where = ", ".join(f"{n}[{p}]" for n, p in key.items())
+            return key, f"linear, carries {where}"
+    return None, "no argument is carried unchanged by every recursive rule"
+
+
+def static_plan(task: Task, decls: Mapping[str, Decl]) -> Plan:
+    """Return the plan `auto` gives the task when its inputs are small (what `graph` shows)."""
+    if not task.recursive:
+        return Plan("global", "not recursive: one pass, one job")
+    key, why = carried_key(task, decls)
+    if key is not None:
+        return Plan("partitioned", why, key)
+    return Plan("local", why)
+
+
+def check_plan(program_tasks, forced: str) -> None:
+    """Return None if the forced plan applies to every task it must; else raise PlanError."""
+    decls = program_tasks.program.decls
+    for task in program_tasks.tasks:
+        choose_plan(task, decls, 0, forced)
+
+
+def choose_plan(task: Task, decls: Mapping[str, Decl], rows: int, forced: str = "auto",
+                threshold: int = LOCAL_ROWS) -> Plan:
+    """Return the task's plan for `rows` input rows; a forced plan that does not apply raises."""
+    if forced not in PLANS:
+        raise PlanError(f"plan: must be one of {', '.join(PLANS)}, got {forced!r}")
+    if forced == "global":
+        return Plan("global", "forced")
+    if forced == "local":
+        return Plan("local", "forced")
+    shape = static_plan(task, decls)
+    if not task.recursive:  # one pass is one job under any plan; the JVM runs it without Python
+        return shape
+    if forced == "partitioned":
+        if shape.key is None:
+            raise PlanError(f"task {task.name}: the partitioned plan does not apply "
+                            f"({shape.reason})")
+        return shape
+    if rows > threshold:
+        return Plan("global", f"{rows:,} input rows > {threshold:,}")
+    if shape.key is not None and rows < PARTITION_MIN_ROWS:
+        return Plan("local", f"{rows:,} input rows < {PARTITION_MIN_ROWS:,}")
+    return shape

@@ -1,0 +1,90 @@
+"""Evaluating one task under its plan: global goes to evaluate.py, the others into Spark tasks."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from levelflow.engine.evaluate import (
+    Cancelled,
+    EvalStats,
+    TaskResult,
+    cast_fact,
+    evaluate_task,
+    fact_rows,
+)
+from levelflow.engine.facts import input_path, io_delimiter, io_headers, read_facts
+from levelflow.engine.plans.in_spark import Layout, run_packed, source_frames, unpack
+from levelflow.engine.plans.planner import Plan
+from levelflow.tasks.ast import Atom, Negation, Program
+from levelflow.tasks.tasks import Task
+
+# A fact file's rows, estimated from its size before reading it: "1\t2\n" is 4 bytes.
+_BYTES_PER_FACT = 4
+
+
+def _lower_reads(task: Task) -> list[str]:
+    """Return the relations of lower tasks that the task's rules read, in first-read order."""
+    names: dict[str, None] = {}
+    for rule in task.rules:
+        for lit in rule.body:
+            atom = lit.atom if isinstance(lit, Negation) else lit
+            if isinstance(atom, Atom) and atom.relation not in task.relations:
+                names[atom.relation] = None
+    return list(names)
+
+
+def input_rows(program: Program, task: Task, counts: Mapping[str, int],
+               factdir: str | Path | None) -> int:
+    """Return the rows a task reads: lower relations' counts plus its fact files' estimates."""
+    rows = sum(counts.get(name, 0) for name in _lower_reads(task))
+    for name in task.relations:
+        io = program.inputs.get(name)
+        if io is not None and factdir is not None:
+            path = input_path(io, factdir)
+            rows += path.stat().st_size // _BYTES_PER_FACT if path.is_file() else 0
+    return rows
+
+
+def _layout(program: Program, task: Task, sources, plan: Plan, parts: int) -> Layout:
+    """Return what the workers need to run the task (rules, declarations, sources, key)."""
+    decls = program.decls
+    touched = set(task.relations) | set(_lower_reads(task))
+    facts = {}
+    for name in task.relations:
+        rows = fact_rows(task.rules, name)
+        if rows:
+            facts[name] = [cast_fact(r, decls[name].types) for r in rows]
+    return Layout(rules=tuple(r for r in task.rules if r.body), names=task.relations,
+                  decls={n: decls[n] for n in touched}, sources=sources, facts=facts,
+                  key=plan.key if plan.kind == "partitioned" else None,
+                  parts=parts if plan.kind == "partitioned" else 1)
+
+
+def evaluate_planned(spark, program: Program, task: Task, relations: Mapping,
+                     factdir: str | Path | None = None, *, plan: Plan, counts=None,
+                     ranked: bool = False, cancel=None, checkpoint: str = "local",
+                     parts: int | None = None) -> TaskResult:
+    """Return the task's relations (a TaskResult with `.stats`) evaluated under `plan`."""
+    if plan.kind == "global":
+        return evaluate_task(spark, program, task, relations, factdir, checkpoint=checkpoint,
+                             cancel=cancel, counts=counts, ranked=ranked)
+    if cancel is not None and cancel.is_set():
+        raise Cancelled(f"task {task.name} cancelled before it started")
+    t0 = time.perf_counter()
+    sources = {name: relations[name] for name in _lower_reads(task)}
+    for name in task.relations:
+        io = program.inputs.get(name)
+        if io is not None and factdir is not None:
+            sources[f"facts:{name}"] = read_facts(
+                spark, program.decls[name], input_path(io, factdir), io_delimiter(io),
+                io_headers(io))
+    specs, frames = source_frames(sources)
+    parts = parts or max(spark.sparkContext.defaultParallelism, 1)
+    layout = _layout(program, task, specs, plan, parts)
+    packed, rows, rounds = run_packed(spark, layout, frames, checkpoint)
+    out = TaskResult(unpack(packed, layout, ranked))
+    out.stats = EvalStats(task=task.name, iterations=rounds, rows=rows,
+                          seconds=time.perf_counter() - t0, plan=plan.kind)
+    return out

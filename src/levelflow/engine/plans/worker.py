@@ -1,0 +1,123 @@
+"""The Python side of a task run inside Spark: Arrow batches in, the task's fixpoint, batches out.
+
+Runs in a PySpark worker. It reads its whole input first (a Python task that stops early gets a
+freshly forked worker next time), splits it by share and source, runs fixpoint.run_task per
+share and packs each relation back into the layout of in_spark.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from levelflow.engine.plans.columnar import frame_schema
+from levelflow.engine.plans.encode import decode, dictionary, encode, encode_decl, encode_rule
+from levelflow.engine.plans.fixpoint import TaskOutcome, run_task
+from levelflow.engine.plans.in_spark import STATS_REL, Layout, share_labels
+
+_ARROW_TYPES = {"number": pa.int64(), "unsigned": pa.int64(), "float": pa.float64(),
+                "symbol": pa.string()}
+
+
+def _output_schema(layout: Layout) -> pa.Schema:
+    """Return the Arrow schema of the packed output (matches in_spark._packed_schema)."""
+    fields = [pa.field("_rel", pa.int32(), False), pa.field("_it", pa.int64())]
+    for r, name in enumerate(layout.names):
+        decl = layout.decls[name]
+        types = [pa.bool_()] if decl.arity == 0 else [_ARROW_TYPES[t] for t in decl.types]
+        fields += [pa.field(f"o{r}_c{j}", t) for j, t in enumerate(types)]
+    return pa.schema(fields)
+
+
+def _sources(part: pl.DataFrame, layout: Layout) -> tuple[dict, dict]:
+    """Return (lower relations, facts per task relation) from one share's packed input rows."""
+    by_src = part.partition_by("_src", as_dict=True)
+    lower: dict[str, pl.DataFrame] = {}
+    facts: dict[str, list[pl.DataFrame]] = {}
+    for s, (name, is_facts) in enumerate(layout.sources):
+        schema = frame_schema(layout.decls[name])
+        rows = by_src.get((s,))
+        if rows is None:
+            frame = pl.DataFrame(schema=schema)
+        else:
+            frame = rows.select([pl.col(f"s{s}_{c}").alias(c).cast(t) for c, t in schema.items()])
+        if is_facts:
+            facts.setdefault(name, []).append(frame)
+        else:
+            lower[name] = frame
+    for name, rows in layout.facts.items():
+        schema = frame_schema(layout.decls[name])
+        facts.setdefault(name, []).append(pl.DataFrame(rows, schema=schema, orient="row"))
+    return lower, {n: pl.concat(frames) for n, frames in facts.items()}
+
+
+def _share(layout: Layout, index: int):
+    """Return the function that keeps a relation's tuples whose carried key hashes to `index`."""
+    def keep(name: str, df: pl.DataFrame) -> pl.DataFrame:
+        column = pl.col(f"c{layout.key[name]}")
+        return df.filter(column.hash(seed=7) % layout.parts == index)
+    return keep
+
+
+def _pack(outcome: TaskOutcome, layout: Layout, schema: pa.Schema,
+          symbols: pl.Series) -> Iterator[pa.RecordBatch]:
+    """Yield the outcome's relations (and its round count) as batches of the packed schema."""
+    for r, name in enumerate(layout.names):
+        df = decode(outcome.relation(name, ranked=True), layout.decls[name], symbols)
+        if not df.height:
+            continue
+        cols = {f"o{r}_{c}": df[c].to_arrow() for c in df.columns if c != "_it"}
+        cols["_it"] = df["_it"].to_arrow()
+        yield _batch(cols, df.height, r, schema)
+    yield _batch({"_it": pa.array([outcome.iterations], pa.int64())}, 1, STATS_REL, schema)
+
+
+def _batch(cols: dict, rows: int, rel: int, schema: pa.Schema) -> pa.RecordBatch:
+    """Return one batch of `rows` rows for relation `rel`: its columns, nulls elsewhere."""
+    arrays = []
+    for f in schema:
+        if f.name == "_rel":
+            arrays.append(pa.array(np.full(rows, rel, dtype=np.int32)))
+        elif f.name in cols:
+            arrays.append(cols[f.name].cast(f.type))
+        else:
+            arrays.append(pa.nulls(rows, f.type))
+    table = pa.Table.from_arrays(arrays, schema=schema)
+    return table.combine_chunks().to_batches()[0]
+
+
+def evaluate_partition(layout: Layout, batches: Iterable[pa.RecordBatch]
+                       ) -> Iterator[pa.RecordBatch]:
+    """Yield the packed relations a partition's shares derive from its packed input batches."""
+    batches = list(batches)  # to the end, always (see the module docstring)
+    if not batches:
+        return
+    data = pl.from_arrow(pa.Table.from_batches(batches))
+    schema = _output_schema(layout)
+    if "_part" in data.columns:
+        labels = share_labels(layout.parts)
+        shares = [(labels.index(label), rows)
+                  for (label,), rows in data.partition_by("_part", as_dict=True).items()]
+    else:
+        shares = [(0, data)]
+    for index, rows in shares:
+        lower, facts = _sources(rows, layout)
+        share = _share(layout, index) if layout.key is not None else None
+        yield from _run_encoded(layout, lower, facts, share, schema)
+
+
+def _run_encoded(layout: Layout, lower: dict, facts: dict, share, schema: pa.Schema
+                 ) -> Iterator[pa.RecordBatch]:
+    """Yield a share's packed relations, its fixpoint run over symbols encoded as integers."""
+    decls = layout.decls
+    symbols = dictionary([(decls[n], df) for n, df in (*lower.items(), *facts.items())],
+                         layout.rules)
+    codes = {s: i for i, s in enumerate(symbols.to_list())}
+    outcome = run_task(tuple(encode_rule(r, codes) for r in layout.rules), layout.names,
+                       {n: encode_decl(d) for n, d in decls.items()},
+                       {n: encode(df, decls[n], symbols) for n, df in lower.items()},
+                       {n: encode(df, decls[n], symbols) for n, df in facts.items()}, share)
+    yield from _pack(outcome, layout, schema, symbols)
