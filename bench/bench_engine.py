@@ -1,13 +1,13 @@
-"""Benchmark `levelflow run` on Spark: a big transitive closure, scaled points-to, -j 2 vs -j 1.
+"""Benchmark the engine's plans: each workload under --plan global and --plan auto, one session.
 
-    .venv/bin/python bench/bench_engine.py            # full sizes (TC with ~1.2M pairs)
+    .venv/bin/python bench/bench_engine.py            # full sizes (closures of ~1M pairs)
     .venv/bin/python bench/bench_engine.py --quick    # small sizes, a smoke run
 
-Facts are generated (seeded) into a temp dir. Every result count is checked against a plain
-Python computation. Printed per workload: wall time per task (and fixpoint rounds), the Spark time
-(worker busy time), the scheduling time (inside scheduler calls), and the ratios to the references:
-seconds per TC round against the 0.8 s/round measured on this machine class for a layered TC
-(shared notes), and the speed-up of -j 2 over -j 1 on a program with independent tasks (goal > 1).
+Facts are generated (seeded) into a temp dir; every count is checked against a plain Python
+computation. Per workload and plan (best of two, interleaved, on one SparkSession): per task its
+plan, seconds, rounds and Spark jobs; then the ratio global / auto against the issue's goals:
+layered TC (>= 1M pairs) >= 10x and <= 1.5 s idle, a random graph with cycles (>= 1M pairs)
+>= 10x, points-to >= 5x, a counter loop of >= 300 rounds <= 5 s.
 """
 
 from __future__ import annotations
@@ -26,8 +26,6 @@ from rich.table import Table
 from levelflow.engine.runner import run_program
 from levelflow.engine.session import make_session
 from levelflow.tasks import build_tasks, parse_program
-
-REF_SECONDS_PER_ROUND = 0.8  # layered TC, 10k edges, 39 rounds, ~34 s (notes/spark-local.md)
 
 TC_RULES = """
 .decl edge(x:number, y:number)
@@ -199,101 +197,156 @@ def write_facts(directory: Path, facts: dict[str, list[tuple]]) -> None:
 # Runs and reports
 
 
-def run(spark, text: str, factdir: Path, jobs: int, scheduler: str):
+def random_graph(nodes: int, edges: int, seed: int) -> list[tuple[int, int]]:
+    """Return a random directed graph (cycles allowed, no self loops)."""
+    rng = random.Random(seed)
+    out: set[tuple[int, int]] = set()
+    while len(out) < edges:
+        u, v = rng.randrange(nodes), rng.randrange(nodes)
+        if u != v:
+            out.add((u, v))
+    return sorted(out)
+
+
+def reach_pairs(edges: list[tuple[int, int]]) -> int:
+    """Return the number of pairs (u, v) with a non-empty path u -> v (BFS from every node)."""
+    children: dict[int, list[int]] = {}
+    for u, v in edges:
+        children.setdefault(u, []).append(v)
+    total = 0
+    for src in children:
+        seen: set[int] = set()
+        todo = list(children[src])
+        while todo:
+            v = todo.pop()
+            if v not in seen:
+                seen.add(v)
+                todo.extend(children.get(v, ()))
+        total += len(seen)
+    return total
+
+
+COUNTER_RULES = """
+.decl start(x:number, y:number)
+start(0, {rounds}).
+.decl loop(i:number, x:number, y:number, z:number)
+loop(0, x, y, x) :- start(x, y).
+loop(i + 1, x, y, z + 1) :- loop(i, x, y, z), z < y.
+.decl met(x:number, i:number)
+met(x, i) :- loop(i, x, y, y).
+.printsize met
+.printsize loop
+"""
+
+
+def run(spark, text: str, factdir: Path | None, plan: str, jobs: int = 2,
+        scheduler: str = "hybrid"):
     """Return the RunResult of running the program text on the facts in factdir."""
     pt = build_tasks(parse_program(text, "bench.dl"))
-    return run_program(spark, pt, factdir, None, scheduler=scheduler, jobs=jobs)
+    return run_program(spark, pt, factdir, None, scheduler=scheduler, jobs=jobs, plan=plan)
 
 
 def report(console: Console, title: str, result, expected: dict[str, int]) -> bool:
-    """Print per-task times and totals; return whether every count matches the reference."""
+    """Print per-task plan, time, rounds and Spark jobs; return whether the counts match."""
     table = Table(title=title)
-    for col in ("task", "seconds", "rounds", "tuples"):
-        table.add_column(col, justify="left" if col == "task" else "right")
+    for col in ("task", "plan", "seconds", "rounds", "Spark jobs", "tuples"):
+        table.add_column(col, justify="left" if col in ("task", "plan") else "right")
     for v, name in enumerate(result.task_names):
         stats = result.task_stats[v]
         if stats is None:
-            table.add_row(name, "-", "-", "not run")
+            table.add_row(name, "-", "-", "-", "-", "not run")
             continue
-        table.add_row(name, f"{result.task_seconds[v]:.2f}", str(stats.iterations),
+        table.add_row(name, stats.plan, f"{result.task_seconds[v]:.2f}", str(stats.iterations),
+                      str(result.trace.extra[v]["spark_jobs"]),
                       ", ".join(f"{r}={n:,}" for r, n in stats.rows.items()))
     console.print(table)
     ok = True
     for name, count in expected.items():
         got = result.printsize[name]
         ok &= got == count
-        console.print(f"  {name}: {got:,} tuples (reference {count:,}) "
-                      f"{'OK' if got == count else 'MISMATCH'}")
-    console.print(f"  wall {result.wall_seconds:.2f} s | Spark (worker busy) "
-                  f"{result.spark_seconds:.2f} s | scheduling "
-                  f"{result.scheduling_seconds * 1e3:.2f} ms | {result.summary()}")
+        if got != count:
+            console.print(f"  {name}: {got:,} tuples, reference {count:,}: MISMATCH")
+    jobs = sum(e["spark_jobs"] for e in result.trace.extra.values())
+    console.print(f"  wall {result.wall_seconds:.2f} s, {jobs} Spark jobs in all | "
+                  f"{result.summary()}")
     return ok
+
+
+def compare(console, spark, name: str, text: str, factdir: Path | None,
+            expected: dict[str, int], goal: float | None, best_of: int = 2):
+    """Run a workload under global and auto (best of a few, interleaved); print the ratio."""
+    best: dict[str, object] = {}
+    ok = True
+    plans = ("global", "auto") if goal is not None else ("auto",)
+    for _ in range(best_of):
+        for plan in plans:
+            result = run(spark, text, factdir, plan)
+            ok &= all(result.printsize[k] == n for k, n in expected.items())
+            if plan not in best or result.wall_seconds < best[plan].wall_seconds:
+                best[plan] = result
+    for plan in plans:
+        ok &= report(console, f"{name}: --plan {plan} (best of {best_of})", best[plan],
+                     expected)
+    if goal is not None:
+        ratio = best["global"].wall_seconds / best["auto"].wall_seconds
+        console.print(f"[bold]{name}: global {best['global'].wall_seconds:.2f} s / auto "
+                      f"{best['auto'].wall_seconds:.2f} s = {ratio:.1f}x (goal >= {goal:g}x: "
+                      f"{'PASS' if ratio >= goal else 'FAIL'})[/bold]")
+    return ok, best
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark; return 0 when every count matched its reference."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
-    ap.add_argument("--scheduler", default="hybrid")
     ap.add_argument("--master", default="local[*]")
     args = ap.parse_args(argv)
     console = Console()
     if args.quick:
-        tc_shape = (12, 20, 2)  # layers, width, out-degree
+        tc_shape, rnd, rounds = (8, 30, 3), (200, 400), 60
         pts = dict(variables=300, objects=150, fields=4, assigns=300, loads=80, stores=80)
-        mix_tc = (8, 15, 2)
     else:
-        tc_shape = (32, 62, 2)  # 3,844 edges -> 1,116,884 pairs, 31 rounds
+        tc_shape, rnd, rounds = (12, 150, 6), (1100, 2000), 320
         pts = dict(variables=8000, objects=4000, fields=8, assigns=8000, loads=2000, stores=2000)
-        mix_tc = (24, 40, 2)
     console.print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     ok = True
     with tempfile.TemporaryDirectory(prefix="levelflow-bench-") as tmp:
         tmp = Path(tmp)
         edges = layered_graph(*tc_shape, seed=1)
-        tc_pairs = closure_size(edges)
         write_facts(tmp / "tc", {"edge": edges})
+        cyclic = random_graph(*rnd, seed=4)
+        write_facts(tmp / "random", {"edge": cyclic})
         facts = pointsto_facts(**pts, seed=2)
-        pt_counts = pointsto_counts(facts)
         write_facts(tmp / "pointsto", facts)
-        mix_edges = layered_graph(*mix_tc, seed=3)
-        mix = dict(facts, edge=mix_edges)
-        write_facts(tmp / "mix", mix)
-        mix_expected = dict(pt_counts, path=closure_size(mix_edges))
-        console.print(f"TC: {len(edges):,} edges in {tc_shape[0]} layers of {tc_shape[1]} "
-                      f"-> {tc_pairs:,} pairs; points-to: "
-                      + ", ".join(f"{k} {len(v):,}" for k, v in facts.items()))
-
+        workloads = [
+            (f"TC, layered {tc_shape[0]}x{tc_shape[1]}", TC_RULES, tmp / "tc",
+             {"path": closure_size(edges)}, 10.0),
+            (f"TC, random graph {rnd[0]:,} nodes {rnd[1]:,} edges", TC_RULES, tmp / "random",
+             {"path": reach_pairs(cyclic)}, 10.0),
+            ("points-to", POINTSTO_RULES, tmp / "pointsto", pointsto_counts(facts), 5.0),
+            (f"counter loop, {rounds} rounds", COUNTER_RULES.format(rounds=rounds), None,
+             {"met": 1, "loop": rounds + 1}, None),
+        ]
+        for name, _, _, expected, _ in workloads:
+            console.print(f"{name}: " + ", ".join(f"{k} {n:,}" for k, n in expected.items()))
         t0 = time.perf_counter()
         spark = make_session(master=args.master, driver_memory="2g")
         spark.range(1).count()
-        console.print(f"Spark session: {time.perf_counter() - t0:.1f} s ({args.master})")
+        run(spark, COUNTER_RULES.format(rounds=3), None, "local")  # start the Python workers
+        console.print(f"Spark session and workers: {time.perf_counter() - t0:.1f} s")
         try:
-            tc = run(spark, TC_RULES, tmp / "tc", 2, args.scheduler)
-            ok &= report(console, "transitive closure (-j 2)", tc, {"path": tc_pairs})
-            path_task = tc.task_names.index("path")
-            rounds = tc.task_stats[path_task].iterations
-            per_round = tc.task_seconds[path_task] / max(rounds, 1)
-            console.print(f"  path: {rounds} rounds, {per_round:.2f} s/round = "
-                          f"{per_round / REF_SECONDS_PER_ROUND:.2f}x the 0.8 s/round reference")
-
-            pts_run = run(spark, POINTSTO_RULES, tmp / "pointsto", 2, args.scheduler)
-            ok &= report(console, "points-to (-j 2)", pts_run, pt_counts)
-
-            mixed = TC_RULES + POINTSTO_RULES
-            walls = {}
-            for jobs in (1, 2, 1, 2):  # interleaved, best of two each: the machine is shared
-                result = run(spark, mixed, tmp / "mix", jobs, args.scheduler)
-                ok &= all(result.printsize[k] == n for k, n in mix_expected.items())
-                walls.setdefault(jobs, []).append(result)
-            best = {j: min(rs, key=lambda r: r.wall_seconds) for j, rs in walls.items()}
-            for jobs in (1, 2):
-                ok &= report(console, f"points-to + independent TC (-j {jobs}, best of 2)",
-                             best[jobs], mix_expected)
-            speedup = best[1].wall_seconds / best[2].wall_seconds
-            console.print(f"speed-up of -j 2 over -j 1: {best[1].wall_seconds:.2f} s / "
-                          f"{best[2].wall_seconds:.2f} s = {speedup:.2f}x (goal > 1: "
-                          f"{'PASS' if speedup > 1 else 'FAIL'})")
+            for name, text, factdir, expected, goal in workloads:
+                good, best = compare(console, spark, name, text, factdir, expected, goal)
+                ok &= good
+                if name.startswith("TC, layered"):
+                    wall = best["auto"].wall_seconds
+                    console.print(f"[bold]{name}: auto {wall:.2f} s (goal <= 1.5 s idle: "
+                                  f"{'PASS' if wall <= 1.5 else 'FAIL'})[/bold]")
+                if goal is None:
+                    wall = best["auto"].wall_seconds
+                    console.print(f"[bold]{name}: auto {wall:.2f} s (goal <= 5 s: "
+                                  f"{'PASS' if wall <= 5 else 'FAIL'}); --plan global needs a "
+                                  f"Spark job chain per round (minutes), not run[/bold]")
         finally:
             spark.stop()
     console.print(f"load average after: {os.getloadavg()[0]:.2f}")

@@ -15,12 +15,21 @@ from levelflow.errors import LevelflowError
 from levelflow.tasks import ProgramTasks, build_tasks, load_program
 
 
+def _plans(pt: ProgramTasks) -> list:
+    """Return the plan `auto` gives each task when its inputs are small (engine/plans)."""
+    from levelflow.engine.plans.planner import static_plan
+
+    return [static_plan(t, pt.program.decls) for t in pt.tasks]
+
+
 def graph_json(pt: ProgramTasks) -> dict:
     """Return the task DAG as `{"tasks": [...], "edges": [[u, v]], "levels": n}`."""
     g = pt.graph
+    plans = _plans(pt)
     return {
         "tasks": [{"id": t.id, "name": t.name, "relations": list(t.relations),
-                   "level": g.level[t.id], "recursive": t.recursive, "input": t.input}
+                   "level": g.level[t.id], "recursive": t.recursive, "input": t.input,
+                   "plan": plans[t.id].kind, "plan_reason": plans[t.id].reason}
                   for t in pt.tasks],
         "edges": [[u, v] for u in range(len(g)) for v in g.children[u]],
         "levels": g.num_levels,
@@ -56,13 +65,15 @@ def graph_dot(pt: ProgramTasks) -> str:
 def _table(pt: ProgramTasks) -> Table:
     g = pt.graph
     table = Table(title=f"{pt.program.file}: task DAG")
-    for column in ("id", "level", "name", "relations", "flags", "parents"):
+    for column in ("id", "level", "name", "relations", "flags", "parents", "plan"):
         table.add_column(column, justify="right" if column in ("id", "level") else "left")
+    plans = _plans(pt)
     for t in pt.tasks:
         flags = " ".join(f for f, on in (("recursive", t.recursive), ("input", t.input)) if on)
         parents = ", ".join(str(p) for p in sorted(g.parents[t.id]))
+        plan = plans[t.id]
         table.add_row(str(t.id), str(g.level[t.id]), t.name, ", ".join(t.relations), flags,
-                      parents)
+                      parents, f"{plan.kind} ({plan.reason})")
     return table
 
 

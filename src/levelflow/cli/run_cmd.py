@@ -123,13 +123,21 @@ def run_command(
     state: Annotated[Path | None, typer.Option(
         "--state", help="Keep the maintained state here (epoch 0) for `levelflow update`.")
     ] = None,
+    plan: Annotated[str, typer.Option(
+        "--plan", help="How tasks run: auto (by shape and size), local, partitioned, global.")
+    ] = "auto",
+    local_rows: Annotated[int, typer.Option(
+        "--local-rows", help="auto runs a task inside Spark tasks up to this many input rows.")
+    ] = 2_000_000,
 ) -> None:
     """Evaluate PROGRAM from scratch on Spark; print 'ran k of N tasks' and .printsize counts."""
+    from levelflow.engine.plans import check_plan
     from levelflow.engine.progress import make_progress
     from levelflow.engine.runner import RunError, run_program
 
     program_tasks, sched = _prepare(program, factdir, outdir, scheduler, jobs, checkpoint,
                                     {"--trace-out": trace_out, "--schedule": schedule_out})
+    check_plan(program_tasks, plan)  # a forced plan that does not apply: before Spark starts
     if state is not None:
         from levelflow.engine.incremental.state import StateDir, StateError
 
@@ -168,7 +176,8 @@ def run_command(
         try:
             result = run_program(spark, program_tasks, factdir, outdir, scheduler=sched,
                                  jobs=jobs, trace_out=trace_out, schedule_out=schedule_out,
-                                 progress=progress, checkpoint=checkpoint)
+                                 progress=progress, checkpoint=checkpoint, plan=plan,
+                                 plan_rows=local_rows)
         except RunError as e:
             keep_log = True  # a Spark failure: its log tells why
             raise RunError(f"{e} (Spark log: {log})") from None

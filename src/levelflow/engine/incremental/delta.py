@@ -23,7 +23,6 @@ from levelflow.engine.evaluate import (
     Cancelled,
     cast_fact,
     cut,
-    evaluate_task,
     fact_rows,
     union_all,
 )
@@ -373,8 +372,12 @@ def scratch_sets(ctx: TaskContext, task: Task, cancel=None) -> tuple[dict, int]:
     if extra_rules:
         program = dataclasses.replace(ctx.program, decls=decls, inputs={})
         run_task = dataclasses.replace(task, rules=task.rules + tuple(extra_rules))
-    result = evaluate_task(ctx.spark, program, run_task, relations, None, cancel=cancel,
-                           counts=counts, ranked=True)
+    from levelflow.engine.plans import choose_plan, evaluate_planned
+
+    # From scratch, a task runs as `run` would run it: under the plan its shape and size give.
+    plan = choose_plan(run_task, program.decls, sum(counts.values()))
+    result = evaluate_planned(ctx.spark, program, run_task, relations, None, plan=plan,
+                              cancel=cancel, counts=counts, ranked=True)
     return {n: (result[n], result.stats.rows[n]) for n in task.relations}, \
         result.stats.iterations
 

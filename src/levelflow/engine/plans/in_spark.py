@@ -3,8 +3,8 @@
 The task's inputs (lower relations, fact files) are packed into one frame: a `_src` column names
 the source, and each source keeps its own columns `s<src>_c<j>` (null in the other sources'
 rows). Under the local plan that frame is coalesced into one partition; under the partitioned
-plan every input is copied to each of `parts` labelled shares and shuffled by label, and each
-share keeps only the tuples whose carried key hashes to it. A Python function (mapInArrow) runs
+plan the frame is copied once per share (a union of one-partition copies: no shuffle), and
+share p keeps only the tuples whose carried key hashes to p. A Python function (mapInArrow) runs
 fixpoint.run_task on its partition and returns the relations packed the same way (`_rel`,
 `o<rel>_c<j>`, and `_it` the round a tuple was found in). The result is cut by one eager
 localCheckpoint; its row counts and rounds are observed on the JVM side during that same job,
@@ -35,32 +35,6 @@ class Layout:
     parts: int
 
 
-def _label_hash(value: int, seed: int = 42) -> int:
-    """Return Spark's Murmur3 hash of an int (what `repartition(n, col)` partitions by)."""
-    mask = 0xFFFFFFFF
-
-    def rotl(x: int, r: int) -> int:
-        return ((x << r) | (x >> (32 - r))) & mask
-
-    k1 = rotl((value & mask) * 0xCC9E2D51 & mask, 15) * 0x1B873593 & mask
-    h1 = rotl(seed ^ k1, 13) * 5 + 0xE6546B64 & mask
-    h1 ^= 4
-    h1 = (h1 ^ (h1 >> 16)) * 0x85EBCA6B & mask
-    h1 = (h1 ^ (h1 >> 13)) * 0xC2B2AE35 & mask
-    h1 ^= h1 >> 16
-    return h1 - (1 << 32) if h1 & 0x80000000 else h1
-
-
-def share_labels(parts: int) -> list[int]:
-    """Return one label per partition that Spark's hash partitioning sends to that partition."""
-    labels: dict[int, int] = {}
-    value = 0
-    while len(labels) < parts:
-        labels.setdefault(_label_hash(value) % parts, value)
-        value += 1
-    return [labels[p] for p in range(parts)]
-
-
 def _packed_schema(layout: Layout):
     """Return the Spark schema of the packed output: `_rel`, `_it`, then each relation's cols."""
     from pyspark.sql.types import IntegerType, LongType, StructField, StructType
@@ -81,10 +55,15 @@ def pack_inputs(spark, layout: Layout, frames: Sequence):
         cols = [F.col(c).alias(f"s{s}_{c}") for c in df.columns]
         packed = packed.unionByName(df.select(F.lit(s).alias("_src"), *cols),
                                     allowMissingColumns=True)
+    packed = packed.coalesce(1)
     if layout.parts == 1:
-        return packed.coalesce(1)
-    labels = spark.createDataFrame([(lab,) for lab in share_labels(layout.parts)], "_part int")
-    return packed.crossJoin(labels).repartition(layout.parts, "_part")
+        return packed
+    # A union of one-partition copies is one partition per share, and no shuffle: one job.
+    copies = [packed.withColumn("_part", F.lit(p)) for p in range(layout.parts)]
+    out = copies[0]
+    for copy in copies[1:]:
+        out = out.union(copy)
+    return out
 
 
 def run_packed(spark, layout: Layout, frames: Sequence, checkpoint: str = "local"):

@@ -65,7 +65,7 @@ def carried_key(task: Task, decls: Mapping[str, Decl]) -> tuple[dict[str, int] |
     for rule in rules:
         own = [lit for lit in rule.body if isinstance(lit, Atom) and lit.relation in names]
         if len(own) != 1:
-            return None, f"non-linear rule at {rule.loc or 'a rule'}"
+            return None, f"non-linear rule at line {rule.loc.line}" if rule.loc else "non-linear"
     if any(decls[n].arity == 0 for n in names):
         return None, "a nullary relation has no key"
     choices = [range(decls[n].arity) for n in names]
@@ -78,9 +78,9 @@ def carried_key(task: Task, decls: Mapping[str, Decl]) -> tuple[dict[str, int] |
 
 
 def static_plan(task: Task, decls: Mapping[str, Decl]) -> Plan:
-    """Return the plan `auto` gives the task when its inputs are small (what `graph` shows)."""
+    """Return the plan the task's rules allow: auto's choice between its two size thresholds."""
     if not task.recursive:
-        return Plan("global", "not recursive: one pass, one job")
+        return Plan("global", "one pass")
     key, why = carried_key(task, decls)
     if key is not None:
         return Plan("partitioned", why, key)

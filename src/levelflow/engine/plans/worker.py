@@ -16,7 +16,7 @@ import pyarrow as pa
 from levelflow.engine.plans.columnar import frame_schema
 from levelflow.engine.plans.encode import decode, dictionary, encode, encode_decl, encode_rule
 from levelflow.engine.plans.fixpoint import TaskOutcome, run_task
-from levelflow.engine.plans.in_spark import STATS_REL, Layout, share_labels
+from levelflow.engine.plans.in_spark import STATS_REL, Layout
 
 _ARROW_TYPES = {"number": pa.int64(), "unsigned": pa.int64(), "float": pa.float64(),
                 "symbol": pa.string()}
@@ -98,9 +98,7 @@ def evaluate_partition(layout: Layout, batches: Iterable[pa.RecordBatch]
     data = pl.from_arrow(pa.Table.from_batches(batches))
     schema = _output_schema(layout)
     if "_part" in data.columns:
-        labels = share_labels(layout.parts)
-        shares = [(labels.index(label), rows)
-                  for (label,), rows in data.partition_by("_part", as_dict=True).items()]
+        shares = [(p, rows) for (p,), rows in data.partition_by("_part", as_dict=True).items()]
     else:
         shares = [(0, data)]
     for index, rows in shares:
