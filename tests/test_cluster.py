@@ -100,18 +100,32 @@ def _sorted_lines(directory: Path) -> dict[str, list[str]]:
     return {p.name: sorted(p.read_text().splitlines()) for p in sorted(directory.glob("*.csv"))}
 
 
+def _cluster_run(example: Path, outdir: Path, master_url: str, *flags: str):
+    """Start `levelflow run` of an example on the cluster in a subprocess; return the process."""
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)  # executors' Python = this venv's
+    return subprocess.Popen(
+        [sys.executable, "-m", "levelflow", "run", str(example / "program.dl"),
+         "-F", str(example / "facts"), "-D", str(outdir), "--master", master_url,
+         "--driver-memory", "1g", "-j", "2", "--quiet", *flags],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+@pytest.mark.parametrize("example,plan", [("tc", "partitioned"), ("tc", "global")])
+def test_each_plan_runs_on_standalone_cluster(standalone_master, tmp_path, example, plan):
+    master_url, _ = standalone_master
+    proc = _cluster_run(ROOT / "examples" / example, tmp_path, master_url, "--plan", plan)
+    _, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr
+    assert _sorted_lines(tmp_path) == _sorted_lines(ROOT / "examples" / example / "expected")
+
+
 def test_run_on_standalone_cluster_matches_local_run(standalone_master, spark, tmp_path):
     master_url, master_ui = standalone_master
     from levelflow.engine.api import load
     from levelflow.engine.runner import run_program
 
     cluster_out = tmp_path / "cluster"
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)  # executors' Python = this venv's
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "levelflow", "run", str(EXAMPLE / "program.dl"),
-         "-F", str(EXAMPLE / "facts"), "-D", str(cluster_out), "--master", master_url,
-         "--driver-memory", "1g", "-j", "2", "--quiet"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = _cluster_run(EXAMPLE, cluster_out, master_url)
     try:
         # The local run happens in-process while the cluster run is going.
         local_out = tmp_path / "local"

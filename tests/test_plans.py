@@ -91,3 +91,47 @@ b(x, z) :- a(x, y), e(y, z).
         choose_plan(pt.task_of("sq"), decls, 0, "partitioned")
     with pytest.raises(PlanError, match="plan: must be one of"):
         choose_plan(pt.task_of("sq"), decls, 0, "fast")
+
+
+def test_the_partitioned_plan_is_one_spark_job_over_several_shares(spark):
+    pt = _tasks("""
+.decl edge(x:number, y:number)
+edge(1, 2). edge(2, 3). edge(3, 1). edge(3, 4). edge(5, 6). edge(6, 7). edge(8, 8).
+.decl path(x:number, y:number)
+path(x, y) :- edge(x, y).
+path(x, z) :- path(x, y), edge(y, z).
+""")
+    result = run_program(spark, pt, None, None, jobs=1, plan="partitioned")
+    path = pt.task_of("path").id
+    assert result.task_stats[path].plan == "partitioned"
+    assert result.trace.extra[path]["spark_jobs"] == 1
+    cycle = {(a, b) for a in (1, 2, 3) for b in (1, 2, 3, 4)}
+    assert rows_of(result.relation("path")) == cycle | {(5, 6), (6, 7), (5, 7), (8, 8)}
+
+
+def test_shares_of_a_partitioned_fixpoint_split_the_whole_fixpoint():
+    import polars as pl
+
+    from levelflow.engine.plans.fixpoint import run_task
+
+    pt = _tasks("""
+.decl e(x:number, y:number)
+.decl p(x:number, y:number)
+p(x, y) :- e(x, y).
+p(x, z) :- p(x, y), e(y, z).
+""")
+    task = pt.task_of("p")
+    rng = random.Random(5)
+    edges = pl.DataFrame([(rng.randrange(30), rng.randrange(30)) for _ in range(60)],
+                         schema={"c0": pl.Int64, "c1": pl.Int64}, orient="row").unique()
+    rules, decls = tuple(r for r in task.rules if r.body), pt.program.decls
+    whole = run_task(rules, task.relations, decls, {"e": edges}, {}).relation("p")
+    parts = []
+    for index in range(3):
+        def share(name, df, index=index):
+            return df.filter(pl.col("c0").hash(seed=7) % 3 == index)
+        parts.append(run_task(rules, task.relations, decls, {"e": edges}, {}, share)
+                     .relation("p"))
+    assert all(p.height for p in parts)
+    assert sum(p.height for p in parts) == whole.height
+    assert set(pl.concat(parts).rows()) == set(whole.rows())

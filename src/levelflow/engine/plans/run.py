@@ -81,7 +81,8 @@ def evaluate_planned(spark, program: Program, task: Task, relations: Mapping,
                 spark, program.decls[name], input_path(io, factdir), io_delimiter(io),
                 io_headers(io))
     specs, frames = source_frames(sources)
-    parts = parts or max(spark.sparkContext.defaultParallelism, 1)
+    # At least two shares, so that a one-core session still splits (and tests the split).
+    parts = parts or max(spark.sparkContext.defaultParallelism, 2)
     layout = _layout(program, task, specs, plan, parts)
     packed, rows, rounds = run_packed(spark, layout, frames, checkpoint)
     out = TaskResult(unpack(packed, layout, ranked))
