@@ -306,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
         tc_shape, rnd, rounds = (8, 30, 3), (200, 400), 60
         pts = dict(variables=300, objects=150, fields=4, assigns=300, loads=80, stores=80)
     else:
-        tc_shape, rnd, rounds = (12, 150, 6), (1100, 2000), 320
+        tc_shape, rnd, rounds = (12, 150, 6), (1250, 2500), 320
         pts = dict(variables=8000, objects=4000, fields=8, assigns=8000, loads=2000, stores=2000)
     console.print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     ok = True
