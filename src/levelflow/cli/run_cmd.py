@@ -66,10 +66,20 @@ def _prepare(program: Path, factdir: Path, outdir: Path, scheduler: str, jobs: i
         why = "is not a directory" if factdir.exists() else "does not exist"
         raise RunError(f"{factdir}: error: fact directory {why}")
     check_fact_files(program_tasks.program, factdir)
+    check_fact_contents(program_tasks.program, factdir)
     for flag, path in out_files.items():
         make_parent(path, flag, RunError)
     make_outdir(outdir, RunError)
     return program_tasks, sched
+
+
+def check_fact_contents(program, factdir: Path) -> None:
+    """Check every line of every `.input` fact file now, before Spark: one line, file:line."""
+    from levelflow.engine.facts import input_path, io_delimiter, io_headers, validate_facts
+
+    for name, io in program.inputs.items():
+        validate_facts(input_path(io, factdir), program.decls[name], io_delimiter(io),
+                       io_headers(io))
 
 
 def make_parent(path: Path | None, flag: str, error: type[LevelflowError]) -> None:
