@@ -13,7 +13,11 @@ from typing import Annotated
 import typer
 
 from levelflow.cli.app import app
+from levelflow.engine.paths import CONFINE_DEFAULT
 from levelflow.errors import LevelflowError
+
+CONFINE_HELP = ("Refuse an .input file outside -F and an .output file outside -D (off by "
+                "default, as in Soufflé, where filename= may name any path).")
 
 
 @contextmanager
@@ -51,11 +55,12 @@ def scheduler_from_flag(spec: str, graph):
 
 
 def _prepare(program: Path, factdir: Path, outdir: Path, scheduler: str, jobs: int,
-             checkpoint: str, out_files: dict[str, Path | None]):
+             checkpoint: str, out_files: dict[str, Path | None], confine: bool = False):
     """Return (ProgramTasks, scheduler) after every check that needs no Spark; raise one line.
 
     `out_files` maps a flag to the file it writes: its directory is made now, not after the run.
     """
+    from levelflow.engine.paths import check_io_paths
     from levelflow.engine.runner import RunError, check_fact_files, check_run_args
     from levelflow.tasks import build_tasks, load_program
 
@@ -65,6 +70,7 @@ def _prepare(program: Path, factdir: Path, outdir: Path, scheduler: str, jobs: i
     if not factdir.is_dir():
         why = "is not a directory" if factdir.exists() else "does not exist"
         raise RunError(f"{factdir}: error: fact directory {why}")
+    check_io_paths(program_tasks.program, factdir, outdir, confine)
     check_fact_files(program_tasks.program, factdir)
     check_fact_contents(program_tasks.program, factdir)
     for flag, path in out_files.items():
@@ -133,13 +139,15 @@ def run_command(
     state: Annotated[Path | None, typer.Option(
         "--state", help="Keep the maintained state here (epoch 0) for `levelflow update`.")
     ] = None,
+    confine: Annotated[bool, typer.Option("--confine", help=CONFINE_HELP)] = CONFINE_DEFAULT,
 ) -> None:
     """Evaluate PROGRAM from scratch on Spark; print 'ran k of N tasks' and .printsize counts."""
     from levelflow.engine.progress import make_progress
     from levelflow.engine.runner import RunError, run_program
 
     program_tasks, sched = _prepare(program, factdir, outdir, scheduler, jobs, checkpoint,
-                                    {"--trace-out": trace_out, "--schedule": schedule_out})
+                                    {"--trace-out": trace_out, "--schedule": schedule_out},
+                                    confine)
     if state is not None:
         from levelflow.engine.incremental.state import StateDir, StateError
 
