@@ -64,8 +64,11 @@ def test_glob_characters_in_the_path_are_taken_literally(spark, tmp_path):
 
 
 def test_only_the_one_trailing_cr_is_dropped(spark, tmp_path):
-    path = write(tmp_path, "ab\r\r\ncd\r\ne\rf\n")
-    assert rows(read_facts(spark, decl("r", "symbol"), path)) == [("ab\r",), ("cd",), ("e\rf",)]
+    path = write(tmp_path, "ab\r\ncd\r\ne\n")
+    assert rows(read_facts(spark, decl("r", "symbol"), path)) == [("ab",), ("cd",), ("e",)]
+    # Another CR would be part of a symbol, which an output line could not carry back.
+    with pytest.raises(FactError, match=r":2:1: error: field 1 'cd\\r' is a symbol with a TAB"):
+        read_facts(spark, decl("r", "symbol"), write(tmp_path, "ab\ncd\r\r\n"))
 
 
 def test_empty_file_and_nullary_files(spark, tmp_path):

@@ -11,6 +11,7 @@ from levelflow.cli import (  # noqa: F401 (registers)
     run_cmd,
     shell_cmd,
     simulate_cmd,
+    state_cmd,
     trace_cmd,
     update_cmd,
 )

@@ -13,7 +13,11 @@ from typing import Annotated
 import typer
 
 from levelflow.cli.app import app
+from levelflow.engine.paths import CONFINE_DEFAULT
 from levelflow.errors import LevelflowError
+
+CONFINE_HELP = ("Refuse an .input file outside -F and an .output file outside -D (off by "
+                "default, as in Soufflé, where filename= may name any path).")
 
 
 @contextmanager
@@ -51,11 +55,12 @@ def scheduler_from_flag(spec: str, graph):
 
 
 def _prepare(program: Path, factdir: Path, outdir: Path, scheduler: str, jobs: int,
-             checkpoint: str, out_files: dict[str, Path | None]):
+             checkpoint: str, out_files: dict[str, Path | None], confine: bool = False):
     """Return (ProgramTasks, scheduler) after every check that needs no Spark; raise one line.
 
     `out_files` maps a flag to the file it writes: its directory is made now, not after the run.
     """
+    from levelflow.engine.paths import check_io_paths
     from levelflow.engine.runner import RunError, check_fact_files, check_run_args
     from levelflow.tasks import build_tasks, load_program
 
@@ -65,11 +70,22 @@ def _prepare(program: Path, factdir: Path, outdir: Path, scheduler: str, jobs: i
     if not factdir.is_dir():
         why = "is not a directory" if factdir.exists() else "does not exist"
         raise RunError(f"{factdir}: error: fact directory {why}")
+    check_io_paths(program_tasks.program, factdir, outdir, confine)
     check_fact_files(program_tasks.program, factdir)
+    check_fact_contents(program_tasks.program, factdir)
     for flag, path in out_files.items():
         make_parent(path, flag, RunError)
     make_outdir(outdir, RunError)
     return program_tasks, sched
+
+
+def check_fact_contents(program, factdir: Path) -> None:
+    """Check every line of every `.input` fact file now, before Spark: one line, file:line."""
+    from levelflow.engine.facts import input_path, io_delimiter, io_headers, validate_facts
+
+    for name, io in program.inputs.items():
+        validate_facts(input_path(io, factdir), program.decls[name], io_delimiter(io),
+                       io_headers(io))
 
 
 def make_parent(path: Path | None, flag: str, error: type[LevelflowError]) -> None:
@@ -129,6 +145,7 @@ def run_command(
     local_rows: Annotated[int, typer.Option(
         "--local-rows", help="auto runs a task inside Spark tasks up to this many input rows.")
     ] = 2_000_000,
+    confine: Annotated[bool, typer.Option("--confine", help=CONFINE_HELP)] = CONFINE_DEFAULT,
 ) -> None:
     """Evaluate PROGRAM from scratch on Spark; print 'ran k of N tasks' and .printsize counts."""
     from levelflow.engine.plans import check_plan
@@ -136,7 +153,8 @@ def run_command(
     from levelflow.engine.runner import RunError, run_program
 
     program_tasks, sched = _prepare(program, factdir, outdir, scheduler, jobs, checkpoint,
-                                    {"--trace-out": trace_out, "--schedule": schedule_out})
+                                    {"--trace-out": trace_out, "--schedule": schedule_out},
+                                    confine)
     check_plan(program_tasks, plan)  # a forced plan that does not apply: before Spark starts
     if state is not None:
         from levelflow.engine.incremental.state import StateDir, StateError

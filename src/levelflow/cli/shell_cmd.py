@@ -10,7 +10,9 @@ from typing import Annotated
 import typer
 
 from levelflow.cli.app import app
+from levelflow.cli.run_cmd import CONFINE_HELP
 from levelflow.cli.update_cmd import SWITCH_DEFAULT, SWITCH_HELP
+from levelflow.engine.paths import CONFINE_DEFAULT
 from levelflow.errors import LevelflowError
 
 HELP = """\
@@ -143,11 +145,13 @@ def shell_command(
                       ] = SWITCH_DEFAULT,
     master: Annotated[str, typer.Option("--master", help="Spark master URL.")] = "local[*]",
     driver_memory: Annotated[str, typer.Option("--driver-memory")] = "2g",
+    confine: Annotated[bool, typer.Option("--confine", help=CONFINE_HELP)] = CONFINE_DEFAULT,
 ) -> None:
     """Interactive prompt: insert / remove / commit / print / size / help / quit."""
     from levelflow.cli.run_cmd import jvm_stderr_to, quiet_pyspark_loggers
     from levelflow.cli.update_cmd import LARGE_CHANGE_DEFAULT, check_switch
     from levelflow.engine.incremental.state import StateDir, StateError
+    from levelflow.engine.paths import check_io_paths
     from levelflow.engine.runner import check_fact_files
     from levelflow.tasks import build_tasks, load_program
 
@@ -160,6 +164,7 @@ def shell_command(
         if StateDir(state).manifest()["program"] != program.read_text(encoding="utf-8"):
             raise StateError(f"{state}: error: the state was made by a different program")
     else:
+        check_io_paths(program_tasks.program, factdir, None, confine)
         check_fact_files(program_tasks.program, factdir)
     log = Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
     spark = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -19,6 +20,16 @@ class SimulateUsageError(LevelflowError):
     """A flag combination `levelflow simulate` cannot honour; str() is one line."""
 
     exit_code = 2
+
+
+def json_line(obj: dict, where: str) -> str:
+    """Return `obj` as one line of strict JSON; a non-finite number is one error, not NaN."""
+    try:
+        return json.dumps(obj, allow_nan=False)
+    except ValueError:
+        bad = sorted(k for k, v in obj.items() if isinstance(v, float) and not math.isfinite(v))
+        raise LevelflowError(f"{where}: error: a result is not a finite number "
+                             f"({', '.join(bad) or 'a nested value'}); not printed") from None
 
 
 def _split_specs(text: str) -> list[str]:
@@ -125,7 +136,7 @@ def simulate_cmd(
         result.setup_s = setup_s  # built above, before the run
         results.append(result)
         if as_json:
-            print(json.dumps(result.to_dict()), flush=True)
+            print(json_line(result.to_dict(), f"{trace_path}: {spec}"), flush=True)
     if schedule is not None:
         from levelflow.traces import write_schedule
 

@@ -10,6 +10,8 @@ from typing import Annotated
 import typer
 
 from levelflow.cli.app import app
+from levelflow.cli.run_cmd import CONFINE_HELP
+from levelflow.engine.paths import CONFINE_DEFAULT
 from levelflow.errors import LevelflowError
 
 # The engine's defaults (maintain.py), repeated here so that --help does not import Spark.
@@ -80,6 +82,10 @@ def update_command(
     schedule_out: Annotated[Path | None, typer.Option(
         "--schedule", help="Write the epoch's schedule/1 CSV (wall time, slot = worker).")
     ] = None,
+    keep_epochs: Annotated[int | None, typer.Option(
+        "--keep-epochs", help="Keep this many of the last epochs on disk from now on (the "
+        "state remembers it; 2 unless set).")] = None,
+    confine: Annotated[bool, typer.Option("--confine", help=CONFINE_HELP)] = CONFINE_DEFAULT,
 ) -> None:
     """Apply the changes as one epoch; print per output relation +added -removed, 'ran k of N'."""
     from levelflow.cli.run_cmd import (
@@ -91,14 +97,17 @@ def update_command(
     )
     from levelflow.engine.incremental.state import StateDir
     from levelflow.engine.incremental.updates import read_updates
+    from levelflow.engine.paths import check_io_paths
     from levelflow.tasks import build_tasks, parse_program
 
     check_switch(switch, strategy, large_change)
     if jobs < 1:
         raise UpdateArgsError(f"--jobs: must be a positive integer, got {jobs}")
-    state = StateDir(statedir)
+    state = StateDir(statedir, keep=keep_epochs)
     data = state.manifest()  # raises a one-line StateError if there is no state
     program_tasks = build_tasks(parse_program(data["program"], data["program_file"]))
+    state.verify(None, program_tasks.program, data)  # missing or cut files: before Spark
+    check_io_paths(program_tasks.program, None, outdir, confine)
     scheduler_from_flag(scheduler, program_tasks.graph)  # checked before Spark starts
     # Every file is parsed and checked before Spark starts: a bad line refuses the whole epoch.
     ops = read_updates(program_tasks.program, insert or [], remove or [])
@@ -115,7 +124,7 @@ def update_command(
         quiet_pyspark_loggers()
         with jvm_stderr_to(log):
             spark = make_session(master=master, driver_memory=driver_memory)
-        session = IncrementalSession.open(spark, statedir, scheduler=scheduler, jobs=jobs,
+        session = IncrementalSession.open(spark, state, scheduler=scheduler, jobs=jobs,
                                           mode=strategy, switch=switch,
                                           large_change=large_change)
         session.extend(ops)

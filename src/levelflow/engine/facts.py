@@ -11,6 +11,7 @@ for an empty relation.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -35,7 +36,11 @@ COLLECT_ROWS = 50_000
 _LONG_MAX = 2**63 - 1
 _LONG_MIN = -(2**63)
 # A subset of what Java's Double.parseDouble accepts, so a validated field always casts in Spark.
-_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+# ASCII digits only: Python's \d (and float()) would take Arabic-Indic digits, Spark does not.
+_FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+# A symbol holding one of these could not be written as a fact line and read back as itself.
+_UNWRITABLE = re.compile(r"[\t\n\r]")
+UNWRITABLE_WHY = "a symbol with a TAB, CR or newline, which a fact file cannot carry"
 
 
 class FactError(LevelflowError):
@@ -65,9 +70,11 @@ def io_headers(io: IO | None) -> bool:
 def field_error(field: str, primitive: str) -> str | None:
     """Return why `field` is not a valid value of the primitive type, or None if it is."""
     if primitive == "symbol":
-        return None
+        return UNWRITABLE_WHY if _UNWRITABLE.search(field) else None
     if primitive == "float":
-        return None if _FLOAT.fullmatch(field) else "not a float"
+        if not _FLOAT.fullmatch(field):
+            return "not a float"
+        return None if math.isfinite(float(field)) else "beyond the range of a float"
     digits = field[1:] if field[:1] in "+-" else field
     if not (digits.isascii() and digits.isdigit()):
         return "not a number" if primitive == "number" else "not an unsigned number"
@@ -87,9 +94,16 @@ def fact_lines(path: Path) -> list[str]:
     Hadoop's line reader, under Spark's, skips a UTF-8 byte order mark too.
     """
     try:
-        text = path.read_bytes().decode("utf-8", errors="replace")
+        data = path.read_bytes()
     except OSError as e:
         raise FactError(f"{path}:1:1: error: cannot read fact file ({e.strerror})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise FactError(f"{path}:{line}:{col}: error: not UTF-8 text (byte "
+                        f"0x{data[e.start]:02x})") from None
     lines = text.removeprefix("\ufeff").split("\n")
     if lines[-1] == "":
         lines.pop()
@@ -117,14 +131,21 @@ def check_fact_lines(path: Path, lines: list[str], decl: Decl, delimiter: str,
         return len(lines)
     width = len(delimiter)
     checked = [(i, t) for i, t in enumerate(decl.types) if t != "symbol"]
+    symbols = [(i, t) for i, t in enumerate(decl.types) if t == "symbol"]
+    # A field cannot hold the delimiter, so only the other unwritable characters need a look.
+    others = "".join(c for c in "\t\r" if c not in delimiter)
+    probe = re.compile(f"[{re.escape(others)}]") if symbols and others else None
     for lineno, line in enumerate(lines, first):
         if line.endswith("\r"):
             line = line[:-1]
         fields = line.split(delimiter, arity)
         if len(fields) < arity:
+            hint = " (fields are TAB-separated)" if delimiter == "\t" and " " in line else ""
             raise FactError(f"{path}:{lineno}:{len(line) + 1}: error: {decl.name} expects "
-                            f"{arity} fields, found {len(fields)}")
-        for i, primitive in checked:
+                            f"{arity} fields, found {len(fields)}{hint}")
+        # Symbols are only looked at when the line holds a character no symbol may hold.
+        for i, primitive in (checked if probe is None or not probe.search(line)
+                             else checked + symbols):
             why = field_error(fields[i], primitive)
             if why is not None:
                 col = 1 + sum(len(f) for f in fields[:i]) + i * width

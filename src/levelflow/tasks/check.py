@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from pathlib import PurePath
 
 from levelflow.tasks.ast import (
     IO,
@@ -141,8 +142,8 @@ def _check_ios(ios: list[IO], decls: dict[str, Decl], report: Problems
         # Soufflé; two writing the same place are a mistake.
         if io.option("IO") == "stdout":
             target = ("stdout", io.relation)
-        else:
-            target = ("file", io.file_name)
+        else:  # `x.csv` and `./x.csv` are one file (`..` is left to engine.paths, -D known)
+            target = ("file", str(PurePath(io.file_name)))
         if target in targets:
             first = targets[target].loc
             where = "standard output" if target[0] == "stdout" else target[1]

@@ -6,6 +6,7 @@ computed from it only when an AST node or an error needs one.
 
 from __future__ import annotations
 
+import math
 import re
 from bisect import bisect_right
 
@@ -37,7 +38,7 @@ _TOKEN = re.compile(r"""
     | (?P<bad>.)
     )
 """.replace("DIRECTIVE_NAMES", "|".join(sorted(DIRECTIVES, key=len, reverse=True))),
-    re.VERBOSE | re.DOTALL)
+    re.VERBOSE | re.DOTALL | re.ASCII)  # ASCII: \d must not take Arabic-Indic digits
 
 MAX_INT_DIGITS = 80
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "0": "\0", "'": "'"}
@@ -103,6 +104,13 @@ def _unescape(body: str) -> str:
     return "".join(out)
 
 
+def _unstorable(source: Source, pos: int, word: str, value) -> DatalogError | None:
+    """Return the error of a float constant beyond the range of a float, else None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return source.error(pos, f"float constant {word} is beyond the range of a float")
+    return None
+
+
 def tokenize(source: Source) -> tuple[list[Token], DatalogError | None]:
     """Return the tokens of `source` up to an eof token, and the error that cut them short."""
     text = source.text
@@ -126,12 +134,13 @@ def tokenize(source: Source) -> tuple[list[Token], DatalogError | None]:
             return tokens, error
         elif kind == "int":
             append(Token("int", m.group(kind), int(m.group(kind)), pos))
-        elif kind == "str":
+        elif kind in ("str", "float"):
             word = m.group(kind)
-            append(Token("string", word, _unescape(word[1:-1]), pos))
-        elif kind == "float":
-            word = m.group(kind)
-            append(Token("float", word, float(word), pos))
+            value = _unescape(word[1:-1]) if kind == "str" else float(word)
+            error = _unstorable(source, pos, word, value)
+            if error is not None:
+                break
+            append(Token("string" if kind == "str" else "float", word, value, pos))
         elif kind in ("hex", "bin"):
             word = m.group(kind)
             append(Token("int", word, int(word, 0), pos))
@@ -151,5 +160,8 @@ def tokenize(source: Source) -> tuple[list[Token], DatalogError | None]:
             # The statements before the bad text are still parsed: an earlier problem wins.
             append(Token("eof", "", None, pos))
             return tokens, error
+    if error is not None:  # the statements before the bad token are still parsed
+        append(Token("eof", "", None, pos))
+        return tokens, error
     append(Token("eof", "", None, len(text)))
     return tokens, None

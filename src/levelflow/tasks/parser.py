@@ -7,6 +7,7 @@ alternative (disjunctive normal form), so the AST only ever holds conjunctive bo
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 from levelflow.tasks.ast import (
@@ -328,14 +329,19 @@ class _Parser:
         return alts
 
     def conjunction(self) -> list[tuple[Literal, ...]]:
-        result: list[tuple[Literal, ...]] = [()]
+        # Each literal's options are kept apart and joined once at the end: concatenating
+        # tuples literal by literal made a body of n literals cost n^2.
+        parts: list[list[tuple[Literal, ...]]] = []
+        count = 1
         while True:
             options = self.literal()
-            if len(result) * len(options) > MAX_DNF:
+            count *= len(options)
+            if count > MAX_DNF:
                 raise self.error(f"disjunction expands into more than {MAX_DNF} rules")
-            result = [a + b for a in result for b in options]
+            parts.append(options)
             if not self.at(","):
-                return result
+                return [tuple(itertools.chain.from_iterable(combo))
+                        for combo in itertools.product(*parts)]
             self.take()
 
     def literal(self) -> list[tuple[Literal, ...]]:
@@ -459,6 +465,8 @@ class _Parser:
             self.take()
             return Const(tok.value, "float", self.loc(tok)), 0
         if kind == "string":
+            if any(c in tok.value for c in "\t\n\r"):  # an output could not carry it
+                raise self.error("a symbol may not hold a TAB, CR or newline", tok)
             self.take()
             return Const(tok.value, "symbol", self.loc(tok)), 0
         if kind == "ident":

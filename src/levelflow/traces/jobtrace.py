@@ -13,6 +13,7 @@ import gzip
 import json
 import math
 import os
+import sys
 import zlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -232,6 +233,19 @@ def _nodes_one_by_one(raw: list, source: str) -> tuple[list[str], list[float]]:
     return names, durations
 
 
+def _check_total(durations: list[float], work: dict[int, float], span: dict[int, float],
+                 source: str) -> None:
+    """Refuse finite times whose sum is not: every makespan and bound is at most that sum.
+
+    Two chained 1e308 durations made `simulate --json` print Infinity (not JSON).
+    """
+    total = sum(durations) + sum(work.values()) + sum(span.values())  # fsum would raise
+    if not math.isfinite(total):
+        raise TraceError(f"{source}: durations overflow: the nodes' durations, work and span "
+                         f"sum beyond the largest float ({sys.float_info.max:.3g}), so no "
+                         f"makespan could be computed")
+
+
 def _check_nodes(raw: object, source: str):
     """Return names, durations, the id->int index, work, span and extra of the `nodes` field."""
     if type(raw) is not list:
@@ -243,6 +257,7 @@ def _check_nodes(raw: object, source: str):
     extra: dict[int, dict] = {}
     for i in [i for i, k in enumerate(map(len, raw)) if k > 2]:
         _node_fields(i, raw[i], names[i], work, span, extra, source)
+    _check_total(durations, work, span, source)
     index = {nid: i for i, nid in enumerate(names)}
     if len(index) != len(names):
         first: dict[str, int] = {}

@@ -102,7 +102,7 @@ class IncrementalSession:
         """Return a session on the current epoch of an existing state directory."""
         from levelflow.tasks import build_tasks, parse_program
 
-        state = StateDir(statedir)
+        state = statedir if isinstance(statedir, StateDir) else StateDir(statedir)
         state.hold_readers_lock()  # before reading: the epoch read stays on disk while we live
         data = state.manifest()
         pt = build_tasks(parse_program(data["program"], data["program_file"]))

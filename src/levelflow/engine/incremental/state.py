@@ -30,6 +30,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from levelflow.engine.evaluate import RANK
+from levelflow.engine.incremental.integrity import (
+    Stored,
+    cause,
+    observed,
+    observed_result,
+    part_files,
+    scan,
+    verify,
+)
 from levelflow.engine.types import empty_relation, relation_schema
 from levelflow.errors import LevelflowError
 
@@ -41,8 +50,22 @@ if TYPE_CHECKING:
 # 3: ranks keep their invariant: the relations of a recursive task share one rank scale, and
 # new ranks are saved even when the tuples did not change. A format-2 state can hold ranks that
 # break the invariant (a later deletion then keeps unsupported tuples), so it is refused.
-FORMAT = "levelflow-state/3"
+# 4: each stored relation records its part files, row counts and checksums (integrity.py). A
+# format-3 state is still read: its row counts are verified, its content cannot be.
+FORMAT = "levelflow-state/4"
+READABLE = ("levelflow-state/3", FORMAT)
 COUNT = "_cnt"
+KEEP = 2  # epochs garbage collection keeps by default: the current one and the one before
+
+
+def _schema(program: Program, name: str, kind: str, counted: set[str]):
+    """Return the Parquet schema of a stored relation (`rel`: + _cnt or _it) or base facts."""
+    from pyspark.sql.types import LongType, StructField
+
+    schema = relation_schema(program.decls[name])
+    if kind == "rel":
+        schema = schema.add(StructField(COUNT if name in counted else RANK, LongType(), True))
+    return schema
 
 
 class StateError(LevelflowError):
@@ -88,8 +111,11 @@ def empty_snapshot(spark: SparkSession, program: Program, counted: set[str]) -> 
 class StateDir:
     """A state directory on disk: read the current epoch, write the next one atomically."""
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike, keep: int | None = None) -> None:
         self.path = Path(path)
+        if keep is not None and keep < 1:
+            raise StateError(f"{self.path}: error: must keep at least 1 epoch, got {keep}")
+        self.keep = keep  # None: as the current manifest says (KEEP if it says nothing)
         self._reader_fd: int | None = None
 
     def hold_readers_lock(self) -> None:
@@ -151,7 +177,7 @@ class StateDir:
             data = json.loads(path.read_text())
         except (OSError, ValueError) as e:
             raise StateError(f"{path}: error: cannot read manifest ({e})") from None
-        if data.get("format") != FORMAT:
+        if data.get("format") not in READABLE:
             raise StateError(f"{path}: error: unknown state format {data.get('format')!r} "
                              f"(expected {FORMAT!r}; recreate it with levelflow run --state)")
         return data
@@ -170,39 +196,62 @@ class StateDir:
         finally:
             os.close(fd)
 
-    def load(self, spark: SparkSession, program: Program) -> Snapshot:
-        """Return the current epoch's snapshot, relations read lazily from Parquet."""
-        import pyspark.sql.functions as F
-        from pyspark.sql.types import LongType, StructField
+    def stored(self, program: Program, data: dict) -> list[Stored]:
+        """Return every relation directory an epoch's manifest names, with what it recorded."""
+        items = []
+        for kind, table in (("rel", data["relations"]), ("base", data["base"])):
+            for name, info in table.items():
+                if info["epoch"] is None or name not in program.decls:
+                    continue
+                label = f"relation {name}" if kind == "rel" else f"base facts of {name}"
+                items.append(Stored(label, self.epochs / str(info["epoch"]) / kind / name,
+                                    _schema(program, name, kind, set(data["counted"])),
+                                    int(info["rows"]), info.get("checksum"),
+                                    info.get("files")))
+        return items
 
-        data = self.manifest()
-        epoch = int(data["epoch"])
+    def verify(self, spark: SparkSession | None, program: Program, data: dict) -> None:
+        """Raise StateError naming the first damaged file of an epoch; with no session, the
+        listing only (missing, extra or resized part files), which needs no Spark."""
+        problems = verify(spark, self.stored(program, data))
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise StateError(f"{problems[0]}{more}; the state is damaged and was not changed "
+                             f"(see `levelflow state check {self.path}`)")
+
+    def load(self, spark: SparkSession, program: Program, *, check: bool = True,
+             epoch: int | None = None) -> Snapshot:
+        """Return an epoch's snapshot (the current one by default), relations read lazily from
+        Parquet after verifying every file against the manifest (unless `check` is False)."""
+        import pyspark.sql.functions as F
+
+        data = self.manifest(epoch)
+        if check:
+            self.verify(spark, program, data)
         counted = set(data["counted"])
         rel, rows, where = {}, {}, {}
         for name, decl in program.decls.items():
             info = data["relations"][name]
             extra = COUNT if name in counted else RANK
-            schema = relation_schema(decl).add(StructField(extra, LongType(), True))
-            e = info["epoch"]
-            where[name], rows[name] = e, int(info["rows"])
-            if e is None:
-                rel[name] = empty_relation(spark, decl).withColumn(extra,
-                                                                   F.lit(0).cast("bigint"))
-            else:
-                rel[name] = spark.read.schema(schema).parquet(
-                    str(self.epochs / str(e) / "rel" / name))
+            where[name], rows[name] = info["epoch"], int(info["rows"])
+            rel[name] = (empty_relation(spark, decl).withColumn(extra, F.lit(0).cast("bigint"))
+                         if info["epoch"] is None else self._read(spark, program, name, "rel",
+                                                                  info, counted))
         base, base_rows, base_where = {}, {}, {}
         for name in program.inputs:
             info = data["base"][name]
-            e = info["epoch"]
-            base_where[name], base_rows[name] = e, int(info["rows"])
-            base[name] = (empty_relation(spark, program.decls[name]) if e is None else
-                          spark.read.schema(relation_schema(program.decls[name])).parquet(
-                              str(self.epochs / str(e) / "base" / name)))
+            base_where[name], base_rows[name] = info["epoch"], int(info["rows"])
+            base[name] = (empty_relation(spark, program.decls[name]) if info["epoch"] is None
+                          else self._read(spark, program, name, "base", info, counted))
         max_rank = {n: int(r) for n, r in data.get("max_rank", {}).items()}
-        return Snapshot(epoch, rel, base, rows, base_rows, counted,
+        return Snapshot(int(data["epoch"]), rel, base, rows, base_rows, counted,
                         dict(data.get("scratch_seconds", {})), where, base_where,
                         max_rank=max_rank)
+
+    def _read(self, spark, program: Program, name: str, kind: str, info: dict, counted: set):
+        """Return the DataFrame of one stored relation directory."""
+        path = self.epochs / str(info["epoch"]) / kind / name
+        return spark.read.schema(_schema(program, name, kind, counted)).parquet(str(path))
 
     def commit(self, spark: SparkSession, program: Program, program_text: str, snap: Snapshot,
                changed: set[str], changed_base: set[str], extra: dict | None = None,
@@ -210,53 +259,98 @@ class StateDir:
         """Return `snap` as re-read from disk after writing it as the next epoch and switching.
 
         Only relations in `changed` / `changed_base` are written; the rest stay where they are.
-        Until CURRENT is replaced, the previous epoch stays current and intact.
+        What is written is read back and verified before the switch. Until CURRENT is
+        replaced, the previous epoch stays current and intact; old epochs are deleted only
+        after the switch, and the last `keep` epochs always stay.
         """
-        epoch = self.current() + 1 if self.exists() else 0
+        prev = self.manifest() if self.exists() else None
+        epoch = int(prev["epoch"]) + 1 if prev is not None else 0
         self.epochs.mkdir(parents=True, exist_ok=True)
         tmp = self.epochs / f".tmp-{epoch}-{uuid.uuid4().hex[:8]}"
         tmp.mkdir()
         try:
-            where, base_where = dict(snap.where), dict(snap.base_where)
-            for name in sorted(changed):
-                if snap.rows[name]:
-                    snap.rel[name].write.parquet(str(tmp / "rel" / name))
-                    where[name] = epoch
-                else:
-                    where[name] = None
-            for name in sorted(changed_base):
-                if snap.base_rows[name]:
-                    snap.base[name].write.parquet(str(tmp / "base" / name))
-                    base_where[name] = epoch
-                else:
-                    base_where[name] = None
+            relations = self._write_all(spark, program, snap, tmp, epoch, changed,
+                                        changed_base, prev)
             manifest = {
                 "format": FORMAT, "epoch": epoch, "created": time.time(),
                 "program_file": program.file, "program": program_text,
-                "counted": sorted(snap.counted),
-                "relations": {n: {"epoch": where[n], "rows": snap.rows[n]}
-                              for n in program.decls},
-                "base": {n: {"epoch": base_where[n], "rows": snap.base_rows[n]}
-                         for n in program.inputs},
-                "scratch_seconds": snap.scratch_seconds,
-                "max_rank": snap.max_rank,
-                **(extra or {}),
+                "counted": sorted(snap.counted), **relations,
+                "scratch_seconds": snap.scratch_seconds, "max_rank": snap.max_rank,
+                "keep": self.keep_epochs(prev), **(extra or {}),
             }
             (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
             final = self.epochs / str(epoch)
             if final.exists():  # left by a run killed between the rename and the switch
                 shutil.rmtree(final)
             os.replace(tmp, final)
-        except BaseException:
+        except BaseException as e:
             shutil.rmtree(tmp, ignore_errors=True)
+            if isinstance(e, Exception) and not isinstance(e, LevelflowError):
+                raise StateError(f"{self.path}: error: cannot write epoch {epoch} "
+                                 f"({cause(e)}); the state is unchanged at epoch "
+                                 f"{epoch - 1}") from None
             raise
         if before_switch is not None:
             before_switch()  # a test hook: a crash here must leave the old epoch current
+        self.switch(epoch)
+        self.collect_garbage()
+        return self.load(spark, program, check=False)  # just verified; the rest was on open
+
+    def switch(self, epoch: int) -> None:
+        """Make `epoch` current: CURRENT is replaced atomically, the last step of a commit."""
         cur = self.path / f".CURRENT.{uuid.uuid4().hex[:8]}"
         cur.write_text(f"{epoch}\n")
         os.replace(cur, self.path / "CURRENT")
-        self.collect_garbage()
-        return self.load(spark, program)
+
+    def keep_epochs(self, data: dict | None = None) -> int:
+        """Return how many of the last epochs garbage collection keeps (the setting, else the
+        manifest's, else KEEP)."""
+        if self.keep is not None:
+            return self.keep
+        return int((data or {}).get("keep", KEEP))
+
+    def _write_all(self, spark, program: Program, snap: Snapshot, tmp: Path, epoch: int,
+                   changed: set[str], changed_base: set[str], prev: dict | None) -> dict:
+        """Return the manifest's `relations` and `base` tables after writing what changed
+        into `tmp` and reading it back: a mismatch raises StateError and nothing switches."""
+        tables: dict[str, dict] = {"relations": {}, "base": {}}
+        written = []
+        for kind, key, names, frames, rows, where in (
+                ("rel", "relations", program.decls, snap.rel, snap.rows, snap.where),
+                ("base", "base", program.inputs, snap.base, snap.base_rows, snap.base_where)):
+            todo = changed if kind == "rel" else changed_base
+            for name in sorted(names):
+                if name in todo and rows[name]:
+                    df, obs = observed(frames[name])
+                    df.write.parquet(str(tmp / kind / name))
+                    written.append((key, name, kind, obs))
+                    tables[key][name] = {"epoch": epoch, "rows": rows[name]}
+                elif name in todo or where[name] is None:
+                    tables[key][name] = {"epoch": None, "rows": 0}
+                else:  # unchanged: the previous manifest already describes its files
+                    tables[key][name] = dict(prev[key][name])
+        self._read_back(spark, program, snap, tmp, written, tables)
+        return tables
+
+    def _read_back(self, spark, program: Program, snap: Snapshot, tmp: Path, written: list,
+                   tables: dict) -> None:
+        """Record the part files of every relation written into `tmp`, verified as read back."""
+        items = [Stored(f"relation {n}" if kind == "rel" else f"base facts of {n}",
+                        tmp / kind / n, _schema(program, n, kind, snap.counted),
+                        tables[key][n]["rows"], None, None) for key, n, kind, _ in written]
+        found = scan(spark, items)
+        for i, (key, name, _kind, obs) in enumerate(written):
+            expected = observed_result(obs)  # what Spark wrote, counted as it wrote it
+            sizes = part_files(items[i].path)
+            files = {f: [sizes[f], *found[i].get(f, (0, "0"))] for f in sizes}
+            got = (sum(v[1] for v in files.values()),
+                   f"{sum(int(v[2], 16) for v in files.values()):x}")
+            if got != expected or got[0] != items[i].rows:
+                raise StateError(f"{items[i].path}: error: {items[i].label} read back as "
+                                 f"{got[0]} rows, {items[i].rows} were written; the state is "
+                                 f"unchanged at epoch {snap.epoch - 1}")
+            checksum = got[1]
+            tables[key][name].update(checksum=checksum, files=files)
 
     def collect_garbage(self) -> None:
         """Delete epoch directories the current manifest no longer references (and temp dirs).
@@ -280,21 +374,34 @@ class StateDir:
             else:
                 os.close(fd)
 
-    def _delete_unreferenced(self) -> None:
-        """Delete what the current manifest does not name: old epochs, or relations in them."""
+    def kept(self) -> tuple[set[str], list[dict]]:
+        """Return the epochs garbage collection keeps (the current one and those before it,
+        `keep` in all) and the readable manifests among them."""
         data = self.manifest()
-        current = str(data["epoch"])
-        named = {("rel", n, str(i["epoch"])) for n, i in data["relations"].items()}
-        named |= {("base", n, str(i["epoch"])) for n, i in data["base"].items()}
+        current = int(data["epoch"])
+        window = range(current, max(current - self.keep_epochs(data), -1), -1)
+        manifests = [data]
+        for e in window[1:]:
+            with contextlib.suppress(StateError):
+                manifests.append(self.manifest(e))
+        return {str(e) for e in window}, manifests
+
+    def _delete_unreferenced(self) -> None:
+        """Delete what no kept manifest names: older epochs, or the relations in them."""
+        epochs, kept = self.kept()  # a kept epoch whose manifest is unreadable stays whole
+        named = {(kind, n, str(i["epoch"])) for d in kept
+                 for kind, key in (("rel", "relations"), ("base", "base"))
+                 for n, i in d[key].items()}
         for child in self.epochs.iterdir():
-            if child.name == current:
+            if child.name in epochs or not child.name.isdigit() and not child.name.startswith(
+                    ".tmp-"):
                 continue
             referenced = False
             for kind in ("rel", "base"):
                 for sub in sorted((child / kind).glob("*")):
                     if (kind, sub.name, child.name) in named:
                         referenced = True
-                    else:  # e.g. epoch 0's `path` once a later epoch rewrote it
+                    else:  # e.g. epoch 0's `path` once later epochs rewrote it
                         shutil.rmtree(sub, ignore_errors=True)
             if not referenced:
                 shutil.rmtree(child, ignore_errors=True)

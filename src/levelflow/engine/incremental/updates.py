@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from levelflow.engine.facts import (
+    UNWRITABLE_WHY,
     FactError,
     check_fact_lines,
     fact_lines,
@@ -89,7 +90,10 @@ def convert(value: str, primitive: str) -> int | float | str:
     Numbers and floats pass the same check as a field of a fact file.
     """
     if primitive == "symbol":
-        return _unquote(value)
+        value = _unquote(value)
+        if field_error(value, "symbol") is not None:
+            raise ValueError(UNWRITABLE_WHY)
+        return value
     why = field_error(value, primitive)
     if why is not None:
         raise ValueError(why)
@@ -154,6 +158,9 @@ def coerce_row(program: Program, name: str, values: Iterable, where: str = "<api
             if primitive == "symbol":
                 if not isinstance(v, str):
                     raise ValueError
+                if field_error(v, "symbol") is not None:
+                    raise UpdateError(f"{where}: error: value {v!r} is {UNWRITABLE_WHY} "
+                                      f"({name}.{decl.attrs[i]})")
                 out.append(v)
             elif primitive == "float":
                 if not isinstance(v, numbers.Real) or not math.isfinite(v):

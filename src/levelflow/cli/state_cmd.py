@@ -1,0 +1,106 @@
+"""CLI commands: state check (verify every file of a state), state repair (make it whole again)."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from levelflow.cli.app import app
+from levelflow.errors import LevelflowError
+
+state_app = typer.Typer(help="Check and repair a state directory made by `run --state`.",
+                        no_args_is_help=True)
+app.add_typer(state_app, name="state")
+
+
+class StateCmdError(LevelflowError):
+    """A state that check found damaged, or a repair that cannot be done."""
+
+
+@contextmanager
+def _spark(master: str, driver_memory: str):
+    """Yield a SparkSession whose start-up noise goes to a temp log; stop it afterwards."""
+    from levelflow.cli.run_cmd import jvm_stderr_to, quiet_pyspark_loggers
+    from levelflow.engine.session import make_session
+
+    log = Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
+    spark = None
+    try:
+        quiet_pyspark_loggers()
+        with jvm_stderr_to(log):
+            spark = make_session(master=master, driver_memory=driver_memory)
+        yield spark
+    finally:
+        if spark is not None:
+            spark.stop()
+        log.unlink(missing_ok=True)
+
+
+def _open(statedir: Path):
+    """Return the StateDir after the checks that need no Spark (it exists, has an epoch)."""
+    from levelflow.engine.incremental.state import StateDir
+
+    state = StateDir(statedir)
+    state.check_usable()
+    state.current()  # one line if it is not a state at all
+    return state
+
+
+@state_app.command("check")
+def check_command(
+    statedir: Annotated[Path, typer.Argument(help="State directory made by `run --state`.")],
+    master: Annotated[str, typer.Option("--master", help="Spark master URL.")] = "local[*]",
+    driver_memory: Annotated[str, typer.Option(
+        "--driver-memory", help="Spark driver memory.")] = "2g",
+) -> None:
+    """Verify every file of the state against its manifests; exit 1 if the current epoch is
+    damaged, saying which file and why, and which older epochs are whole."""
+    from levelflow.engine.incremental.repair import check_state
+
+    state = _open(statedir)
+    with _spark(master, driver_memory) as spark:
+        ok, lines = check_state(spark, state)
+    for line in lines:
+        print(line)
+    if not ok:
+        raise StateCmdError(f"{statedir}: error: the current epoch is damaged; repair it with "
+                            f"`levelflow state repair {statedir}` (see above)")
+
+
+@state_app.command("repair")
+def repair_command(
+    statedir: Annotated[Path, typer.Argument(help="State directory made by `run --state`.")],
+    from_epoch: Annotated[int | None, typer.Option(
+        "--from-epoch", help="Make this older, whole epoch current again (updates since are "
+        "undone); with --rebuild, rebuild from its base facts.")] = None,
+    rebuild_flag: Annotated[bool, typer.Option(
+        "--rebuild", help="Re-evaluate the program from scratch on the base facts of the "
+        "current epoch (or of --from-epoch).")] = False,
+    master: Annotated[str, typer.Option("--master", help="Spark master URL.")] = "local[*]",
+    driver_memory: Annotated[str, typer.Option(
+        "--driver-memory", help="Spark driver memory.")] = "2g",
+) -> None:
+    """Commit a whole epoch again: a copy of --from-epoch N, or a rebuild from base facts.
+
+    With neither flag: nothing if the current epoch is whole, else a rebuild from its base
+    facts if they are whole. Nothing stored is deleted or changed.
+    """
+    from levelflow.engine.incremental.repair import epoch_problems, rebuild, restore_epoch
+
+    state = _open(statedir)
+    with _spark(master, driver_memory) as spark:
+        if from_epoch is not None and not rebuild_flag:
+            new = restore_epoch(spark, state, from_epoch)
+            print(f"{statedir}: epoch {new} is a copy of epoch {from_epoch}")
+            return
+        if not rebuild_flag and not epoch_problems(spark, state, state.current()):
+            print(f"{statedir}: epoch {state.current()} is whole; nothing to repair")
+            return
+        result = rebuild(spark, state, from_epoch)
+    print(f"{statedir}: epoch {result.epoch} rebuilt from the base facts of epoch "
+          f"{result.epoch - 1 if from_epoch is None else from_epoch}", file=sys.stdout)

@@ -1,0 +1,174 @@
+"""Integrity of a state's Parquet: what a commit records about each relation, checked on open.
+
+Per stored relation the manifest records its part files, `{file: [bytes, rows, checksum]}`, and
+the relation's `checksum`. A checksum is the sum over rows of xxhash64 of the whole row, as an
+unsigned 64-bit number (so it does not depend on row order or on how rows fall into files).
+Spark computes it: while writing (an Observation, no extra job) and when reading back or
+verifying (one aggregate job over every relation at once). Missing, extra or resized part files
+are found without Spark, from the directory listing alone.
+Constant: the rule above. Nothing here writes to a state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+_LOW = 0xFFFFFFFF
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """One stored relation directory to check: what it is, where, and what the manifest says."""
+
+    label: str  # "relation path" or "base facts of edge": how messages name it
+    path: Path
+    schema: object  # the pyspark StructType it is read with
+    rows: int
+    checksum: str | None  # hex; None in a manifest that predates checksums
+    files: dict | None  # file name -> [bytes, rows, checksum hex]
+
+
+def _halves(df: DataFrame) -> tuple[Column, Column]:
+    """Return the low and high 32 bits of each row's xxhash64 (each sum fits a long)."""
+    import pyspark.sql.functions as F
+
+    h = F.xxhash64(*[F.col(c) for c in df.columns])
+    return h.bitwiseAND(F.lit(_LOW)), F.shiftrightunsigned(h, 32)
+
+
+def _aggregates(df: DataFrame) -> list[Column]:
+    """Return the count and the two hash-half sums of a relation, as aggregate columns."""
+    import pyspark.sql.functions as F
+
+    lo, hi = _halves(df)
+    return [F.count(F.lit(1)).alias("n"), F.sum(lo).alias("lo"), F.sum(hi).alias("hi")]
+
+
+def _hex(lo, hi) -> str:
+    """Return the checksum of the two half sums (None for no rows) as a hex string."""
+    return f"{((hi or 0) << 32) + (lo or 0):x}"
+
+
+def observed(df: DataFrame):
+    """Return (df, observation): writing df also computes its count and checksum, no extra job."""
+    from pyspark.sql import Observation
+
+    obs = Observation("levelflow-checksum")
+    return df.observe(obs, *_aggregates(df)), obs
+
+
+def observed_result(obs) -> tuple[int, str]:
+    """Return (rows, checksum) an observation computed during the write it watched."""
+    got = obs.get
+    return int(got["n"] or 0), _hex(got["lo"], got["hi"])
+
+
+def part_files(path: Path) -> dict[str, int]:
+    """Return the Parquet part files of a relation directory with their sizes in bytes."""
+    return {p.name: p.stat().st_size for p in sorted(path.glob("*.parquet")) if p.is_file()}
+
+
+def file_problems(item: Stored) -> list[str]:
+    """Return what is wrong with a relation directory's listing (no Spark): one line each."""
+    if not item.path.is_dir():
+        return [f"{item.path}: error: {item.label}: directory missing"]
+    if item.files is None:
+        return []
+    found = part_files(item.path)
+    out = []
+    for name, (size, _rows, _sum) in sorted(item.files.items()):
+        if name not in found:
+            out.append(f"{item.path / name}: error: {item.label}: part file missing")
+        elif found[name] != size:
+            out.append(f"{item.path / name}: error: {item.label}: part file has "
+                       f"{found[name]} bytes, {size} when written")
+    out += [f"{item.path / name}: error: {item.label}: unexpected part file"
+            for name in sorted(set(found) - set(item.files))]
+    return out
+
+
+def scan(spark: SparkSession, items: list[Stored]) -> dict[int, dict[str, tuple[int, str]]]:
+    """Return per item index, per part file, (rows, checksum) as read now: one Spark job."""
+    import functools
+
+    import pyspark.sql.functions as F
+
+    if not items:
+        return {}
+    parts = []
+    for i, item in enumerate(items):
+        df = spark.read.schema(item.schema).parquet(str(item.path))
+        parts.append(df.groupBy(F.lit(i).alias("item"),
+                                F.col("_metadata.file_name").alias("file"))
+                     .agg(*_aggregates(df)))
+    out: dict[int, dict[str, tuple[int, str]]] = {i: {} for i in range(len(items))}
+    for r in functools.reduce(lambda a, b: a.unionByName(b), parts).collect():
+        out[r["item"]][r["file"]] = (int(r["n"]), _hex(r["lo"], r["hi"]))
+    return out
+
+
+def content_problems(item: Stored, found: dict[str, tuple[int, str]]) -> list[str]:
+    """Return how the rows read from a relation differ from what its manifest recorded."""
+    out = []
+    if item.files is not None:
+        for name, (_size, rows, checksum) in sorted(item.files.items()):
+            got = found.get(name, (0, "0"))
+            if got != (rows, checksum):
+                out.append(f"{item.path / name}: error: {item.label}: content differs from "
+                           f"what was written ({got[0]} rows read, {rows} written)")
+        if out:
+            return out
+    rows = sum(n for n, _ in found.values())
+    total = f"{sum(int(c, 16) for _, c in found.values()):x}"
+    if rows != item.rows or (item.checksum is not None and total != item.checksum):
+        out.append(f"{item.path}: error: {item.label}: {rows} rows read, the manifest says "
+                   f"{item.rows}" + ("" if rows != item.rows else " (checksum differs)"))
+    return out
+
+
+def unreadable(spark: SparkSession, items: list[Stored]) -> list[str]:
+    """Return one line per part file Spark cannot read (called once a whole scan failed)."""
+    out = []
+    for item in items:
+        for path in sorted(item.path.glob("*.parquet")):
+            try:
+                df = spark.read.schema(item.schema).parquet(str(path))
+                df.agg(*_aggregates(df)).collect()
+            except Exception as e:  # noqa: BLE001 - any reader failure is this file's damage
+                out.append(f"{path}: error: {item.label}: part file cannot be read "
+                           f"({cause(e)})")
+    return out
+
+
+def cause(exc: BaseException) -> str:
+    """Return a JVM or Python error's root cause on one line, without Spark's decorations."""
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        try:  # py4j's own message is only "An error occurred while calling o42.collect"
+            while java.getCause() is not None:
+                java = java.getCause()
+            exc = Exception(f"{java.getClass().getSimpleName()}: {java.getMessage()}")
+        except Exception:  # noqa: BLE001 - the gateway may be gone; keep the message
+            pass
+    for line in str(exc).splitlines():
+        if line.strip():
+            return line.strip()[:300]
+    return type(exc).__name__
+
+
+def verify(spark: SparkSession | None, items: list[Stored]) -> list[str]:
+    """Return every problem found in the stored relations (content too when given a session)."""
+    out = [p for item in items for p in file_problems(item)]
+    if out or spark is None:
+        return out
+    try:
+        found = scan(spark, items)
+    except Exception as e:  # noqa: BLE001 - name the file that fails, else the cause
+        return unreadable(spark, items) or [f"{items[0].path.parent.parent}: error: cannot "
+                                            f"read the state ({cause(e)})"]
+    return [p for i, item in enumerate(items) for p in content_problems(item, found[i])]

@@ -1,0 +1,100 @@
+"""Where `.input` / `.output` files are: checked before Spark starts, one line each.
+
+As in Soufflé, `filename=` may name any path (absolute, or `../` out of -F / -D), so by default
+`run`, `update` and `shell` read and write wherever the program says. Always refused: two
+`.output` directives writing one file however it is spelled (`x.csv`, `./x.csv`, `D/x.csv`),
+and an `.output` writing the fact file an `.input` reads. With `confine`, any input outside
+the fact directory (-F) and any output outside the output directory (-D) is refused too,
+symbolic links followed.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from levelflow.tasks.ast import IO, Program
+from levelflow.tasks.errors import DatalogError
+
+# `run`, `update` and `shell` default to Soufflé's behaviour (paths anywhere). A command that
+# serves programs it did not write (the planned `serve`) must default to CONFINE_SERVE.
+CONFINE_DEFAULT = False
+CONFINE_SERVE = True
+
+
+class PathError(DatalogError):
+    """A directive's file is refused: `program:line:col: error: ...` on one line."""
+
+
+def _where(base: Path, io: IO) -> Path:
+    """Return the absolute, normalized path a directive reads or writes (links followed)."""
+    try:
+        return Path(os.path.realpath(Path(base) / io.file_name))
+    except (ValueError, OSError) as e:  # a NUL byte, a symlink loop
+        raise PathError(f"bad path {io.file_name!r} for .{io.kind} {io.relation} ({e})",
+                        io.loc) from None
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return root in path.parents
+
+
+def _confine(io: IO, path: Path, root: Path, flag: str, what: str) -> None:
+    """Raise PathError if `path` is not inside `root`."""
+    if not _inside(path, Path(os.path.realpath(root))):
+        verb = "reads" if io.kind == "input" else "writes"
+        raise PathError(f".{io.kind} {io.relation} {verb} {path}, outside the {what} "
+                        f"{flag} {root} (--confine)", io.loc)
+
+
+def check_io_paths(program: Program, factdir: Path | None, outdir: Path | None,
+                   confine: bool = CONFINE_DEFAULT) -> None:
+    """Return None if the directives' files may be used; else raise one PathError line.
+
+    `factdir` None: the inputs are not read now (update, a resumed shell); `outdir` None: no
+    output files are written.
+    """
+    inputs: dict[object, IO] = {}  # by path, and by inode (a hard link is the same file)
+    if factdir is not None:
+        for io in sorted(program.inputs.values(), key=_order):
+            path = _where(factdir, io)
+            if confine:
+                _confine(io, path, factdir, "-F", "fact directory")
+            for key in (path, _inode(path)):
+                if key is not None:
+                    inputs.setdefault(key, io)
+    if outdir is None:
+        return
+    written: dict[Path, IO] = {}
+    for io in sorted(program.output_directives, key=_order):
+        if io.option("IO") == "stdout":
+            continue
+        path = _where(outdir, io)
+        if confine:
+            _confine(io, path, outdir, "-D", "output directory")
+        if path in written:
+            first = written[path]
+            raise PathError(f"the .output directive at {_at(first)} already writes "
+                            f"'{first.relation}' to {path}", io.loc)
+        inode = _inode(path)
+        read = inputs.get(path) or (inputs.get(inode) if inode is not None else None)
+        if read is not None:
+            raise PathError(f".output {io.relation} would overwrite {path}, the fact file "
+                            f"the .input directive at {_at(read)} reads", io.loc)
+        written[path] = io
+
+
+def _inode(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _order(io: IO) -> tuple[int, int]:
+    return (io.loc.line, io.loc.col) if io.loc is not None else (0, 0)
+
+
+def _at(io: IO) -> str:
+    return f"{io.loc.line}:{io.loc.col}" if io.loc is not None else "?"

@@ -1,0 +1,303 @@
+"""A damaged state is never built on: every file is verified on open, against the manifest.
+
+A real state (transitive closure plus a negation; epoch 0 from scratch, epoch 1 an update that
+rewrote `path` and the base facts of `edge`) is copied, then one Parquet part file of the
+current epoch is deleted, truncated to 0 bytes or has a byte flipped. Opening it is refused in
+one line naming the relation and the file, and the directory stays byte-identical; `state
+check` reports it; `state repair` makes a whole epoch current again, equal to a from-scratch
+evaluation.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from levelflow.cli import main as cli_main
+from levelflow.cli import state_cmd
+from levelflow.engine.incremental import IncrementalSession, StateDir, StateError
+from levelflow.engine.incremental import state as state_mod
+from levelflow.engine.incremental.repair import check_state, rebuild, restore_epoch
+
+sys.path.insert(0, str(Path(__file__).parent))
+import naive_datalog  # noqa: E402
+
+PROGRAM = """
+.decl edge(x:number, y:number)
+.input edge
+.decl path(x:number, y:number)
+path(x, y) :- edge(x, y).
+path(x, z) :- path(x, y), edge(y, z).
+.decl node(x:number)
+node(x) :- edge(x, _).
+node(y) :- edge(_, y).
+.decl apart(x:number, y:number)
+apart(x, y) :- node(x), node(y), !path(x, y).
+.output path
+.output apart
+"""
+EDGES0 = {(i, i + 1) for i in range(30)} | {(40, 41)}
+EDGES1 = EDGES0 - {(10, 11)} | {(41, 42)}
+
+
+def write_edges(path: Path, edges) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "edge.facts").write_text("".join(f"{a}\t{b}\n" for a, b in sorted(edges)))
+    return path
+
+
+def rows_of(df):
+    return {tuple(r) for r in df.collect()}
+
+
+def files_of(root: Path) -> dict[str, bytes | None]:
+    """Return every path under root with its bytes (None for a directory)."""
+    return {str(p.relative_to(root)): None if p.is_dir() else p.read_bytes()
+            for p in sorted(root.rglob("*"))}
+
+
+@pytest.fixture(scope="module")
+def pristine(spark, tmp_path_factory):
+    """Return (program file, state dir): epoch 0 on EDGES0, epoch 1 on EDGES1."""
+    tmp = tmp_path_factory.mktemp("integrity")
+    prog = tmp / "p.dl"
+    prog.write_text(PROGRAM)
+    state = tmp / "state"
+    s = IncrementalSession.bootstrap(spark, prog, write_edges(tmp / "f0", EDGES0), state)
+    s.remove("edge", (10, 11))
+    s.insert("edge", (41, 42))
+    s.commit()
+    s.close()
+    return prog, state
+
+
+@pytest.fixture
+def copy(pristine, tmp_path):
+    """Return a fresh copy of the pristine state directory."""
+    dest = tmp_path / "state"
+    shutil.copytree(pristine[1], dest)
+    return dest
+
+
+def reference(pristine, edges, tmp: Path) -> dict:
+    from levelflow.tasks import build_tasks, load_program
+
+    return naive_datalog.evaluate(build_tasks(load_program(pristine[0])),
+                                  write_edges(tmp, edges))
+
+
+def part_file(state: Path, kind: str, name: str) -> Path:
+    """Return the first part file of a relation as the current manifest places it."""
+    info = StateDir(state).manifest()["relations" if kind == "rel" else "base"][name]
+    return sorted((state / "epochs" / str(info["epoch"]) / kind / name).glob("*.parquet"))[0]
+
+
+def damage(path: Path, how: str) -> None:
+    if how == "delete":
+        path.unlink()
+    elif how == "truncate":
+        path.write_bytes(b"")
+    else:  # flip one byte inside the data, after the leading magic number
+        data = bytearray(path.read_bytes())
+        data[len(data) // 3] ^= 0xFF
+        path.write_bytes(bytes(data))
+        if how == "flip-nocrc":  # no Hadoop checksum file: only our content checksum sees it
+            (path.parent / f".{path.name}.crc").unlink()
+
+
+HOWS = ["delete", "truncate", "flip", "flip-nocrc"]
+TARGETS = [("rel", "path", "relation path"), ("base", "edge", "base facts of edge")]
+
+
+@pytest.mark.parametrize("how", HOWS)
+@pytest.mark.parametrize("kind,name,label", TARGETS)
+def test_damage_is_refused_in_one_line_and_changes_nothing(spark, copy, how, kind, name,
+                                                           label):
+    victim = part_file(copy, kind, name)
+    damage(victim, how)
+    before = files_of(copy)
+    with pytest.raises(StateError) as e:
+        IncrementalSession.open(spark, copy)
+    message = str(e.value)
+    assert "\n" not in message and label in message
+    assert str(victim) in message or (how == "flip-nocrc" and str(victim.parent) in message)
+    assert files_of(copy) == before
+    ok, lines = check_state(spark, StateDir(copy))
+    assert not ok and any(str(victim.parent) in line and label in line for line in lines)
+    assert files_of(copy) == before  # check changes nothing either
+
+
+@pytest.mark.parametrize("how", ["delete", "flip"])
+def test_rebuild_from_base_facts_recovers_a_damaged_relation(spark, copy, pristine, tmp_path,
+                                                             how):
+    damage(part_file(copy, "rel", "path"), how)
+    result = rebuild(spark, StateDir(copy))
+    assert result.epoch == 2 and StateDir(copy).current() == 2
+    ref = reference(pristine, EDGES1, tmp_path / "ref")
+    again = IncrementalSession.open(spark, copy)  # verifies: whole again
+    for rel in ("edge", "path", "apart"):
+        assert rows_of(again.relation(rel)) == ref[rel]
+    again.insert("edge", (10, 11))  # and it can be built on
+    again.commit()
+    ref2 = reference(pristine, EDGES1 | {(10, 11)}, tmp_path / "ref2")
+    assert rows_of(IncrementalSession.open(spark, copy).relation("apart")) == ref2["apart"]
+
+
+@pytest.mark.parametrize("how", ["truncate", "flip-nocrc"])
+def test_restoring_an_older_epoch_recovers_damaged_base_facts(spark, copy, pristine, tmp_path,
+                                                              how):
+    damage(part_file(copy, "base", "edge"), how)
+    with pytest.raises(StateError, match="base facts of edge.*cannot be used"):
+        rebuild(spark, StateDir(copy))  # the current epoch's base facts are gone
+    ok, lines = check_state(spark, StateDir(copy))
+    assert not ok and any("epoch 0: ok" in line for line in lines)
+    assert restore_epoch(spark, StateDir(copy), 0) == 2
+    ref = reference(pristine, EDGES0, tmp_path / "ref")
+    again = IncrementalSession.open(spark, copy)
+    for rel in ("edge", "path", "apart"):
+        assert rows_of(again.relation(rel)) == ref[rel]
+    assert check_state(spark, StateDir(copy))[0]
+
+
+def test_restoring_a_damaged_epoch_is_refused(spark, copy):
+    victim = sorted((copy / "epochs" / "0" / "rel" / "path").glob("*.parquet"))[0]
+    damage(victim, "delete")  # epoch 0's path: kept as the previous epoch, not current
+    before = files_of(copy)
+    assert check_state(spark, StateDir(copy))[0]  # the current epoch is whole
+    with pytest.raises(StateError, match=f"{victim}: error: relation path: part file missing"):
+        restore_epoch(spark, StateDir(copy), 0)
+    with pytest.raises(StateError, match="no epoch 7"):
+        restore_epoch(spark, StateDir(copy), 7)
+    assert files_of(copy) == before
+
+
+def test_a_missing_relation_directory_is_one_line(spark, copy):
+    reldir = part_file(copy, "rel", "path").parent
+    shutil.rmtree(reldir)
+    with pytest.raises(StateError, match=f"{reldir}: error: relation path: directory missing"):
+        IncrementalSession.open(spark, copy)
+
+
+def test_garbage_collection_keeps_the_last_epochs(spark, copy):
+    s = IncrementalSession.open(spark, copy)
+    for i in range(3):  # epochs 2, 3, 4 each rewrite every relation
+        s.insert("edge", (50 + i, 51 + i))
+        s.commit()
+    assert sorted(int(p.name) for p in (copy / "epochs").iterdir()) == [3, 4]
+    assert (copy / "epochs" / "3" / "rel" / "path").is_dir()
+    assert restore_epoch(spark, StateDir(copy), 3) == 5  # the kept epoch is whole
+    s.close()
+    s = IncrementalSession.open(spark, StateDir(copy, keep=1))
+    s.insert("edge", (60, 61))
+    s.commit()  # epoch 6; epoch 5 named epoch 3's files, which now go too
+    assert sorted(int(p.name) for p in (copy / "epochs").iterdir()) == [6]
+    assert StateDir(copy).manifest()["keep"] == 1  # the setting stays with the state
+
+
+def test_a_write_that_fails_leaves_the_state_as_it_was(spark, copy, monkeypatch):
+    from pyspark.sql.readwriter import DataFrameWriter
+
+    s = IncrementalSession.open(spark, copy)
+    before = files_of(copy)
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(DataFrameWriter, "parquet", full)
+    s.insert("edge", (70, 71))
+    with pytest.raises(StateError) as e:
+        s.commit()
+    assert "\n" not in str(e.value) and "No space left on device" in str(e.value)
+    assert "cannot write epoch 2" in str(e.value) and StateDir(copy).current() == 1
+    assert files_of(copy) == before
+
+
+def test_a_read_back_mismatch_switches_nothing(spark, copy, monkeypatch):
+    s = IncrementalSession.open(spark, copy)
+    before = files_of(copy)
+    real = state_mod.scan
+
+    def lossy(spark, items):  # as if the disk lost a file between the write and the read
+        found = real(spark, items)
+        return {i: dict(list(files.items())[1:]) for i, files in found.items()}
+
+    monkeypatch.setattr(state_mod, "scan", lossy)
+    s.insert("edge", (70, 71))
+    with pytest.raises(StateError, match=r"read back as \d+ rows, \d+ were written; the "
+                                         r"state is unchanged at epoch 1"):
+        s.commit()
+    assert StateDir(copy).current() == 1 and files_of(copy) == before
+
+
+@pytest.fixture
+def cli_spark(spark, monkeypatch):
+    """Make `levelflow state ...` run in-process on the tests' session (and not stop it)."""
+    @contextmanager
+    def shared(master, driver_memory):
+        yield spark
+
+    monkeypatch.setattr(state_cmd, "_spark", shared)
+
+
+def cli(argv, capsys) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as e:
+        cli_main(argv)
+    out, err = capsys.readouterr()
+    return e.value.code, out, err
+
+
+def test_update_refuses_a_cut_file_in_one_line_before_spark(copy, tmp_path, capsys):
+    victim = part_file(copy, "base", "edge")
+    damage(victim, "truncate")
+    before = files_of(copy)
+    diff = tmp_path / "d.diff"
+    diff.write_text("+edge(1,99)\n")
+    code, out, err = cli(["update", str(copy), "--insert", str(diff)], capsys)
+    assert code == 1 and out == "" and err.count("\n") == 1
+    assert err.startswith(f"{victim}: error: base facts of edge: part file has 0 bytes")
+    assert "levelflow state check" in err and files_of(copy) == before
+
+
+def test_state_check_and_repair_commands(copy, pristine, tmp_path, capsys, cli_spark, spark):
+    victim = part_file(copy, "rel", "path")
+    damage(victim, "flip")
+    code, out, err = cli(["state", "check", str(copy)], capsys)
+    assert code == 1 and err.count("\n") == 1 and "state repair" in err
+    assert f"{victim}: error: relation path: part file cannot be read" in out
+    assert "epoch 1 (current): damaged" in out and "epoch 0: ok" in out
+    code, out, err = cli(["state", "repair", str(copy), "--from-epoch", "0"], capsys)
+    assert code == 0 and "epoch 2 is a copy of epoch 0" in out
+    code, out, err = cli(["state", "repair", str(copy)], capsys)
+    assert code == 0 and "epoch 2 is whole; nothing to repair" in out
+    code, out, err = cli(["state", "repair", str(copy), "--rebuild"], capsys)
+    assert code == 0 and "epoch 3 rebuilt from the base facts of epoch 2" in out
+    code, out, err = cli(["state", "check", str(copy)], capsys)
+    assert code == 0 and "epoch 3 (current): ok" in out
+    ref = reference(pristine, EDGES0, tmp_path / "ref")
+    assert rows_of(IncrementalSession.open(spark, copy).relation("apart")) == ref["apart"]
+    code, out, err = cli(["state", "repair", str(copy), "--from-epoch", "1"], capsys)
+    assert code == 1 and err.count("\n") == 1 and "no epoch 1 on disk" in err  # collected
+    code, out, err = cli(["state", "check", str(tmp_path / "nope")], capsys)
+    assert code == 1 and "not a levelflow state directory" in err and err.count("\n") == 1
+
+
+def test_update_on_a_flipped_byte_is_one_line_and_changes_nothing(copy, tmp_path):
+    """The issue's case, end to end in a real process: no epoch, no traceback."""
+    victim = part_file(copy, "rel", "path")
+    damage(victim, "flip-nocrc")
+    before = files_of(copy)
+    diff = tmp_path / "d.diff"
+    diff.write_text("+edge(1,99)\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    run = subprocess.run([sys.executable, "-m", "levelflow", "update", str(copy), "--insert",
+                          str(diff), "--master", "local[1]", "--driver-memory", "1g"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 1 and run.stdout == "", run.stderr
+    assert run.stderr.count("\n") == 1 and "relation path" in run.stderr
+    assert f"{victim.parent}" in run.stderr and files_of(copy) == before
