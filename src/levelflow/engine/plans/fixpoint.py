@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
-from levelflow.engine.plans.columnar import body_rows, empty_frame, head_rows, heads_of
+from levelflow.engine.plans.columnar import body_rows, empty_frame, head_rows
 from levelflow.engine.plans.keys import absent, merged, pack_expr, packable, unpack
+from levelflow.engine.rules import rule_heads
 from levelflow.tasks.ast import Atom, Decl, Negation, Rule
 
 # Filters a relation's base tuples down to the share this partition owns.
@@ -104,7 +105,7 @@ def _base(rules, names, decls, lower, facts) -> dict[str, pl.DataFrame]:
     for rule in rules:
         if rule.body and not reads_own(rule, names):
             body, types = body_rows(rule, decls, _frames(rule, lower, {}))
-            for head in heads_of(rule, names):
+            for head in rule_heads(rule, names):
                 parts[head.relation].append(head_rows(body, types, head, decls[head.relation]))
     return {n: pl.concat(p).unique() if p else empty_frame(decls[n]) for n, p in parts.items()}
 
@@ -126,7 +127,7 @@ def _round(rules, rels: dict[str, _Relation], decls, lower) -> dict[str, list[pl
                 frames[j] = (rel.recent if j == pos else rel.stable if j in own[:k]
                              else rel.full())
             body, types = body_rows(rule, decls, frames, first=pos)
-            for head in heads_of(rule, names):
+            for head in rule_heads(rule, names):
                 to_add[head.relation].append(head_rows(body, types, head, decls[head.relation]))
     return to_add
 
