@@ -84,6 +84,13 @@ def test_java_17_passes(tmp_path, monkeypatch):
     assert check_java() is None
 
 
+def test_a_jvm_that_refuses_its_options_is_one_line_with_its_reason(tmp_path):
+    proc = _levelflow(_run_args(tmp_path, "--driver-memory", "lots"), _env())
+    assert proc.returncode == 1
+    assert proc.stderr == ("levelflow: error: Spark's JVM did not start: Invalid maximum heap "
+                           "size: -Xmxlots\n")
+
+
 # ---------------------------------------------------------------------------------------------
 # The master
 

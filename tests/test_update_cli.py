@@ -74,6 +74,35 @@ def test_update_with_no_change_starts_nothing_and_writes_no_epoch(state, capsys,
     assert StateDir(state / "state").current() == before
 
 
+def test_update_shows_live_phases_like_run(state, capsys, monkeypatch):
+    from contextlib import contextmanager
+
+    from levelflow.cli import spark as cli_spark
+    from levelflow.cli import update_cmd
+    from levelflow.engine import progress as progress_mod
+
+    seen: list[str] = []
+
+    class Recording(progress_mod.Progress):
+        def phase(self, text):
+            seen.append(text)
+
+    @contextmanager
+    def fake_spark(master, driver_memory, log):
+        seen.append("<spark up>")
+        yield None
+
+    monkeypatch.setattr(progress_mod, "make_progress", lambda quiet=False: Recording())
+    monkeypatch.setattr(cli_spark, "spark_session", fake_spark)
+    monkeypatch.setattr(update_cmd, "_apply", lambda *a: seen.append("<applied>"))
+    diff = write(state / "one.diff", "+edge(8,9)\n")
+    with pytest.raises(SystemExit) as e:
+        cli_main(["update", str(state / "state"), "--insert", str(diff)])
+    assert e.value.code == 0
+    assert seen == ["starting Spark (local[*])", "<spark up>",
+                    "applying 1 change(s) as one epoch", "<applied>"]
+
+
 @pytest.mark.parametrize("name,text,fragment", [
     ("d.diff", "+edge(1,2)\n+nope(1)\n", ":2: error: unknown relation nope"),
     ("d.diff", "+path(1,2)\n", ":1: error: path is not an .input relation"),

@@ -159,6 +159,7 @@ def shell_command(
     from levelflow.cli.spark import spark_session
     from levelflow.cli.update_cmd import check_switch
     from levelflow.engine.incremental.state import StateDir, StateError
+    from levelflow.engine.progress import make_progress
     from levelflow.engine.runner import check_fact_files
     from levelflow.tasks import build_tasks, load_program
 
@@ -173,9 +174,14 @@ def shell_command(
     else:
         check_fact_files(program_tasks.program, factdir)
     log = Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
+    progress = make_progress()  # a live line on a terminal until the prompt is up
     try:
+        progress.start(program_tasks.graph.names)
+        progress.phase(f"starting Spark ({master})")
         with spark_session(master, driver_memory, log) as spark:
+            progress.phase("resuming the state" if resume else "evaluating epoch 0")
             session = _open(spark, program_tasks, factdir, state, resume, switch)
+            progress.stop()
             print(f"epoch {session.epoch}: "
                   f"{session.last.summary() if session.last else 'resumed'}"
                   f"; type help for commands")
@@ -183,6 +189,7 @@ def shell_command(
             shell = Shell(session, source=None if terminal else "<stdin>", prompt=terminal)
             shell.loop(sys.stdin)
     finally:
+        progress.stop()
         log.unlink(missing_ok=True)
     if shell.errors and shell.source:  # piped: every line ran, but a failed one fails the run
         raise typer.Exit(1)

@@ -186,7 +186,11 @@ def _log_tail(log: Path) -> str:
         lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines()]
     except OSError:
         return ""
-    lines = [ln for ln in lines if ln and not ln.startswith(("at ", "..."))]
+    # The JVM's generic last words and start-up notes say nothing about the cause.
+    generic = ("at ", "...", "Error: Could not create the Java", "Error: A fatal exception",
+               "WARNING: Using incubator modules", "Setting default log level",
+               "To adjust logging level")
+    lines = [ln for ln in lines if ln and not ln.startswith(generic)]
     return lines[-1][:200] if lines else ""
 
 

@@ -68,7 +68,7 @@ def _prepare(statedir: Path, ops_files: tuple, flags: dict):
     return program_tasks, ops
 
 
-def _apply(spark, statedir: Path, ops, program, flags: dict) -> None:
+def _apply(spark, statedir: Path, ops, program, flags: dict, progress) -> None:
     """Commit `ops` as one epoch on `spark`, print it, and write what the flags ask for."""
     from levelflow.engine.incremental.session_api import IncrementalSession
 
@@ -77,10 +77,12 @@ def _apply(spark, statedir: Path, ops, program, flags: dict) -> None:
                                       switch=flags["switch"], large_change=flags["large_change"])
     if not ops:  # only -D asked for: write the outputs as they stand, no new epoch
         session.write_outputs(flags["outdir"])
+        progress.stop()
         print(f"{NOTHING}; outputs written to {flags['outdir']}")
         return
     session.extend(ops)
     result = session.commit()
+    progress.stop()  # the live line goes before the epoch's lines are printed
     print_epoch(result, program)  # the epoch is applied: say so first
     if flags["trace_out"] is not None:
         from levelflow.traces import dump_trace
@@ -134,6 +136,7 @@ def update_command(
 
     With no change at all it says so and starts nothing."""
     from levelflow.cli.spark import spark_session
+    from levelflow.engine.progress import make_progress
 
     flags = {"switch": switch, "strategy": strategy, "large_change": large_change,
              "scheduler": scheduler, "jobs": jobs, "trace_out": trace_out,
@@ -143,8 +146,14 @@ def update_command(
         print(NOTHING)
         return
     log = Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
+    progress = make_progress()  # a live line on a terminal, as `run` shows
     try:
+        progress.start(program_tasks.graph.names)
+        progress.phase(f"starting Spark ({master})")
         with spark_session(master, driver_memory, log) as spark:
-            _apply(spark, statedir, ops, program_tasks.program, flags)
+            progress.phase(f"applying {len(ops)} change(s) as one epoch" if ops
+                           else "writing outputs")
+            _apply(spark, statedir, ops, program_tasks.program, flags, progress)
     finally:
+        progress.stop()
         log.unlink(missing_ok=True)
