@@ -240,8 +240,8 @@ def _start(conf, master: str, log: Path):
                               f"the application within {register_timeout():g} s")
     if "error" in made:
         end_jvm(proc)
-        raise SparkStartError(f"levelflow: error: Spark did not start on {master}: "
-                              f"{_log_tail(log) or made['error']}")
+        why = _log_tail(log) or (str(made["error"]).strip().splitlines() or ["no reason given"])[0]
+        raise SparkStartError(f"levelflow: error: Spark did not start on {master}: {why[:200]}")
     return made["spark"], proc
 
 
