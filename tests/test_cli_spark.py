@@ -171,14 +171,9 @@ def _long_facts(tmp_path) -> Path:
     return facts
 
 
-@pytest.mark.parametrize("after, state", [
-    (0.0, False),   # the JVM is still being launched
-    (8.0, True),    # Spark is starting or the program runs, under --state
-])
-def test_ctrl_c_ends_the_jvm_and_says_aborted(tmp_path, after, state):
-    args = ["run", str(TC / "program.dl"), "-F", str(_long_facts(tmp_path)),
-            "-D", str(tmp_path / "o"), "--driver-memory", "1g"]
-    args += ["--state", str(tmp_path / "st")] if state else []
+def _interrupt(args: list[str], after: float):
+    """Run levelflow, send SIGINT `after` s past the JVM's start; return (rc, out, err, JVM
+    pids, seconds to react)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "levelflow", *args], cwd=ROOT, env=_env(),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -200,11 +195,40 @@ def test_ctrl_c_ends_the_jvm_and_says_aborted(tmp_path, after, state):
         for k in kids:
             if _alive(k) and b"spark" in Path(f"/proc/{k}/cmdline").read_bytes():
                 os.kill(k, signal.SIGKILL)
-    assert proc.returncode == 130, err
+    return proc.returncode, out, err, kids, reacted
+
+
+def _assert_aborted(rc: int, err: str, kids: list[int], reacted: float) -> None:
+    assert rc == 130, err
     assert err == "levelflow: aborted\n"
-    assert "ran " not in out
     deadline = time.monotonic() + 15
     while any(_alive(k) for k in kids) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_alive(k) for k in kids)
     assert reacted < 30
+
+
+@pytest.mark.parametrize("after, state", [
+    (0.0, False),   # the JVM is still being launched
+    (8.0, True),    # Spark is starting or the program runs, under --state
+])
+def test_ctrl_c_ends_the_jvm_and_says_aborted(tmp_path, after, state):
+    args = ["run", str(TC / "program.dl"), "-F", str(_long_facts(tmp_path)),
+            "-D", str(tmp_path / "o"), "--driver-memory", "1g"]
+    args += ["--state", str(tmp_path / "st")] if state else []
+    rc, out, err, kids, reacted = _interrupt(args, after)
+    _assert_aborted(rc, err, kids, reacted)
+    assert "ran " not in out
+
+
+def test_ctrl_c_during_update_ends_the_jvm_and_leaves_the_state(tmp_path):
+    from levelflow.engine.incremental.state import StateDir
+
+    made = _levelflow(_run_args(tmp_path, "--state", str(tmp_path / "st")), _env())
+    assert made.returncode == 0, made.stderr
+    diff = tmp_path / "chain.diff"
+    diff.write_text("".join(f"+edge({i},{i + 1})\n" for i in range(100, 3100)))
+    rc, out, err, kids, reacted = _interrupt(
+        ["update", str(tmp_path / "st"), "--insert", str(diff), "--driver-memory", "1g"], 8.0)
+    _assert_aborted(rc, err, kids, reacted)
+    assert StateDir(tmp_path / "st").current() == 0  # no epoch half-written

@@ -32,15 +32,26 @@ class SparkStartError(LevelflowError):
 
 
 class Interrupted:
-    """Whether the user pressed Ctrl-C during this command (main() then says `aborted`)."""
+    """Whether the user pressed Ctrl-C during this command (main() then says `aborted`), and the
+    JVM to end at once when they do."""
 
     seen = False
+    jvm: subprocess.Popen | None = None
 
 
 def on_sigint(signum, frame) -> None:
-    """SIGINT handler of the CLI: remember the interrupt, then raise KeyboardInterrupt."""
+    """SIGINT handler of the CLI: end the JVM now, remember the interrupt, raise
+    KeyboardInterrupt."""
     Interrupted.seen = True
     silence_py4j()
+    # At once, not when the exception gets there: unwinding waits on worker threads (a thread
+    # pool's exit) that wait on Spark jobs, which only end when the JVM does.
+    jvm = Interrupted.jvm
+    if jvm is not None and jvm.poll() is None:
+        try:
+            os.killpg(jvm.pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
     raise KeyboardInterrupt
 
 
@@ -219,6 +230,7 @@ def _start(conf, master: str, log: Path):
     from levelflow.engine.session import session_on
 
     proc = (gateway := _launch(conf, log)).proc
+    Interrupted.jvm = proc
     made: dict = {}
 
     def make():
@@ -256,11 +268,14 @@ def spark_session(master: str, driver_memory: str, log: Path):
     check_java()
     check_master(master)
     quiet_pyspark_loggers()
-    spark, proc = _start(spark_conf(master, driver_memory=driver_memory), master, log)
     try:
-        yield spark
-    except BaseException:
-        silence_py4j()
-        end_jvm(proc)  # Ctrl-C or a failure: spark.stop() could wait on jobs still running
-        raise
-    spark.stop()  # the JVM itself exits when this process does (its stdin closes)
+        spark, proc = _start(spark_conf(master, driver_memory=driver_memory), master, log)
+        try:
+            yield spark
+        except BaseException:
+            silence_py4j()
+            end_jvm(proc)  # Ctrl-C or a failure: spark.stop() could wait on jobs still running
+            raise
+        spark.stop()  # the JVM itself exits when this process does (its stdin closes)
+    finally:
+        Interrupted.jvm = None
