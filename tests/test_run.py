@@ -415,6 +415,8 @@ def test_cli_end_to_end_on_an_example(tmp_path):
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("ran 9 of 9 tasks in ")
     expected = _sorted_lines(example / "expected")
+    where = lines[0].split(f"; outputs in {out}{os.sep}: ")[1].split(", ")  # where they went
+    assert sorted(where) == sorted(f"{name} ({len(rows):,})" for name, rows in expected.items())
     assert lines[1:] == [f"unreachable\t{len(expected['unreachable.csv'])}"]
     assert "\x1b[" not in proc.stdout  # no progress display when stdout is not a terminal
     assert _sorted_lines(out) == expected

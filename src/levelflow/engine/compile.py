@@ -1,7 +1,8 @@
 """One Datalog rule as a DataFrame plan: body -> joins, filters, anti joins; heads -> selects.
 
-Inside a body plan every bound variable x is the column `v_x`; a relation's columns stay
-positional (c0..) until an atom renames them, so self-joins never see ambiguous names.
+Inside a body plan every bound variable x is the column `var_col(x)` (`v_x`, unique regardless
+of case); a relation's columns stay positional (c0..) until an atom renames them, so self-joins
+never see ambiguous names.
 Arithmetic follows Soufflé on 64-bit integers: `/` truncates and `%` takes the dividend's sign
 (C). Spark 4 runs in ANSI mode, where overflow and division by zero raise; here they yield NULL
 instead and the row is dropped (Soufflé leaves both undefined). `unsigned` values are the
@@ -98,6 +99,16 @@ def _lit(value: int | float | str, kind: str) -> Column:
     return F.lit(value).cast(SQL_TYPES.get(kind, "bigint"))
 
 
+def var_col(name: str) -> str:
+    """Return the column name of variable `name`: `v_` and the name, unique regardless of case.
+
+    Spark resolves column names without case by default, so `i` and `I` in one rule would be
+    ambiguous; `_` becomes `__` and an upper-case letter `_` plus its lower case (`I` -> `v__i`).
+    """
+    return "v_" + "".join("__" if ch == "_" else f"_{ch.lower()}" if ch.isupper() else ch
+                          for ch in name)
+
+
 def term_column(term: Term, types: Mapping[str, str]) -> tuple[Column, str]:
     """Return a term as a column over `v_*` columns and its primitive type (float wins)."""
     import pyspark.sql.functions as F
@@ -105,7 +116,7 @@ def term_column(term: Term, types: Mapping[str, str]) -> tuple[Column, str]:
     if isinstance(term, Var):
         if term.name not in types:
             raise CompileError(f"{_where(term)}: error: variable {term.name} is not grounded")
-        return F.col(f"v_{term.name}"), types[term.name]
+        return F.col(var_col(term.name)), types[term.name]
     if isinstance(term, Const):
         return _lit(term.value, term.kind), term.kind
     if isinstance(term, Wildcard):
@@ -193,7 +204,7 @@ def _atom_frame(df: DataFrame, atom: Atom, decl: Decl, bound: Mapping[str, str]
             exprs.append((f"k_{i}", arg))
     for cond in conds:
         df = df.filter(cond)
-    cols = [F.col(col).alias(f"v_{name}") for name, col in first.items()]
+    cols = [F.col(col).alias(var_col(name)) for name, col in first.items()]
     cols += [F.col(f"c{name[2:]}").alias(name) for name, _ in exprs]
     new = {name: decl.types[int(col[1:])] for name, col in first.items() if name not in bound}
     return (df.select(*cols) if cols else df), new, exprs
@@ -248,7 +259,8 @@ class _Body:
             # Only the first big atom: after it the rows joined so far may be many.
             self.small_seed = False
             cur = F.broadcast(cur)
-        on = [c for c in names if c[2:] in known] + [k for k, _ in keyed]
+        bound_cols = {var_col(v) for v in known}
+        on = [c for c in names if c in bound_cols] + [k for k, _ in keyed]
         if on:
             cur = cur.join(adf, on=on, how="inner")
         elif names or later:
@@ -309,8 +321,8 @@ class _Body:
         for var, expr in ((cmp.left, cmp.right), (cmp.right, cmp.left)):
             if isinstance(var, Var) and var.name not in known and term_vars(expr) <= known:
                 col, kind = term_column(expr, self.types)
-                self.df = self.df.withColumn(f"v_{var.name}", col).filter(
-                    F.col(f"v_{var.name}").isNotNull())
+                self.df = self.df.withColumn(var_col(var.name), col).filter(
+                    F.col(var_col(var.name)).isNotNull())
                 self.types[var.name] = kind
                 return True
         return False
