@@ -90,7 +90,7 @@ def simulate_cmd(
                      ] = False,
 ) -> None:
     """Replay a job trace under schedulers on P simulated processors and compare them."""
-    from levelflow.simulator import SchedulerStall, default_processors, simulate
+    from levelflow.simulator import default_processors, simulate
     from levelflow.simulator.bounds import MODELS
     from levelflow.simulator.replay import build_scheduler
 
@@ -113,15 +113,12 @@ def simulate_cmd(
     record = schedule is not None or gantt is not None
     results = []
     for spec, (sched, _, setup_s) in zip(specs, built, strict=True):
-        try:
-            if show_progress:
-                result = _with_progress(trace, sched, spec, P, model, charge_overhead, record)
-            else:
-                result = simulate(trace, sched, P, model=model, charge_overhead=charge_overhead,
-                                  record_schedule=record, label=spec)
-        except SchedulerStall as e:
-            print(f"levelflow: error: {e}", file=sys.stderr)
-            raise typer.Exit(3) from None
+        # A stalling scheduler raises SchedulerStall: one line and exit 3, from cli.main.
+        if show_progress:
+            result = _with_progress(trace, sched, spec, P, model, charge_overhead, record)
+        else:
+            result = simulate(trace, sched, P, model=model, charge_overhead=charge_overhead,
+                              record_schedule=record, label=spec)
         result.setup_s = setup_s  # built above, before the run
         results.append(result)
         if as_json:

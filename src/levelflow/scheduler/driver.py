@@ -1,0 +1,130 @@
+"""The one loop that drives a scheduler: ready tasks go to idle workers, finishes come back.
+
+Constant: the scheduler and the workers it is driven with.
+Changes: only the count of tasks started; the scheduler's state and the workers' are their own.
+
+Clock-free, in the spirit of `graphlib.TopologicalSorter.static_order`: whatever time there is
+(a simulated clock, Spark's wall clock) lives in the workers. The simulator's workers place
+tasks on P simulated processors; the engine's are threads running Spark jobs. Both plug in here,
+so a scheduler that misbehaves is caught the same way everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Protocol
+
+from levelflow.errors import LevelflowError
+from levelflow.scheduler.base import Scheduler
+
+CALLS = ("activate", "get_ready", "done", "is_active")
+
+
+class SchedulerStall(LevelflowError, RuntimeError):
+    """A scheduler bug (a plugin's, usually): it stalls, or hands out more than asked for."""
+
+    exit_code = 3
+
+
+class Workers(Protocol):
+    """What the driver needs from whoever runs the tasks."""
+
+    def idle(self) -> int:
+        """Return how many tasks could start now."""
+
+    def start(self, ready: list[int]) -> None:
+        """Start every task of `ready` (at most idle() of them)."""
+
+    def busy(self) -> bool:
+        """Return True while any started task has not been reported finished."""
+
+    def finished(self) -> Iterator[tuple[int, Sequence[int]]]:
+        """Wait for at least one finish; yield (task, children it activated) per finish."""
+
+
+def scheduler_name(sched) -> str:
+    """Return the name to show for a scheduler: its `name`, else its class name."""
+    name = getattr(sched, "name", "")
+    return name if name and name != Scheduler.name else type(sched).__name__
+
+
+def drive(sched, workers: Workers, *, name: str | None = None) -> int:
+    """Return the number of tasks run after driving an activated scheduler until it is done.
+
+    Raises SchedulerStall naming the scheduler if it hands out more tasks than asked for, or
+    reports active work while handing out nothing and nothing runs.
+    """
+    started = 0
+    while True:
+        idle = workers.idle()
+        if idle:
+            ready = sched.get_ready(idle)
+            if ready:
+                if len(ready) > idle:
+                    raise SchedulerStall(f"scheduler {name or scheduler_name(sched)!r} handed out "
+                                         f"{len(ready)} tasks from get_ready({idle})")
+                started += len(ready)
+                workers.start(ready)
+        if not workers.busy():
+            if not sched.is_active():
+                return started
+            raise SchedulerStall(
+                f"scheduler {name or scheduler_name(sched)!r} stalled after {started} tasks: "
+                "is_active() is True but get_ready() hands out nothing while no task is running "
+                "(a scheduler bug)")
+        # A generator: each finish is reported before the next is looked at, so time a
+        # worker charges for done() can let more tasks finish at this instant.
+        for v, activated in workers.finished():
+            sched.done(v, activated)
+
+
+class Metered:
+    """A scheduler whose protocol calls are timed with a clock passed in, summed per call kind.
+
+    `on_call(seconds)` hears each call's duration (the simulator charges it to its clock).
+    """
+
+    __slots__ = ("sched", "clock", "on_call", "seconds")
+
+    def __init__(self, sched, clock: Callable[[], float],
+                 on_call: Callable[[float], None] | None = None) -> None:
+        self.sched = sched
+        self.clock = clock
+        self.on_call = on_call
+        self.seconds = dict.fromkeys(CALLS, 0.0)
+
+    def _spent(self, call: str, t: float) -> None:
+        d = self.clock() - t
+        self.seconds[call] += d
+        if self.on_call is not None:
+            self.on_call(d)
+
+    def activate(self, tasks: Iterable[int]) -> None:
+        """Activate tasks, timed."""
+        t = self.clock()
+        self.sched.activate(tasks)
+        self._spent("activate", t)
+
+    def get_ready(self, k: int) -> list[int]:
+        """Return up to k ready tasks, timed."""
+        t = self.clock()
+        ready = self.sched.get_ready(k)
+        self._spent("get_ready", t)
+        return ready
+
+    def done(self, task: int, activated: Iterable[int] = ()) -> None:
+        """Record a finish, timed."""
+        t = self.clock()
+        self.sched.done(task, activated)
+        self._spent("done", t)
+
+    def is_active(self) -> bool:
+        """Return whether work is left, timed."""
+        t = self.clock()
+        alive = self.sched.is_active()
+        self._spent("is_active", t)
+        return alive
+
+    def total(self) -> float:
+        """Return the seconds spent inside all scheduler calls."""
+        return sum(self.seconds.values())
