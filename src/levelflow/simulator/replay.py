@@ -14,7 +14,7 @@ Models:
   given c processors holds them all for max(work / c, span), where work defaults to `duration` and
   span to 0. Its schedule row names the lowest processor of its group.
 
-The loop is `scheduler.driver.drive`; this module is its workers (a placement per model) and
+The loop is `levelflow.driver.drive`; this module is its workers (a placement per model) and
 its clock. Overhead is real time (perf_counter) inside scheduler calls only. With charge_overhead
 the driver is one serial master: each call advances the simulated clock by its real duration,
 and tasks handed out by a call start when it returns.
@@ -26,8 +26,9 @@ import heapq
 import time
 from collections.abc import Callable
 
+from levelflow.driver import drive
 from levelflow.scheduler.base import Scheduler
-from levelflow.scheduler.driver import Metered, drive
+from levelflow.scheduler.metered import Metered
 from levelflow.simulator.bounds import MODELS, lower_bound, task_times
 from levelflow.simulator.result import SimResult, SimulationError
 from levelflow.traces.model import JobTrace

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from levelflow.driver import SchedulerStall  # noqa: F401 (its old home)
 from levelflow.errors import LevelflowError
-from levelflow.scheduler.driver import SchedulerStall  # noqa: F401 (its old home)
 
 
 class SimulationError(LevelflowError):

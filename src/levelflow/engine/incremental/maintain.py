@@ -16,10 +16,11 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
+from levelflow.driver import drive
 from levelflow.engine.evaluate import cut
 from levelflow.engine.incremental.delta import (
     TaskContext,
@@ -36,6 +37,7 @@ from levelflow.engine.incremental.dred import dred_update
 from levelflow.engine.incremental.state import COUNT, Snapshot
 from levelflow.engine.runner import edge_reads, initial_tasks
 from levelflow.engine.types import column_names, empty_relation
+from levelflow.engine.workers import SparkWorkers, one_line
 from levelflow.errors import LevelflowError
 from levelflow.tasks.tasks import ProgramTasks
 from levelflow.traces.model import JobTrace
@@ -113,15 +115,10 @@ class Epoch:
         self.edges = edge_reads(program_tasks)
         self.activations: dict[int, tuple[int, ...]] = {}  # task -> children it activated
         self.schedule: list[tuple[int, int, float, float]] = []  # (task, slot, start, end)
+        self.finished: list[int] = []  # task ids in finish order
         self.jobs = 1
 
     # -- one task ------------------------------------------------------------------------------
-
-    def _timed_update(self, v: int) -> tuple[TaskUpdate, float, float]:
-        """Return task v updated, with the wall clock at its start and end (for the schedule)."""
-        start = time.perf_counter()
-        upd = self._update(v)
-        return upd, start, time.perf_counter()
 
     def _update(self, v: int) -> TaskUpdate:
         """Return task v updated (in a worker thread, Spark jobs tagged for cancellation)."""
@@ -274,47 +271,31 @@ class Epoch:
             else scheduler
         self.jobs = jobs
         sched.activate(self.initial())
-        finished: list[int] = []
-        inflight: dict[Future, tuple[int, int]] = {}  # future -> (task, worker slot)
-        free = list(range(jobs - 1, -1, -1))  # worker slots; pop() hands out slot 0 first
-        t0 = time.perf_counter()
-        pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="levelflow-inc")
+        workers = SparkWorkers(self.spark, jobs, self.pt.graph.names,
+                               lambda v: partial(self._update, v), self._finish)
         try:
-            while sched.is_active():
-                idle = jobs - len(inflight)
-                if idle:
-                    for v in sched.get_ready(idle):
-                        inflight[pool.submit(self._timed_update, v)] = (v, free.pop())
-                if not inflight:
-                    raise RuntimeError(f"scheduler {type(sched).__name__} stalled")
-                done, _ = wait(inflight, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    v, slot = inflight.pop(fut)
-                    free.append(slot)
-                    try:
-                        upd, start, end = fut.result()
-                    except LevelflowError:
-                        raise
-                    except Exception as e:  # a Spark failure: name the task, keep one line
-                        line = next((s for s in str(e).splitlines() if s.strip()),
-                                    type(e).__name__)
-                        raise EpochError(f"{self.program.file}: task {self.pt.tasks[v].name} "
-                                         f"failed: {line.strip()}") from e
-                    self.updates[v] = upd
-                    for n, ver in upd.versions.items():
-                        self.versions[n] = ver
-                    activated = [c for c, pos in self.edges[v] if any(
-                        self.versions[self.pt.tasks[v].relations[i]].changed for i in pos)]
-                    finished.append(v)
-                    self.activations[v] = tuple(activated)
-                    self.schedule.append((v, slot, start - t0, end - t0))
-                    sched.done(v, activated)
+            with workers:
+                drive(sched, workers, name=scheduler if isinstance(scheduler, str) else None)
+        except Exception as e:
+            if isinstance(e, LevelflowError) or workers.failed is None:
+                raise
+            name = self.pt.tasks[workers.failed].name  # a task failed: name it, keep one line
+            raise EpochError(f"{self.program.file}: task {name} failed: {one_line(e)}") from e
         finally:
-            for fut in inflight:
-                fut.cancel()
-            wait(inflight)
-            pool.shutdown(wait=True, cancel_futures=True)
-        return finished
+            self.schedule = workers.schedule
+        return self.finished
+
+    def _finish(self, v: int, upd: TaskUpdate, seconds: float) -> list[int]:
+        """Take in a finished task's update; return the children whose input it changed."""
+        self.updates[v] = upd
+        for n, ver in upd.versions.items():
+            self.versions[n] = ver
+        relations = self.pt.tasks[v].relations
+        activated = [c for c, pos in self.edges[v]
+                     if any(self.versions[relations[i]].changed for i in pos)]
+        self.finished.append(v)
+        self.activations[v] = tuple(activated)
+        return activated
 
     def snapshot(self) -> tuple[Snapshot, set[str], set[str]]:
         """Return the new snapshot (not yet on disk), the relations and base facts it changed."""
