@@ -135,22 +135,9 @@ class ActiveSet(Scheduler):
         log = self.shared.fin_log
         if log is not None:
             log.append(task)
-        count = 0
+        self._unfinished -= 1
         if activated:
-            # Inlined _add: this is the hot path of every driver.
-            waiting = self._waiting
-            log = self.shared.act_log
-            for v in activated:
-                if not state[v]:
-                    state[v] = WAITING
-                    lv = level[v]
-                    left[lv] += 1
-                    waiting[lv].append(v)
-                    count += 1
-                    if log is not None:
-                        log.append(v)
-            self._activations += count
-        self._unfinished += count - 1
+            self._add(activated)
 
     def is_active(self) -> bool:
         """Return True while any activated task has not finished."""
