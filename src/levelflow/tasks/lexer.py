@@ -85,7 +85,7 @@ class Source:
         return DatalogError(what, self.loc(pos))
 
 
-def _unescape(body: str) -> str:
+def unescape(body: str) -> str:
     """Return a string literal's body with \\n, \\t, \\" ... replaced; unknown escapes stay."""
     if "\\" not in body:
         return body
@@ -128,7 +128,7 @@ def tokenize(source: Source) -> tuple[list[Token], DatalogError | None]:
             append(Token("int", m.group(kind), int(m.group(kind)), pos))
         elif kind == "str":
             word = m.group(kind)
-            append(Token("string", word, _unescape(word[1:-1]), pos))
+            append(Token("string", word, unescape(word[1:-1]), pos))
         elif kind == "float":
             word = m.group(kind)
             append(Token("float", word, float(word), pos))

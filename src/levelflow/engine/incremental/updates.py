@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from levelflow.engine.facts import (
 )
 from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import Program
+from levelflow.tasks.lexer import unescape
 
 _CONVERT = {"number": int, "unsigned": int, "float": float, "symbol": str}
 
@@ -72,14 +72,12 @@ def _split_args(text: str) -> list[str] | None:
 
 _A = {"number": "a number", "unsigned": "an unsigned number", "float": "a float",
       "symbol": "a symbol"}
-_ESCAPES = {'"': '"', "\\": "\\", "t": "\t", "n": "\n"}
 
 
 def _unquote(arg: str) -> str:
     """Return a symbol argument without its quotes and escapes (bare words as they are)."""
     if len(arg) >= 2 and arg[0] == arg[-1] == '"':
-        # One pass, so the backslash of an escaped backslash never starts another escape.
-        return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m[1], m[0]), arg[1:-1], flags=re.S)
+        return unescape(arg[1:-1])  # the program's own escapes, so a literal reads alike in both
     return arg
 
 
