@@ -1,14 +1,13 @@
-"""The dispatch loop: a scheduler decides which tasks are ready, worker threads evaluate them.
+"""A from-scratch run: what a finished task stores and whom it activates; `run_program`.
 
-Constant: the program's tasks and graph; per edge, which relations of the parent the child reads;
-the initial tasks.
-Changes (main thread only): the relation store (name -> materialized DataFrame), the free worker
-slots, the futures in flight, per-task wall times and who activated whom.
+Constant: the ProgramTasks (tasks, graph, initial tasks, which relations each edge carries).
+Changes (main thread only): the relation store (name -> materialized DataFrame), per-task wall
+times, row counts and who activated whom.
 
-Policy (the order) is the scheduler's; evaluating one task is `evaluate_task`'s. This module only
-moves tasks between them through `levelflow.driver.drive`, with Spark worker threads as workers.
-A from-scratch run activates the tasks that have input of their own; a finished task activates
-each child that reads one of its relations that came out non-empty ("changed" from empty).
+Policy (the order) is the scheduler's; evaluating one task is `evaluate_task`'s; the loop is
+`levelflow.driver.drive` with `SparkWorkers`. This module is the run's side of the workers: a
+run activates the tasks that have input of their own, and a finished task activates each child
+that reads one of its relations that came out non-empty ("changed" from empty).
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ from levelflow.engine.progress import Progress
 from levelflow.engine.workers import SparkWorkers, one_line, spark_error_types
 from levelflow.errors import LevelflowError
 from levelflow.scheduler.metered import Metered
-from levelflow.tasks.ast import Atom, Negation
 from levelflow.tasks.tasks import ProgramTasks
 from levelflow.traces.model import JobTrace
 
@@ -79,49 +77,6 @@ class _Outcome:
 
 
 # ---------------------------------------------------------------------------------------------
-# Static analysis of the program: which tasks start, which edge carries which relations.
-
-
-def _body_relations(rules) -> set[str]:
-    """Return the names of relations read (positively or negatively) by the rules' bodies."""
-    names: set[str] = set()
-    for rule in rules:
-        for lit in rule.body:
-            if isinstance(lit, Atom):
-                names.add(lit.relation)
-            elif isinstance(lit, Negation):
-                names.add(lit.atom.relation)
-    return names
-
-
-def initial_tasks(program_tasks: ProgramTasks) -> list[int]:
-    """Return the ids of tasks a from-scratch run activates: input, facts, or atom-free rules."""
-    fact_heads = {h.relation for r in program_tasks.program.facts for h in r.heads}
-    initial = []
-    for task in program_tasks.tasks:
-        # A rule with no positive body atom (a fact, `p(1) :- 1 < 2.`, `p() :- !q().`) derives
-        # tuples without any input changing, so nothing upstream would ever activate its task.
-        if (task.input or any(r in fact_heads for r in task.relations)
-                or any(not any(isinstance(lit, Atom) for lit in rule.body) for rule in task.rules)):
-            initial.append(task.id)
-    return initial
-
-
-def edge_reads(program_tasks: ProgramTasks) -> list[list[tuple[int, tuple[int, ...]]]]:
-    """Return per task v a list of (child c, positions in v.relations that c's rules read)."""
-    tasks = program_tasks.tasks
-    reads = [_body_relations(t.rules) for t in tasks]
-    out: list[list[tuple[int, tuple[int, ...]]]] = []
-    for v, task in enumerate(tasks):
-        row = []
-        for c in program_tasks.graph.children[v]:
-            pos = tuple(i for i, r in enumerate(task.relations) if r in reads[c])
-            row.append((c, pos))
-        out.append(row)
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
 # The loop.
 
 
@@ -145,9 +100,6 @@ class _Run:
         self.progress = progress
         self.cancel = threading.Event()
         n = len(program_tasks.tasks)
-        self.reads_from = [sorted(_body_relations(t.rules) - set(t.relations))
-                           for t in program_tasks.tasks]
-        self.edges = edge_reads(program_tasks)
         self.store: dict = {}  # relation name -> DataFrame of a task that ran
         self.empties: dict = {}  # relation name -> empty DataFrame, made on demand
         self.counts: dict[str, int] = {}  # relation name -> tuples, for relations in store
@@ -170,8 +122,9 @@ class _Run:
 
     def _prepare(self, v: int):
         """Return what a worker calls to evaluate task v (its inputs taken now, in order)."""
-        inputs = {r: self._relation(r) for r in self.reads_from[v]}
-        counts = {r: self.counts.get(r, 0) for r in self.reads_from[v]}
+        reads = self.pt.tasks[v].reads_from
+        inputs = {r: self._relation(r) for r in reads}
+        counts = {r: self.counts.get(r, 0) for r in reads}
         self.progress.started(v)
         return partial(self._evaluate, v, inputs, counts)
 
@@ -198,7 +151,7 @@ class _Run:
         self.seconds[v] = seconds
         # From scratch every relation starts empty, so "changed" means "came out non-empty".
         nonempty = [out.counts[r] > 0 for r in task.relations]
-        activated = [c for c, pos in self.edges[v] if any(nonempty[i] for i in pos)]
+        activated = [c for c, pos in self.pt.edge_reads[v] if any(nonempty[i] for i in pos)]
         self.activations[v] = tuple(activated)
         self.progress.finished(v, seconds)
         self.progress.activated(activated)
@@ -242,7 +195,7 @@ def run_program(spark, program_tasks: ProgramTasks, factdir=None, outdir=None, *
     t_start = time.perf_counter()
     run = _Run(spark, program_tasks, factdir, scheduler, jobs, checkpoint, progress)
     check_fact_files(program, factdir)
-    initial = initial_tasks(program_tasks)
+    initial = program_tasks.initial
     progress.start(run.graph.names)
     try:
         run.execute(initial)

@@ -106,9 +106,7 @@ def parse_literal(program: Program, text: str, where: str = "<input>") -> tuple[
     args = _split_args(text[open_at + 1:-1])
     if args is None:
         raise UpdateError(f"{where}: error: unterminated string in {text!r}")
-    if len(args) != decl.arity:
-        raise UpdateError(f"{where}: error: {name} has arity {decl.arity}, got {len(args)} "
-                          f"arguments")
+    _check_arity(name, decl.arity, len(args), "arguments", where)
     row = []
     for i, (arg, primitive) in enumerate(zip(args, decl.types, strict=True)):
         try:
@@ -117,6 +115,12 @@ def parse_literal(program: Program, text: str, where: str = "<input>") -> tuple[
             raise UpdateError(f"{where}: error: argument {i + 1} {arg!r} is {e} "
                               f"({name}.{decl.attrs[i]})") from None
     return name, tuple(row)
+
+
+def _check_arity(name: str, arity: int, got: int, what: str, where: str) -> None:
+    """Return None if a row has the relation's arity; else raise UpdateError saying both."""
+    if got != arity:
+        raise UpdateError(f"{where}: error: {name} has arity {arity}, got {got} {what}")
 
 
 def check_input(program: Program, name: str, where: str) -> None:
@@ -141,9 +145,7 @@ def coerce_row(program: Program, name: str, values: Iterable, where: str = "<api
         raise UpdateError(f"{where}: error: a row of {name} is a tuple of {decl.arity} values, "
                           f"got {values!r}")
     values = tuple(values)
-    if len(values) != decl.arity:
-        raise UpdateError(f"{where}: error: {name} has arity {decl.arity}, got {len(values)} "
-                          f"values")
+    _check_arity(name, decl.arity, len(values), "values", where)
     out = []
     for i, (v, primitive) in enumerate(zip(values, decl.types, strict=True)):
         try:
