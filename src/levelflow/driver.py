@@ -15,7 +15,6 @@ from collections.abc import Iterator, Sequence
 from typing import Protocol
 
 from levelflow.errors import LevelflowError
-from levelflow.scheduler.base import Scheduler
 
 
 class SchedulerStall(LevelflowError, RuntimeError):
@@ -41,9 +40,15 @@ class Workers(Protocol):
 
 
 def scheduler_name(sched) -> str:
-    """Return the name to show for a scheduler: its `name`, else its class name."""
-    name = getattr(sched, "name", "")
-    return name if name and name != Scheduler.name else type(sched).__name__
+    """Return the name to show for a scheduler: its own or its class's `name`, else the class's.
+
+    An inherited name is not used: a plugin subclassing LevelBased is not "levelbased".
+    """
+    for where in (getattr(sched, "__dict__", {}), vars(type(sched))):
+        name = where.get("name")
+        if isinstance(name, str) and name:
+            return name
+    return type(sched).__name__
 
 
 def drive(sched, workers: Workers, *, name: str | None = None) -> int:
