@@ -27,7 +27,7 @@ import pytest
 
 from levelflow.cli import main as cli_main
 from levelflow.engine.api import load
-from levelflow.engine.runner import RunError, initial_tasks, run_program
+from levelflow.engine.runner import RunError, run_program
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -94,7 +94,7 @@ def _sorted_lines(directory: Path) -> dict[str, list[str]]:
 
 def test_initial_tasks_are_input_facts_and_atom_free_rules(branch):
     pt, _ = branch
-    names = [pt.tasks[v].name for v in initial_tasks(pt)]
+    names = [pt.tasks[v].name for v in pt.initial]
     assert sorted(names) == ["a", "b", "k", "m"]
 
 

@@ -122,23 +122,20 @@ def _check_flags(specs: list[str], model: str, schedule, gantt) -> None:
 
 def _simulate_all(trace, specs, P: int, model: str, charge: bool, record: bool,
                   show_progress: bool, as_json: bool, where: str) -> list:
-    """Return one SimResult per spec; a stalled scheduler is one line, exit 3."""
-    from levelflow.simulator import SchedulerStall, simulate
+    """Return one SimResult per spec (a stalling scheduler raises SchedulerStall: one line and
+    exit 3, from cli.main)."""
+    from levelflow.simulator import simulate
     from levelflow.simulator.replay import build_scheduler
 
     # Build every scheduler before running any, so a bad name fails before output starts.
     built = [build_scheduler(spec, trace) for spec in specs]
     results = []
     for spec, (sched, _, setup_s) in zip(specs, built, strict=True):
-        try:
-            if show_progress:
-                result = _with_progress(trace, sched, spec, P, model, charge, record)
-            else:
-                result = simulate(trace, sched, P, model=model, charge_overhead=charge,
-                                  record_schedule=record, label=spec)
-        except SchedulerStall as e:
-            print(f"levelflow: error: {e}", file=sys.stderr)
-            raise typer.Exit(3) from None
+        if show_progress:
+            result = _with_progress(trace, sched, spec, P, model, charge, record)
+        else:
+            result = simulate(trace, sched, P, model=model, charge_overhead=charge,
+                              record_schedule=record, label=spec)
         result.setup_s = setup_s  # built above, before the run
         results.append(result)
         if as_json:

@@ -26,11 +26,11 @@ from levelflow.tasks.graph import TaskGraph
 class LevelBased(ActiveSet):
     """Hands out the activated tasks of the lowest unfinished level (policy: `admit`/`pick`)."""
 
-    __slots__ = ("_cur", "_ready", "_levels_scanned", "_admitted")
+    __slots__ = ("_ready", "_levels_scanned", "_admitted")
 
     def __init__(self, graph: TaskGraph, *, costs: Sequence[float] | None = None) -> None:
         super().__init__(graph, costs=costs)
-        self._cur = 0
+        self.shared.cur = 0  # on the shared record: LookAhead searches the levels above it
         self._ready: list = []
         self._levels_scanned = 0
         self._admitted = 0
@@ -64,24 +64,25 @@ class LevelBased(ActiveSet):
 
     def _activated_at(self, lv: int) -> None:
         """Step back to level lv if a driver activated a task below the current level."""
-        if lv < self._cur:
+        cur = self.shared.cur
+        if lv < cur:
             ready = self._ready
             # The task may be an ancestor of the admitted ones: they are waiting again.
             while ready:
-                self._waiting[self._cur].extend(self.pick(ready, len(ready)))
-            self._cur = lv
+                self._waiting[cur].extend(self.pick(ready, len(ready)))
+            self.shared.cur = lv
 
     def get_ready(self, k: int) -> list[int]:
         """Return up to k ready tasks and count them as running from now on."""
         left = self._left
-        cur = self._cur
+        cur = self.shared.cur
         if not left[cur]:
             last = len(left) - 1
             start = cur
             while cur < last and not left[cur]:
                 cur += 1
             self._levels_scanned += cur - start
-            self._cur = cur
+            self.shared.cur = cur
         waiting = self._waiting[cur]
         ready = self._ready
         if waiting:
