@@ -27,3 +27,22 @@ def test_longest_first_runs_longest_task_of_each_level_first(tmp_path):
     for runs in by_level.values():
         durations = [d for _, d in sorted(runs)]
         assert durations == sorted(durations, reverse=True)
+
+
+def test_the_file_path_form_runs_from_any_folder(tmp_path):
+    trace = generate_trace(nodes=60, edges=120, levels=4, initial=5, p=0.6, seed=1)
+    dump_trace(trace, tmp_path / "t.json")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    path_spec = f"{ROOT / 'examples' / 'schedulers' / 'longest_first.py'}:LongestFirst"
+    run = subprocess.run([sys.executable, "-m", "levelflow", "simulate", str(tmp_path / "t.json"),
+                          "-s", f"levelbased,{path_spec}", "-P", "2", "--json", "--quiet"],
+                         cwd=elsewhere, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert len(run.stdout.splitlines()) == 2
+    # the module form from another folder fails in one line that names the path form
+    bad = subprocess.run([sys.executable, "-m", "levelflow", "simulate", str(tmp_path / "t.json"),
+                          "-s", "nosuchpkg.longest_first:LongestFirst"],
+                         cwd=elsewhere, capture_output=True, text=True)
+    assert bad.returncode != 0 and bad.stderr.count("\n") == 1
+    assert "path/to/file.py:Class" in bad.stderr

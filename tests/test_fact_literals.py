@@ -103,3 +103,8 @@ def test_api_rows_convert_integers_for_float_columns():
     from levelflow.engine.incremental.updates import coerce_row
 
     assert coerce_row(PROGRAM, "m", [-5, 7, 2]) == (-5, 7, 2.0)
+
+
+def test_symbol_escapes_are_the_programs_own():
+    r"""\r, \0 and \' mean in an update what they mean in a program's string literal."""
+    assert parse_literal(PROGRAM, r'knows("a\rb", "c\0d\'")') == ("knows", ("a\rb", "c\0d'"))

@@ -146,10 +146,15 @@ def test_shell_confine_refuses_an_input_outside_before_spark(tree, capsys):
 
 @pytest.fixture
 def cli_spark(spark, monkeypatch):
-    import levelflow.engine.session as session_module
+    from contextlib import contextmanager
 
-    monkeypatch.setattr(session_module, "make_session", lambda **kw: spark)
-    monkeypatch.setattr(spark, "stop", lambda: None)  # the CLI stops its session at the end
+    import levelflow.cli.spark as cli_spark_module
+
+    @contextmanager
+    def tests_session(master, driver_memory, log):
+        yield spark  # the CLI's own session would be a second SparkContext in this process
+
+    monkeypatch.setattr(cli_spark_module, "spark_session", tests_session)
     return spark
 
 

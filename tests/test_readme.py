@@ -30,3 +30,13 @@ def test_main_command_names_files_that_exist():
     facts = words[words.index("-F") + 1]
     assert (ROOT / program).is_file()
     assert (ROOT / facts).is_dir()
+
+
+def test_trace_convert_example_names_a_file_in_the_repository():
+    lines = [ln for ln in (ROOT / "README.md").read_text().splitlines()
+             if ln.startswith("levelflow trace convert")]
+    assert lines
+    for line in lines:
+        words = line.split("#")[0].split()
+        source = words[-2]  # ... SOURCE OUT
+        assert (ROOT / source).is_file(), line

@@ -27,7 +27,7 @@ import pytest
 
 from levelflow.cli import main as cli_main
 from levelflow.engine.api import load
-from levelflow.engine.runner import RunError, initial_tasks, run_program
+from levelflow.engine.runner import RunError, run_program
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -94,7 +94,7 @@ def _sorted_lines(directory: Path) -> dict[str, list[str]]:
 
 def test_initial_tasks_are_input_facts_and_atom_free_rules(branch):
     pt, _ = branch
-    names = [pt.tasks[v].name for v in initial_tasks(pt)]
+    names = [pt.tasks[v].name for v in pt.initial]
     assert sorted(names) == ["a", "b", "k", "m"]
 
 
@@ -415,6 +415,8 @@ def test_cli_end_to_end_on_an_example(tmp_path):
     lines = proc.stdout.splitlines()
     assert lines[0].startswith("ran 9 of 9 tasks in ")
     expected = _sorted_lines(example / "expected")
+    where = lines[0].split(f"; outputs in {out}{os.sep}: ")[1].split(", ")  # where they went
+    assert sorted(where) == sorted(f"{name} ({len(rows):,})" for name, rows in expected.items())
     assert lines[1:] == [f"unreachable\t{len(expected['unreachable.csv'])}"]
     assert "\x1b[" not in proc.stdout  # no progress display when stdout is not a terminal
     assert _sorted_lines(out) == expected

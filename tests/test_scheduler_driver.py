@@ -1,7 +1,7 @@
 """A tiny serial driver and brute-force references for the scheduler unit tests, and tests that
 the driver's checks do catch a broken scheduler.
 
-The other scheduler test files import it. The simulator has the real driver; this one only needs
+The other scheduler test files import it. `levelflow.driver` has the real loop; this one only needs
 to be obviously right.
 """
 

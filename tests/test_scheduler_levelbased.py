@@ -96,13 +96,46 @@ def test_random_dags_hand_out_exactly_the_lowest_level(seed):
     drive(LevelBased(g), g, initial, acts, P=3, finish=lambda running: len(running) - 1)
 
 
-def test_default_pick_is_fifo_within_a_level():
+def test_default_pick_is_id_order_within_a_level():
     g = TaskGraph([f"t{i}" for i in range(6)], [])
     s = LevelBased(g)
     s.activate([4, 1, 5])
     s.activate([0, 3])
-    assert s.get_ready(2) == [4, 1]
-    assert s.get_ready(10) == [5, 0, 3]
+    assert s.get_ready(2) == [0, 1]
+    s.activate([2])  # arrives later, still goes before the larger ids
+    assert s.get_ready(10) == [2, 3, 4, 5]
+
+
+def _reference_levelbased(trace, P: int) -> float:
+    """Return the makespan of the LevelBased paper's reference simulator: a level's active tasks
+    in id order, list-scheduled on P processors, with a barrier between levels."""
+    active = set(trace.initial)
+    for v in sorted(active):  # ids grow with levels here, so parents come first
+        active |= set(trace.activated_by(v))
+    t = 0.0
+    for level in trace.graph.by_level:
+        free = [t] * P
+        for v in sorted(level):
+            if v in active:
+                p = min(range(P), key=lambda i: (free[i], i))
+                free[p] += trace.durations[v]
+        t = max(free)
+    return t
+
+
+def test_levelbased_makespan_matches_the_reference_simulator_where_order_matters():
+    r"""
+      a(1)  b(2)        level 0: a finishes first, so FIFO would admit d and e before c
+      / \    |
+    d(1) e(1) c(3)      level 1: id order runs c (id 2) first: 2 + 3 = 5; FIFO gives 2 + 4
+    """
+    from levelflow.simulator import simulate
+    from levelflow.traces.model import JobTrace
+
+    g = TaskGraph(["a", "b", "c", "d", "e"], [(0, 3), (0, 4), (1, 2)])
+    trace = JobTrace(g, [1.0, 2.0, 3.0, 1.0, 1.0], (0, 1), None)
+    assert _reference_levelbased(trace, 2) == 5.0
+    assert simulate(trace, "levelbased", processors=2).makespan == 5.0
 
 
 def test_misuse_raises_value_error_naming_the_task():

@@ -176,3 +176,19 @@ def test_readiness_is_exact_on_deep_random_dags_with_few_processors(seed):
     g, initial, acts = random_case(seed, n=80, p_edge=0.06, p_act=0.8)
     rnd = random.Random(seed)
     drive(LogicBlox(g), g, initial, acts, P=3, finish=lambda running: rnd.randrange(len(running)))
+
+
+def test_sortedlist_internals_logicblox_reads_are_as_it_assumes():
+    """LogicBlox's blocker() reads SortedList._maxes and _lists: sorted sublists, their maxima."""
+    from sortedcontainers import SortedList
+
+    rng = random.Random(5)
+    live = SortedList()
+    for _ in range(5000):
+        x = rng.randrange(3000)
+        if x in live and rng.random() < 0.4:
+            live.remove(x)
+        else:
+            live.add(x)
+    assert [x for lst in live._lists for x in lst] == list(live)
+    assert live._maxes == [lst[-1] for lst in live._lists]

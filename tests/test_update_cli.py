@@ -56,6 +56,53 @@ def state(spark, tmp_path_factory):
     return tmp
 
 
+def test_update_with_no_change_starts_nothing_and_writes_no_epoch(state, capsys, monkeypatch):
+    from levelflow.cli import spark as cli_spark
+    from levelflow.engine.incremental.state import StateDir
+
+    def no_spark(*args, **kwargs):
+        raise AssertionError("Spark was started for nothing")
+
+    monkeypatch.setattr(cli_spark, "spark_session", no_spark)
+    before = StateDir(state / "state").current()
+    empty = write(state / "empty.diff", "")
+    for argv in ([], ["--insert", str(empty)]):
+        with pytest.raises(SystemExit) as e:
+            cli_main(["update", str(state / "state"), *argv])
+        assert e.value.code == 0
+        assert capsys.readouterr().out.startswith("nothing to do")
+    assert StateDir(state / "state").current() == before
+
+
+def test_update_shows_live_phases_like_run(state, capsys, monkeypatch):
+    from contextlib import contextmanager
+
+    from levelflow.cli import spark as cli_spark
+    from levelflow.cli import update_cmd
+    from levelflow.engine import progress as progress_mod
+
+    seen: list[str] = []
+
+    class Recording(progress_mod.Progress):
+        def phase(self, text):
+            seen.append(text)
+
+    @contextmanager
+    def fake_spark(master, driver_memory, log):
+        seen.append("<spark up>")
+        yield None
+
+    monkeypatch.setattr(progress_mod, "make_progress", lambda quiet=False: Recording())
+    monkeypatch.setattr(cli_spark, "spark_session", fake_spark)
+    monkeypatch.setattr(update_cmd, "_apply", lambda *a: seen.append("<applied>"))
+    diff = write(state / "one.diff", "+edge(8,9)\n")
+    with pytest.raises(SystemExit) as e:
+        cli_main(["update", str(state / "state"), "--insert", str(diff)])
+    assert e.value.code == 0
+    assert seen == ["starting Spark (local[*])", "<spark up>",
+                    "applying 1 change(s) as one epoch", "<applied>"]
+
+
 @pytest.mark.parametrize("name,text,fragment", [
     ("d.diff", "+edge(1,2)\n+nope(1)\n", ":2: error: unknown relation nope"),
     ("d.diff", "+path(1,2)\n", ":1: error: path is not an .input relation"),
@@ -208,18 +255,6 @@ def test_shell_refuses_a_negative_switch(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == "--switch: must be a fraction >= 0, got -1.0"
 
 
-def test_cli_defaults_are_the_engines():
-    from levelflow.cli.update_cmd import LARGE_CHANGE_DEFAULT, SWITCH_DEFAULT, SWITCH_FLOOR
-    from levelflow.engine.incremental.maintain import (
-        LARGE_CHANGE,
-        SWITCH,
-        SWITCH_FLOOR_SECONDS,
-    )
-
-    assert (SWITCH_DEFAULT, LARGE_CHANGE_DEFAULT) == (SWITCH, LARGE_CHANGE)
-    assert SWITCH_FLOOR == SWITCH_FLOOR_SECONDS  # quoted in --switch's help
-
-
 @pytest.mark.parametrize("command", ["run", "update"])
 def test_output_dir_that_cannot_be_made_is_one_line_before_anything_runs(state, capsys, command):
     blocker = write(state / "afile", "keep me\n")
@@ -242,7 +277,7 @@ def test_output_dir_that_cannot_be_made_is_one_line_before_anything_runs(state, 
 def test_spark_errors_are_not_logged_to_stderr_by_the_cli(spark, capfd):
     from pyspark.errors import AnalysisException
 
-    from levelflow.cli.run_cmd import quiet_pyspark_loggers
+    from levelflow.cli.spark import quiet_pyspark_loggers
 
     quiet_pyspark_loggers()  # what run, update and shell do before Spark starts
     with pytest.raises(AnalysisException):

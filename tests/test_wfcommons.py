@@ -1,4 +1,4 @@
-"""convert_wfcommons on small instances of each schema and on the real files in shared/data."""
+"""convert_wfcommons on small instances of each schema and on the real files in tests/data."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from levelflow.cli import main
 from levelflow.traces import TraceError, convert_wfcommons, dump_trace, load_trace, trace_to_obj
 
-# CI and developers have shared/ beside the repository.
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "wfcommons"
+# The repository carries its sample instances (tests/data/wfcommons/README.md says where from).
+DATA = Path(__file__).resolve().parent / "data" / "wfcommons"
 REAL = sorted(DATA.glob("*.json"))
 
 #  split ──► a ──► merge

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 
 import typer
@@ -15,17 +17,34 @@ from levelflow.cli import (  # noqa: F401 (registers)
     trace_cmd,
     update_cmd,
 )
-from levelflow.cli.app import app
+from levelflow.cli.app import app, humanize
 from levelflow.errors import LevelflowError
+
+
+def _aborted() -> None:
+    """Say `levelflow: aborted` and exit 130 at once (threads still waiting on a JVM that is
+    gone would only delay the exit)."""
+    print("levelflow: aborted", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(130)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; user errors print one line on stderr and exit non-zero."""
+    from levelflow.cli.spark import Interrupted, on_sigint
+
+    Interrupted.seen = False
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is signal.default_int_handler:  # typer turns Ctrl-C into a silent exit 130
+        signal.signal(signal.SIGINT, on_sigint)
     try:
-        rv = app(args=argv, standalone_mode=False)
+        rv = humanize(typer.main.get_command(app)).main(args=argv, prog_name="levelflow",
+                                                        standalone_mode=False)
     except typer.Abort:
-        print("levelflow: aborted", file=sys.stderr)
-        sys.exit(130)
+        _aborted()
+    except KeyboardInterrupt:
+        _aborted()
     except typer.TyperException as e:
         message = e.format_message()
         if message:  # empty for a bare command group, whose help was already shown
@@ -39,4 +58,9 @@ def main(argv: list[str] | None = None) -> None:
     except OSError as e:  # a file we could not read or write that no check foresaw: its name
         print(f"levelflow: error: {e}", file=sys.stderr)
         sys.exit(1)
+    finally:
+        if previous is signal.default_int_handler:
+            signal.signal(signal.SIGINT, previous)
+    if Interrupted.seen:
+        _aborted()
     sys.exit(rv if isinstance(rv, int) else 0)

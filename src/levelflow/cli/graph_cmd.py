@@ -13,6 +13,7 @@ from rich.table import Table
 from levelflow.cli.app import app
 from levelflow.errors import LevelflowError
 from levelflow.tasks import ProgramTasks, build_tasks, load_program
+from levelflow.text import for_rich
 
 
 def _plans(pt: ProgramTasks) -> list:
@@ -64,7 +65,7 @@ def graph_dot(pt: ProgramTasks) -> str:
 
 def _table(pt: ProgramTasks) -> Table:
     g = pt.graph
-    table = Table(title=f"{pt.program.file}: task DAG")
+    table = Table(title=f"{for_rich(pt.program.file)}: task DAG")
     for column in ("id", "level", "name", "relations", "flags", "parents", "plan"):
         table.add_column(column, justify="right" if column in ("id", "level") else "left")
     plans = _plans(pt)
@@ -72,8 +73,9 @@ def _table(pt: ProgramTasks) -> Table:
         flags = " ".join(f for f, on in (("recursive", t.recursive), ("input", t.input)) if on)
         parents = ", ".join(str(p) for p in sorted(g.parents[t.id]))
         plan = plans[t.id]
-        table.add_row(str(t.id), str(g.level[t.id]), t.name, ", ".join(t.relations), flags,
-                      parents, f"{plan.kind} ({plan.reason})")
+        table.add_row(str(t.id), str(g.level[t.id]), for_rich(t.name),
+                      for_rich(", ".join(t.relations)), flags, parents,
+                      for_rich(f"{plan.kind} ({plan.reason})"))
     return table
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,35 +11,13 @@ from typing import Annotated
 
 import typer
 
+from levelflow.cli import defaults
 from levelflow.cli.app import app
 from levelflow.engine.paths import CONFINE_DEFAULT
 from levelflow.errors import LevelflowError
 
 CONFINE_HELP = ("Refuse an .input file outside -F and an .output file outside -D (off by "
                 "default, as in Soufflé, where filename= may name any path).")
-
-
-@contextmanager
-def jvm_stderr_to(path: Path):
-    """Point fd 2 at `path` while the JVM starts, so it (and only it) logs there for good."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.dup2(fd, 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(fd)
-
-
-def quiet_pyspark_loggers() -> None:
-    """Silence PySpark's Python-side error loggers: a failed run is reported in one line."""
-    from pyspark.logger import PySparkLogger
-
-    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
-        PySparkLogger.getLogger(name).disabled = True
 
 
 def scheduler_from_flag(spec: str, graph):
@@ -110,6 +87,73 @@ def make_outdir(outdir: Path, error: type[LevelflowError], what: str = "output d
         raise error(f"{outdir}: error: {what} is not writable")
 
 
+def outputs_note(program, outdir: Path, counts: dict[str, int], most: int = 6) -> str:
+    """Return '; outputs in DIR: R.csv (n), ...' naming the files the run wrote ('' if none)."""
+    from levelflow.engine.facts import output_path
+
+    files = [(output_path(io, outdir), counts.get(io.relation)) for io in program.output_directives
+             if io.option("IO") != "stdout"]
+    if not files:
+        return ""
+    named = [f"{os.path.relpath(f, outdir)}" + (f" ({n:,})" if n is not None else "")
+             for f, n in files[:most]]
+    more = f" and {len(files) - most} more" if len(files) > most else ""
+    return f"; outputs in {outdir}{os.sep}: {', '.join(named)}{more}"
+
+
+def _check_state(state: Path | None, trace_out, schedule_out, checkpoint: str,
+                 plan: str = "auto") -> None:
+    """Return None if `--state` can be honoured with the other flags; else raise one line."""
+    from levelflow.engine.incremental.state import StateDir, StateError
+    from levelflow.engine.runner import RunError
+
+    if state is None:
+        return
+    flags = (("--trace-out", trace_out), ("--schedule", schedule_out),
+             ("--checkpoint reliable", checkpoint == "reliable"),
+             (f"--plan {plan}", plan != "auto"))  # epoch 0 runs as the state's updates will
+    unsupported = [flag for flag, value in flags if value]
+    if unsupported:  # refused rather than silently ignored
+        raise RunError(f"--state: cannot be combined with {', '.join(unsupported)}")
+    StateDir(state).check_usable()
+    if StateDir(state).exists():
+        raise StateError(f"{state}: error: already holds a state; use `levelflow update`")
+
+
+@contextmanager
+def _checkpoints(spark, checkpoint: str):
+    """Give `--checkpoint reliable` a temporary checkpoint directory; remove it afterwards."""
+    if checkpoint != "reliable":
+        yield
+        return
+    ckdir = tempfile.mkdtemp(prefix="levelflow-checkpoints-")
+    spark.sparkContext.setCheckpointDir(ckdir)
+    try:
+        yield
+    finally:
+        shutil.rmtree(ckdir, ignore_errors=True)
+
+
+def _evaluate(spark, program_tasks, sched, factdir, outdir, opts: dict, progress) -> None:
+    """Run the program on `spark` and print the summary with where the outputs went."""
+    from levelflow.engine.runner import run_program
+
+    if opts["state"] is not None:  # the run is the maintained state's epoch 0
+        from levelflow.engine.incremental.session_api import run_with_state
+
+        progress.stop()
+        run_with_state(spark, program_tasks, factdir, outdir, opts["state"], sched, opts["jobs"])
+        return
+    result = run_program(spark, program_tasks, factdir, outdir, scheduler=sched,
+                         jobs=opts["jobs"], trace_out=opts["trace_out"],
+                         schedule_out=opts["schedule_out"], progress=progress,
+                         checkpoint=opts["checkpoint"], plan=opts["plan"],
+                         plan_rows=opts["plan_rows"])
+    print(result.summary() + outputs_note(program_tasks.program, outdir, result.output_counts))
+    for name, count in result.printsize.items():
+        print(f"{name}\t{count}")
+
+
 @app.command("run")
 def run_command(
     program: Annotated[Path, typer.Argument(help="The Datalog program (.dl, Soufflé syntax).")],
@@ -118,95 +162,56 @@ def run_command(
     outdir: Annotated[Path, typer.Option(
         "-D", "--output-dir", help="Directory for the .output files.")] = Path("."),
     scheduler: Annotated[str, typer.Option(
-        "--scheduler", "-s", help="Scheduler spec: hybrid, levelbased, lookahead:K, logicblox, "
-        "signal, pkg.mod:Class, ...")] = "hybrid",
-    jobs: Annotated[int, typer.Option("-j", "--jobs", help="Tasks evaluated concurrently.")] = 2,
-    master: Annotated[str, typer.Option(
-        "--master", help="Spark master URL (local[*], spark://host:7077, yarn, k8s://...).")
-    ] = "local[*]",
+        "--scheduler", "-s", help=defaults.SCHEDULER_HELP)] = defaults.SCHEDULER,
+    jobs: Annotated[int, typer.Option("-j", "--jobs", help=defaults.JOBS_HELP)] = defaults.JOBS,
+    master: Annotated[str, typer.Option("--master", help=defaults.MASTER_HELP)
+                      ] = defaults.MASTER,
     trace_out: Annotated[Path | None, typer.Option(
         "--trace-out", help="Write the run as a jobtrace/1 file.")] = None,
     schedule_out: Annotated[Path | None, typer.Option(
         "--schedule", help="Write the run's schedule/1 CSV (wall time, slot = worker).")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False,
     checkpoint: Annotated[str, typer.Option(
-        "--checkpoint", help="How fixpoint deltas cut their plans: local|reliable.")] = "local",
+        "--checkpoint", help="How fixpoint deltas cut their plans: local or reliable.")
+    ] = defaults.CHECKPOINT,
     driver_memory: Annotated[str, typer.Option(
-        "--driver-memory", help="Spark driver memory.")] = "2g",
+        "--driver-memory", help=defaults.DRIVER_MEMORY_HELP)] = defaults.DRIVER_MEMORY,
     spark_log: Annotated[Path | None, typer.Option(
         "--spark-log", help="Keep Spark's own log in this file (default: a temp file, "
         "removed unless Spark failed).")] = None,
     state: Annotated[Path | None, typer.Option(
         "--state", help="Keep the maintained state here (epoch 0) for `levelflow update`.")
     ] = None,
-    plan: Annotated[str, typer.Option(
-        "--plan", help="How tasks run: auto (by shape and size), local, partitioned, global.")
-    ] = "auto",
-    local_rows: Annotated[int, typer.Option(
-        "--local-rows", help="auto runs a task inside Spark tasks up to this many input rows.")
-    ] = 2_000_000,
+    plan: Annotated[str, typer.Option("--plan", help=defaults.PLAN_HELP)] = defaults.PLAN,
+    local_rows: Annotated[int, typer.Option("--local-rows", help=defaults.LOCAL_ROWS_HELP)
+                          ] = defaults.LOCAL_ROWS,
     confine: Annotated[bool, typer.Option("--confine", help=CONFINE_HELP)] = CONFINE_DEFAULT,
 ) -> None:
-    """Evaluate PROGRAM from scratch on Spark; print 'ran k of N tasks' and .printsize counts."""
+    """Evaluate PROGRAM from scratch on Spark; print 'ran k of N', outputs, .printsize counts."""
+    from levelflow.cli.spark import spark_session
     from levelflow.engine.plans import check_plan
     from levelflow.engine.progress import make_progress
-    from levelflow.engine.runner import RunError, run_program
+    from levelflow.engine.runner import RunError
 
     program_tasks, sched = _prepare(program, factdir, outdir, scheduler, jobs, checkpoint,
                                     {"--trace-out": trace_out, "--schedule": schedule_out},
                                     confine)
+    _check_state(state, trace_out, schedule_out, checkpoint, plan)
     check_plan(program_tasks, plan)  # a forced plan that does not apply: before Spark starts
-    if state is not None:
-        from levelflow.engine.incremental.state import StateDir, StateError
-
-        unsupported = [flag for flag, value in (("--trace-out", trace_out),
-                                                ("--schedule", schedule_out),
-                                                ("--checkpoint reliable",
-                                                 checkpoint == "reliable")) if value]
-        if unsupported:  # refused rather than silently ignored
-            raise RunError(f"--state: cannot be combined with {', '.join(unsupported)}")
-        StateDir(state).check_usable()
-        if StateDir(state).exists():
-            raise StateError(f"{state}: error: already holds a state; use `levelflow update`")
     log = spark_log or Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
-    keep_log = spark_log is not None
-    progress = make_progress(quiet)
-    spark = None
-    ckdir = None
+    keep_log, progress = spark_log is not None, make_progress(quiet)
+    opts = {"state": state, "jobs": jobs, "trace_out": trace_out, "schedule_out": schedule_out,
+            "checkpoint": checkpoint, "plan": plan, "plan_rows": local_rows}
     try:
-        from levelflow.engine.session import make_session
-
-        quiet_pyspark_loggers()
         progress.start(program_tasks.graph.names)
         progress.phase(f"starting Spark ({master})")
-        with jvm_stderr_to(log):
-            spark = make_session(master=master, driver_memory=driver_memory)
-        progress.phase("")
-        if checkpoint == "reliable":
-            ckdir = tempfile.mkdtemp(prefix="levelflow-checkpoints-")
-            spark.sparkContext.setCheckpointDir(ckdir)
-        if state is not None:  # the run is the maintained state's epoch 0
-            from levelflow.engine.incremental.session_api import run_with_state
-
-            progress.stop()
-            run_with_state(spark, program_tasks, factdir, outdir, state, sched, jobs)
-            return
-        try:
-            result = run_program(spark, program_tasks, factdir, outdir, scheduler=sched,
-                                 jobs=jobs, trace_out=trace_out, schedule_out=schedule_out,
-                                 progress=progress, checkpoint=checkpoint, plan=plan,
-                                 plan_rows=local_rows)
-        except RunError as e:
-            keep_log = True  # a Spark failure: its log tells why
-            raise RunError(f"{e} (Spark log: {log})") from None
-        print(result.summary())
-        for name, count in result.printsize.items():
-            print(f"{name}\t{count}")
+        with spark_session(master, driver_memory, log) as spark, _checkpoints(spark, checkpoint):
+            progress.phase("")
+            _evaluate(spark, program_tasks, sched, factdir, outdir, opts, progress)
+    except RunError as e:
+        keep_log = True  # a Spark failure: its log says why
+        raise RunError(f"{e} (Spark log: {log})") from None
     finally:
         progress.stop()
-        if spark is not None:
-            spark.stop()
-        if ckdir is not None:
-            shutil.rmtree(ckdir, ignore_errors=True)
         if not keep_log:
             log.unlink(missing_ok=True)

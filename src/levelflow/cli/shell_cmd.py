@@ -9,9 +9,9 @@ from typing import Annotated
 
 import typer
 
+from levelflow.cli import defaults
 from levelflow.cli.app import app
 from levelflow.cli.run_cmd import CONFINE_HELP
-from levelflow.cli.update_cmd import SWITCH_DEFAULT, SWITCH_HELP
 from levelflow.engine.paths import CONFINE_DEFAULT
 from levelflow.errors import LevelflowError
 
@@ -134,6 +134,15 @@ class Shell:
             self.say(f"note: {len(self.session.discard())} uncommitted change(s) discarded")
 
 
+def _open(spark, program_tasks, factdir: Path, state: Path | None, resume: bool, switch: float):
+    """Return the IncrementalSession the prompt works on: resumed, or bootstrapped (epoch 0)."""
+    from levelflow.engine.incremental.session_api import IncrementalSession
+
+    if resume:
+        return IncrementalSession.open(spark, state, switch=switch)
+    return IncrementalSession.bootstrap(spark, program_tasks, factdir, state, switch=switch)
+
+
 @app.command("shell")
 def shell_command(
     program: Annotated[Path, typer.Argument(help="The Datalog program (.dl).")],
@@ -141,21 +150,24 @@ def shell_command(
         "-F", "--fact-dir", help="Directory of the .input fact files (epoch 0).")] = Path("."),
     state: Annotated[Path | None, typer.Option(
         "--state", help="Keep (or resume) the maintained state in this directory.")] = None,
-    switch: Annotated[float, typer.Option("--switch", help=SWITCH_HELP)
-                      ] = SWITCH_DEFAULT,
-    master: Annotated[str, typer.Option("--master", help="Spark master URL.")] = "local[*]",
-    driver_memory: Annotated[str, typer.Option("--driver-memory")] = "2g",
+    switch: Annotated[float, typer.Option("--switch", help=defaults.SWITCH_HELP)
+                      ] = defaults.SWITCH,
+    master: Annotated[str, typer.Option("--master", help=defaults.MASTER_HELP)
+                      ] = defaults.MASTER,
+    driver_memory: Annotated[str, typer.Option(
+        "--driver-memory", help=defaults.DRIVER_MEMORY_HELP)] = defaults.DRIVER_MEMORY,
     confine: Annotated[bool, typer.Option("--confine", help=CONFINE_HELP)] = CONFINE_DEFAULT,
 ) -> None:
     """Interactive prompt: insert / remove / commit / print / size / help / quit."""
-    from levelflow.cli.run_cmd import jvm_stderr_to, quiet_pyspark_loggers
-    from levelflow.cli.update_cmd import LARGE_CHANGE_DEFAULT, check_switch
+    from levelflow.cli.spark import spark_session
+    from levelflow.cli.update_cmd import check_switch
     from levelflow.engine.incremental.state import StateDir, StateError
     from levelflow.engine.paths import check_io_paths
+    from levelflow.engine.progress import make_progress
     from levelflow.engine.runner import check_fact_files
     from levelflow.tasks import build_tasks, load_program
 
-    check_switch(switch, "elastic", LARGE_CHANGE_DEFAULT)
+    check_switch(switch, "elastic", defaults.LARGE_CHANGE)
     program_tasks = build_tasks(load_program(program))
     if state is not None:
         StateDir(state).check_usable()
@@ -167,27 +179,22 @@ def shell_command(
         check_io_paths(program_tasks.program, factdir, None, confine)
         check_fact_files(program_tasks.program, factdir)
     log = Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
-    spark = None
+    progress = make_progress()  # a live line on a terminal until the prompt is up
     try:
-        from levelflow.engine.incremental.session_api import IncrementalSession
-        from levelflow.engine.session import make_session
-
-        quiet_pyspark_loggers()
-        with jvm_stderr_to(log):
-            spark = make_session(master=master, driver_memory=driver_memory)
-        if resume:
-            session = IncrementalSession.open(spark, state, switch=switch)
-        else:
-            session = IncrementalSession.bootstrap(spark, program_tasks, factdir, state,
-                                                   switch=switch)
-        print(f"epoch {session.epoch}: {session.last.summary() if session.last else 'resumed'}"
-              f"; type help for commands")
-        terminal = sys.stdin.isatty()
-        shell = Shell(session, source=None if terminal else "<stdin>", prompt=terminal)
-        shell.loop(sys.stdin)
+        progress.start(program_tasks.graph.names)
+        progress.phase(f"starting Spark ({master})")
+        with spark_session(master, driver_memory, log) as spark:
+            progress.phase("resuming the state" if resume else "evaluating epoch 0")
+            session = _open(spark, program_tasks, factdir, state, resume, switch)
+            progress.stop()
+            print(f"epoch {session.epoch}: "
+                  f"{session.last.summary() if session.last else 'resumed'}"
+                  f"; type help for commands")
+            terminal = sys.stdin.isatty()
+            shell = Shell(session, source=None if terminal else "<stdin>", prompt=terminal)
+            shell.loop(sys.stdin)
     finally:
-        if spark is not None:
-            spark.stop()
+        progress.stop()
         log.unlink(missing_ok=True)
     if shell.errors and shell.source:  # piped: every line ran, but a failed one fails the run
         raise typer.Exit(1)

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from levelflow.cli import defaults
 from levelflow.cli.app import app
 from levelflow.errors import LevelflowError
 
@@ -55,24 +56,103 @@ def _size(n: int) -> str:
     return f"{n:.1f} GiB"
 
 
-def _table(results, trace, P: int, model: str):
-    """Return the rich comparison table of the results."""
+# Columns in the order they are dropped when the table would be wider than the terminal.
+DROP_ORDER = ("ops", "memory", "tasks", "overhead (s)", "makespan / LB")
+
+
+def _table(results, trace, P: int, model: str, width: int | None = None):
+    """Return the rich comparison table, dropping columns by DROP_ORDER to fit `width`."""
+    from levelflow.text import for_rich
+
+    title = (f"{for_rich(trace.name or 'trace')}: {len(trace.graph):,} nodes, {P} processors, "
+             f"{model} model, lower bound {results[0].lower_bound:.6g} s")
+    cells = {"scheduler": [for_rich(r.scheduler) for r in results],
+             "makespan (s)": [f"{r.makespan:.6g}" for r in results],
+             "overhead (s)": [f"{r.overhead_s:.4f}" for r in results],
+             "utilization": [f"{r.utilization:.1%}" for r in results],
+             "tasks": [f"{r.tasks:,}" for r in results],
+             "ops": [_ops(r.counters) for r in results],
+             "memory": [_size(r.memory) for r in results],
+             "makespan / LB": [f"{r.makespan_over_lower_bound:.3f}" for r in results]}
+    dropped: list[str] = []
+    while True:
+        table = _build(title, {k: v for k, v in cells.items() if k not in dropped}, len(results))
+        if width is None or len(dropped) == len(DROP_ORDER) or _fits(table, width):
+            return table
+        dropped.append(DROP_ORDER[len(dropped)])
+
+
+def _fits(table, width: int) -> bool:
+    """Return whether rich draws `table` in `width` columns without cutting a cell."""
+    import io
+
+    from rich.console import Console
+
+    console = Console(width=width, file=io.StringIO(), color_system=None)
+    console.print(table)
+    return "…" not in console.file.getvalue()
+
+
+def _build(title: str, cells: dict[str, list[str]], n: int):
+    """Return a rich Table of the given columns (cells already escaped)."""
     from rich.table import Table
 
-    title = (f"{trace.name or 'trace'}: {len(trace.graph):,} nodes, {P} processors, "
-             f"{model} model, lower bound {results[0].lower_bound:.6g} s")
     table = Table(title=title)
-    for col, just in (("scheduler", "left"), ("makespan (s)", "right"),
-                      ("overhead (s)", "right"), ("utilization", "right"),
-                      ("tasks", "right"), ("ops", "left"), ("memory", "right"),
-                      ("makespan / LB", "right")):
+    for col in cells:
         # Only the ops cell may wrap: names and figures must stay whole on narrow screens.
-        table.add_column(col, justify=just, no_wrap=col != "ops")
-    for r in results:
-        table.add_row(r.scheduler, f"{r.makespan:.6g}", f"{r.overhead_s:.4f}",
-                      f"{r.utilization:.1%}", f"{r.tasks:,}", _ops(r.counters), _size(r.memory),
-                      f"{r.makespan_over_lower_bound:.3f}")
+        table.add_column(col, justify="left" if col in ("scheduler", "ops") else "right",
+                         no_wrap=col != "ops")
+    for i in range(n):
+        table.add_row(*(cells[col][i] for col in cells))
     return table
+
+
+def _check_flags(specs: list[str], model: str, schedule, gantt) -> None:
+    """Return None if the flags go together; else raise a one-line usage error."""
+    from levelflow.simulator.bounds import MODELS
+
+    if model not in MODELS:
+        raise SimulateUsageError(f"--model: unknown model {model!r} "
+                                 f"(choose from {', '.join(MODELS)})")
+    for flag, value in (("--schedule", schedule), ("--gantt", gantt)):
+        if value is not None and len(specs) != 1:
+            raise SimulateUsageError(f"{flag} needs exactly one scheduler, got {len(specs)}: "
+                                     f"{','.join(specs)}")
+
+
+def _simulate_all(trace, specs, P: int, model: str, charge: bool, record: bool,
+                  show_progress: bool, as_json: bool, where: str) -> list:
+    """Return one SimResult per spec (a stalling scheduler raises SchedulerStall: one line and
+    exit 3, from cli.main)."""
+    from levelflow.simulator import simulate
+    from levelflow.simulator.replay import build_scheduler
+
+    # Build every scheduler before running any, so a bad name fails before output starts.
+    built = [build_scheduler(spec, trace) for spec in specs]
+    results = []
+    for spec, (sched, _, setup_s) in zip(specs, built, strict=True):
+        if show_progress:
+            result = _with_progress(trace, sched, spec, P, model, charge, record)
+        else:
+            result = simulate(trace, sched, P, model=model, charge_overhead=charge,
+                              record_schedule=record, label=spec)
+        result.setup_s = setup_s  # built above, before the run
+        results.append(result)
+        if as_json:
+            print(json_line(result.to_dict(), f"{where}: {spec}"), flush=True)
+    return results
+
+
+def _print_table(results, trace, P: int, model: str) -> None:
+    """Print the comparison table, fitted to the terminal (a pipe gets every column)."""
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=160)  # a pipe or file has no width: do not cut the table
+        console.print(_table(results, trace, P, model))
+    else:
+        console.print(_table(results, trace, P, model, console.width))
 
 
 @app.command("simulate")
@@ -81,7 +161,8 @@ def simulate_cmd(
                                                "(.json or .json.gz).")],
     scheduler: Annotated[str, typer.Option(
         "--scheduler", "-s", help="Comma-separated scheduler specs, e.g. levelbased,lookahead:15,"
-        "logicblox,hybrid, or pkg.mod:Class.")] = "levelbased",
+        "logicblox,hybrid, or path/to/file.py:Class (default: levelbased, the baseline the "
+        "others are compared with).")] = defaults.SIMULATE_SCHEDULER,
     processors: Annotated[int | None, typer.Option(
         "--processors", "-P", min=1, help="Simulated processors (default: the trace's, else 8).")
     ] = None,
@@ -101,42 +182,18 @@ def simulate_cmd(
                      ] = False,
 ) -> None:
     """Replay a job trace under schedulers on P simulated processors and compare them."""
-    from levelflow.simulator import SchedulerStall, default_processors, simulate
-    from levelflow.simulator.bounds import MODELS
-    from levelflow.simulator.replay import build_scheduler
-
-    specs = _split_specs(scheduler)
-    if model not in MODELS:
-        raise SimulateUsageError(f"--model: unknown model {model!r} "
-                                 f"(choose from {', '.join(MODELS)})")
-    for flag, value in (("--schedule", schedule), ("--gantt", gantt)):
-        if value is not None and len(specs) != 1:
-            raise SimulateUsageError(f"{flag} needs exactly one scheduler, got {len(specs)}: "
-                                     f"{','.join(specs)}")
+    from levelflow.simulator import default_processors
     from levelflow.traces import load_trace
 
+    specs = _split_specs(scheduler)
+    _check_flags(specs, model, schedule, gantt)
     trace = load_trace(trace_path)
     P = default_processors(trace, processors)
-    # Build every scheduler before running any, so a bad name fails before output starts.
-    built = [build_scheduler(spec, trace) for spec in specs]
     show_progress = (not (as_json or quiet) and len(trace.graph) >= LONG_RUN_NODES
                      and sys.stderr.isatty())
     record = schedule is not None or gantt is not None
-    results = []
-    for spec, (sched, _, setup_s) in zip(specs, built, strict=True):
-        try:
-            if show_progress:
-                result = _with_progress(trace, sched, spec, P, model, charge_overhead, record)
-            else:
-                result = simulate(trace, sched, P, model=model, charge_overhead=charge_overhead,
-                                  record_schedule=record, label=spec)
-        except SchedulerStall as e:
-            print(f"levelflow: error: {e}", file=sys.stderr)
-            raise typer.Exit(3) from None
-        result.setup_s = setup_s  # built above, before the run
-        results.append(result)
-        if as_json:
-            print(json_line(result.to_dict(), f"{trace_path}: {spec}"), flush=True)
+    results = _simulate_all(trace, specs, P, model, charge_overhead, record, show_progress,
+                            as_json, str(trace_path))
     if schedule is not None:
         from levelflow.traces import write_schedule
 
@@ -144,15 +201,10 @@ def simulate_cmd(
     if gantt is not None:
         from levelflow.simulator.gantt import plot_gantt
 
-        plot_gantt(results[0].schedule, P, gantt,
+        plot_gantt(results[0].schedule, P, gantt, names=trace.graph.names,
                    title=f"{trace.name or trace_path.name}: {specs[0]}, P={P}")
     if not (as_json or quiet):
-        from rich.console import Console
-
-        console = Console()
-        if not console.is_terminal:
-            console = Console(width=160)  # a pipe or file has no width: do not cut the table
-        console.print(_table(results, trace, P, model))
+        _print_table(results, trace, P, model)
 
 
 def _with_progress(trace, sched, spec: str, P: int, model: str, charge: bool, record: bool):

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from levelflow.cli import defaults
 from levelflow.cli.app import app
 from levelflow.errors import LevelflowError
 
@@ -24,20 +25,14 @@ class StateCmdError(LevelflowError):
 
 @contextmanager
 def _spark(master: str, driver_memory: str):
-    """Yield a SparkSession whose start-up noise goes to a temp log; stop it afterwards."""
-    from levelflow.cli.run_cmd import jvm_stderr_to, quiet_pyspark_loggers
-    from levelflow.engine.session import make_session
+    """Yield the CLI's SparkSession (cli/spark.py), its JVM's output in a temp log."""
+    from levelflow.cli.spark import spark_session
 
     log = Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
-    spark = None
     try:
-        quiet_pyspark_loggers()
-        with jvm_stderr_to(log):
-            spark = make_session(master=master, driver_memory=driver_memory)
-        yield spark
+        with spark_session(master, driver_memory, log) as spark:
+            yield spark
     finally:
-        if spark is not None:
-            spark.stop()
         log.unlink(missing_ok=True)
 
 
@@ -54,9 +49,10 @@ def _open(statedir: Path):
 @state_app.command("check")
 def check_command(
     statedir: Annotated[Path, typer.Argument(help="State directory made by `run --state`.")],
-    master: Annotated[str, typer.Option("--master", help="Spark master URL.")] = "local[*]",
+    master: Annotated[str, typer.Option("--master", help=defaults.MASTER_HELP)
+                      ] = defaults.MASTER,
     driver_memory: Annotated[str, typer.Option(
-        "--driver-memory", help="Spark driver memory.")] = "2g",
+        "--driver-memory", help=defaults.DRIVER_MEMORY_HELP)] = defaults.DRIVER_MEMORY,
 ) -> None:
     """Verify every file of the state against its manifests; exit 1 if the current epoch is
     damaged, saying which file and why, and which older epochs are whole."""
@@ -81,9 +77,10 @@ def repair_command(
     rebuild_flag: Annotated[bool, typer.Option(
         "--rebuild", help="Re-evaluate the program from scratch on the base facts of the "
         "current epoch (or of --from-epoch).")] = False,
-    master: Annotated[str, typer.Option("--master", help="Spark master URL.")] = "local[*]",
+    master: Annotated[str, typer.Option("--master", help=defaults.MASTER_HELP)
+                      ] = defaults.MASTER,
     driver_memory: Annotated[str, typer.Option(
-        "--driver-memory", help="Spark driver memory.")] = "2g",
+        "--driver-memory", help=defaults.DRIVER_MEMORY_HELP)] = defaults.DRIVER_MEMORY,
 ) -> None:
     """Commit a whole epoch again: a copy of --from-epoch N, or a rebuild from base facts.
 

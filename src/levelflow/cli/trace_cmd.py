@@ -49,7 +49,10 @@ def stats(file: Annotated[Path, typer.Argument(help="A jobtrace/1 file (.json or
     if as_json:
         typer.echo(json.dumps(figures))
         return
-    table = Table(title=f"{file}" + (f" ({figures['name']})" if figures["name"] else ""))
+    from levelflow.text import for_rich
+
+    table = Table(title=for_rich(file) + (f" ({for_rich(figures['name'])})"
+                                          if figures["name"] else ""))
     table.add_column("figure")
     table.add_column("value", justify="right")
     for key, value in figures.items():

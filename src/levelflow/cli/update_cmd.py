@@ -9,18 +9,13 @@ from typing import Annotated
 
 import typer
 
+from levelflow.cli import defaults
 from levelflow.cli.app import app
 from levelflow.cli.run_cmd import CONFINE_HELP
 from levelflow.engine.paths import CONFINE_DEFAULT
 from levelflow.errors import LevelflowError
 
-# The engine's defaults (maintain.py), repeated here so that --help does not import Spark.
-SWITCH_DEFAULT = 0.2
-SWITCH_FLOOR = 1.0  # seconds: the switch never fires earlier
-LARGE_CHANGE_DEFAULT = 0.05
-SWITCH_HELP = (f"Elastic switch: stop a task's update after this fraction of its last "
-               f"from-scratch time (at least {SWITCH_FLOOR:g} s) and recompute it from scratch. "
-               f"--strategy incremental never switches.")
+NOTHING = "nothing to do: no fact to insert or remove; the state is unchanged"
 
 
 class UpdateArgsError(LevelflowError):
@@ -53,29 +48,89 @@ def check_switch(switch: float, strategy: str, large_change: float) -> None:
         raise UpdateArgsError(f"--strategy: must be one of {', '.join(MODES)}, got {strategy!r}")
 
 
+def _prepare(statedir: Path, ops_files: tuple, flags: dict):
+    """Return (ProgramTasks, update ops, StateDir) after every check that needs no Spark."""
+    from levelflow.cli.run_cmd import make_outdir, make_parent, scheduler_from_flag
+    from levelflow.engine.incremental.state import StateDir
+    from levelflow.engine.incremental.updates import read_updates
+    from levelflow.engine.paths import check_io_paths
+    from levelflow.tasks import build_tasks, parse_program
+
+    check_switch(flags["switch"], flags["strategy"], flags["large_change"])
+    if flags["jobs"] < 1:
+        raise UpdateArgsError(f"--jobs: must be a positive integer, got {flags['jobs']}")
+    state = StateDir(statedir, keep=flags["keep_epochs"])
+    data = state.manifest()  # raises a one-line StateError if there is no state
+    program_tasks = build_tasks(parse_program(data["program"], data["program_file"]))
+    state.verify(None, program_tasks.program, data)  # missing or cut files: before Spark
+    check_io_paths(program_tasks.program, None, flags["outdir"], flags["confine"])
+    scheduler_from_flag(flags["scheduler"], program_tasks.graph)  # checked before Spark starts
+    # Every file is parsed and checked before Spark starts: a bad line refuses the whole epoch.
+    ops = read_updates(program_tasks.program, *ops_files)
+    make_parent(flags["trace_out"], "--trace-out", UpdateArgsError)
+    make_parent(flags["schedule_out"], "--schedule", UpdateArgsError)
+    if flags["outdir"] is not None:
+        make_outdir(flags["outdir"], UpdateArgsError)
+    return program_tasks, ops, state
+
+
+def _apply(spark, state, ops, program, flags: dict, progress) -> None:
+    """Commit `ops` as one epoch on `spark`, print it, and write what the flags ask for."""
+    from levelflow.engine.incremental.session_api import IncrementalSession
+
+    session = IncrementalSession.open(spark, state, scheduler=flags["scheduler"],
+                                      jobs=flags["jobs"], mode=flags["strategy"],
+                                      switch=flags["switch"], large_change=flags["large_change"])
+    if not ops:  # only -D asked for: write the outputs as they stand, no new epoch
+        session.write_outputs(flags["outdir"])
+        progress.stop()
+        print(f"{NOTHING}; outputs written to {flags['outdir']}")
+        return
+    session.extend(ops)
+    result = session.commit()
+    progress.stop()  # the live line goes before the epoch's lines are printed
+    print_epoch(result, program)  # the epoch is applied: say so first
+    if flags["trace_out"] is not None:
+        from levelflow.traces import dump_trace
+
+        dump_trace(result.trace, flags["trace_out"])
+    if flags["schedule_out"] is not None:
+        from levelflow.traces import write_schedule
+
+        write_schedule(result.schedule, result.trace, flags["schedule_out"])
+    if (outdir := flags["outdir"]) is not None:
+        try:
+            session.write_outputs(outdir)
+        except OSError as e:
+            raise UpdateArgsError(f"{outdir}: error: epoch {result.epoch} was applied, but "
+                                  f"its outputs could not be written ({e})") from None
+
+
 @app.command("update")
 def update_command(
     statedir: Annotated[Path, typer.Argument(help="State directory made by `run --state`.")],
     insert: Annotated[list[Path] | None, typer.Option(
-        "--insert", help="Facts to insert: REL.facts or the file its .input names (Soufflé "
-        "format), or a +r(..)/-r(..) diff file. Repeatable.")] = None,
+        "--insert", metavar="FILE", help="Facts to insert: REL.facts or the file its .input "
+        "names (Soufflé format), or a +r(..)/-r(..) diff file. Repeatable.")] = None,
     remove: Annotated[list[Path] | None, typer.Option(
-        "--remove", help="Facts to remove: REL.facts, or a diff file (signs flipped). "
-        "Repeatable.")] = None,
+        "--remove", metavar="FILE", help="Facts to remove: REL.facts, or a diff file (signs "
+        "flipped). Repeatable.")] = None,
     outdir: Annotated[Path | None, typer.Option(
         "-D", "--output-dir", help="Write every .output relation as it now stands here.")] = None,
-    switch: Annotated[float, typer.Option(
-        "--switch", help=SWITCH_HELP)] = SWITCH_DEFAULT,
+    switch: Annotated[float, typer.Option("--switch", help=defaults.SWITCH_HELP)] = defaults.SWITCH,
     strategy: Annotated[str, typer.Option(
-        "--strategy", help="elastic | incremental (never switch) | scratch.")] = "elastic",
+        "--strategy", help="elastic, incremental (never switch) or scratch.")
+    ] = defaults.STRATEGY,
     large_change: Annotated[float, typer.Option(
         "--large-change", help="Elastic: recompute a recursive task at once when this fraction "
-        "of the tuples it reads changed.")] = LARGE_CHANGE_DEFAULT,
-    scheduler: Annotated[str, typer.Option("--scheduler", "-s", help="Scheduler spec.")
-                         ] = "hybrid",
-    jobs: Annotated[int, typer.Option("-j", "--jobs", help="Tasks updated concurrently.")] = 1,
-    master: Annotated[str, typer.Option("--master", help="Spark master URL.")] = "local[*]",
-    driver_memory: Annotated[str, typer.Option("--driver-memory")] = "2g",
+        "of the tuples it reads changed.")] = defaults.LARGE_CHANGE,
+    scheduler: Annotated[str, typer.Option("--scheduler", "-s", help=defaults.SCHEDULER_HELP)
+                         ] = defaults.SCHEDULER,
+    jobs: Annotated[int, typer.Option("-j", "--jobs", help=defaults.JOBS_HELP)] = defaults.JOBS,
+    master: Annotated[str, typer.Option("--master", help=defaults.MASTER_HELP)
+                      ] = defaults.MASTER,
+    driver_memory: Annotated[str, typer.Option(
+        "--driver-memory", help=defaults.DRIVER_MEMORY_HELP)] = defaults.DRIVER_MEMORY,
     trace_out: Annotated[Path | None, typer.Option(
         "--trace-out", help="Write the epoch as a jobtrace/1 file: the tasks its change "
         "activated, who activated whom, how long each took.")] = None,
@@ -87,64 +142,28 @@ def update_command(
         "state remembers it; 2 unless set).")] = None,
     confine: Annotated[bool, typer.Option("--confine", help=CONFINE_HELP)] = CONFINE_DEFAULT,
 ) -> None:
-    """Apply the changes as one epoch; print per output relation +added -removed, 'ran k of N'."""
-    from levelflow.cli.run_cmd import (
-        jvm_stderr_to,
-        make_outdir,
-        make_parent,
-        quiet_pyspark_loggers,
-        scheduler_from_flag,
-    )
-    from levelflow.engine.incremental.state import StateDir
-    from levelflow.engine.incremental.updates import read_updates
-    from levelflow.engine.paths import check_io_paths
-    from levelflow.tasks import build_tasks, parse_program
+    """Apply the changes as one epoch; print per output relation +added -removed, 'ran k of N'.
 
-    check_switch(switch, strategy, large_change)
-    if jobs < 1:
-        raise UpdateArgsError(f"--jobs: must be a positive integer, got {jobs}")
-    state = StateDir(statedir, keep=keep_epochs)
-    data = state.manifest()  # raises a one-line StateError if there is no state
-    program_tasks = build_tasks(parse_program(data["program"], data["program_file"]))
-    state.verify(None, program_tasks.program, data)  # missing or cut files: before Spark
-    check_io_paths(program_tasks.program, None, outdir, confine)
-    scheduler_from_flag(scheduler, program_tasks.graph)  # checked before Spark starts
-    # Every file is parsed and checked before Spark starts: a bad line refuses the whole epoch.
-    ops = read_updates(program_tasks.program, insert or [], remove or [])
-    make_parent(trace_out, "--trace-out", UpdateArgsError)
-    make_parent(schedule_out, "--schedule", UpdateArgsError)
-    if outdir is not None:
-        make_outdir(outdir, UpdateArgsError)
+    With no change at all it says so and starts nothing."""
+    from levelflow.cli.spark import spark_session
+    from levelflow.engine.progress import make_progress
+
+    flags = {"switch": switch, "strategy": strategy, "large_change": large_change,
+             "scheduler": scheduler, "jobs": jobs, "trace_out": trace_out, "outdir": outdir,
+             "schedule_out": schedule_out, "keep_epochs": keep_epochs, "confine": confine}
+    program_tasks, ops, state = _prepare(statedir, (insert or [], remove or []), flags)
+    if not ops and outdir is None:  # no Spark, no epoch (and no trace of an epoch)
+        print(NOTHING)
+        return
     log = Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
-    spark = None
+    progress = make_progress()  # a live line on a terminal, as `run` shows
     try:
-        from levelflow.engine.incremental.session_api import IncrementalSession
-        from levelflow.engine.session import make_session
-
-        quiet_pyspark_loggers()
-        with jvm_stderr_to(log):
-            spark = make_session(master=master, driver_memory=driver_memory)
-        session = IncrementalSession.open(spark, state, scheduler=scheduler, jobs=jobs,
-                                          mode=strategy, switch=switch,
-                                          large_change=large_change)
-        session.extend(ops)
-        result = session.commit()
-        print_epoch(result, program_tasks.program)  # the epoch is applied: say so first
-        if trace_out is not None:
-            from levelflow.traces import dump_trace
-
-            dump_trace(result.trace, trace_out)
-        if schedule_out is not None:
-            from levelflow.traces import write_schedule
-
-            write_schedule(result.schedule, result.trace, schedule_out)
-        if outdir is not None:
-            try:
-                session.write_outputs(outdir)
-            except OSError as e:
-                raise UpdateArgsError(f"{outdir}: error: epoch {result.epoch} was applied, but "
-                                      f"its outputs could not be written ({e})") from None
+        progress.start(program_tasks.graph.names)
+        progress.phase(f"starting Spark ({master})")
+        with spark_session(master, driver_memory, log) as spark:
+            progress.phase(f"applying {len(ops)} change(s) as one epoch" if ops
+                           else "writing outputs")
+            _apply(spark, state, ops, program_tasks.program, flags, progress)
     finally:
-        if spark is not None:
-            spark.stop()
+        progress.stop()
         log.unlink(missing_ok=True)

@@ -12,7 +12,6 @@ _EXPORTS = {
     "run": "levelflow.engine.api",
     "run_program": "levelflow.engine.runner",
     "write_outputs": "levelflow.engine.runner",
-    "initial_tasks": "levelflow.engine.runner",
     "RunResult": "levelflow.engine.runner",
     "RunError": "levelflow.engine.runner",
     "Progress": "levelflow.engine.progress",

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from levelflow.engine.checks import CHECKPOINTS
 from levelflow.engine.compile import (
     CompileError,
     body_frame,
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
 
     from levelflow.tasks.tasks import ProgramTasks, Task
 
-CHECKPOINTS = ("local", "reliable")
 # Merge the stable pieces of a relation once there are this many (bounds the union's width).
 MERGE_PIECES = 8
 # Below this many known tuples, new tuples come from one group-by instead of distinct + anti join.
@@ -244,10 +244,7 @@ def _frames(rule: Rule, relations: Mapping[str, DataFrame], own: Mapping[str, Da
             counts: Mapping[str, int]) -> tuple[dict[int, DataFrame], dict[int, int]]:
     """Return the DataFrame and known row count each body atom reads, lower relations only."""
     frames, sizes = {}, {}
-    for i, lit in enumerate(rule.body):
-        atom = lit.atom if isinstance(lit, Negation) else lit
-        if not isinstance(atom, Atom):
-            continue
+    for i, atom, _ in rule.body_atoms():
         name = atom.relation
         if name in own:
             frames[i] = own[name]
@@ -259,6 +256,30 @@ def _frames(rule: Rule, relations: Mapping[str, DataFrame], own: Mapping[str, Da
         if name in counts:
             sizes[i] = counts[name]
     return frames, sizes
+
+
+def _base(spark, program: Program, task: Task, relations: Mapping[str, DataFrame], factdir,
+          counts: Mapping[str, int], recursive: list[bool]) -> dict[str, list[DataFrame]]:
+    """Return per relation of the task everything not recursive: its fact file, its facts in
+    the program, what its rules over lower relations derive."""
+    decls, names = program.decls, task.relations
+    base: dict[str, list[DataFrame]] = {n: [] for n in names}
+    for name in names:
+        decl = decls[name]
+        io = program.inputs.get(name)
+        if io is not None and factdir is not None:
+            base[name].append(read_facts(spark, decl, input_path(io, factdir), io_delimiter(io),
+                                         io_headers(io)))
+        facts = fact_rows(task.rules, name)
+        if facts:
+            base[name].append(rows_frame(spark, decl, [cast_fact(f, decl.types) for f in facts]))
+    for rule, rec in zip(task.rules, recursive, strict=True):
+        if rule.body and not rec:
+            frames, sizes = _frames(rule, relations, {}, counts)
+            body, types = body_frame(spark, rule, decls, frames, sizes)
+            for head in rule_heads(rule, names):
+                base[head.relation].append(head_frame(body, types, head, decls[head.relation]))
+    return base
 
 
 def evaluate_task(spark: SparkSession, program: Program, task: Task,
@@ -284,23 +305,7 @@ def evaluate_task(spark: SparkSession, program: Program, task: Task,
     stats = EvalStats(task=task.name)
     recursive = [bool(r.body) and reads_own(r, names) for r in task.rules]
     recursive_rules = [r for r, rec in zip(task.rules, recursive, strict=True) if rec]
-    # Everything not recursive: fact file, facts in the program, rules over lower relations.
-    base: dict[str, list[DataFrame]] = {n: [] for n in names}
-    for name in names:
-        decl = decls[name]
-        io = program.inputs.get(name)
-        if io is not None and factdir is not None:
-            base[name].append(read_facts(spark, decl, input_path(io, factdir), io_delimiter(io),
-                                         io_headers(io)))
-        facts = fact_rows(task.rules, name)
-        if facts:
-            base[name].append(rows_frame(spark, decl, [cast_fact(f, decl.types) for f in facts]))
-    for rule, rec in zip(task.rules, recursive, strict=True):
-        if rule.body and not rec:
-            frames, sizes = _frames(rule, relations, {}, counts)
-            body, types = body_frame(spark, rule, decls, frames, sizes)
-            for head in rule_heads(rule, names):
-                base[head.relation].append(head_frame(body, types, head, decls[head.relation]))
+    base = _base(spark, program, task, relations, factdir, counts, recursive)
     first: dict[str, tuple[DataFrame, int]] = {}
     for name in names:
         parts = base[name] or [empty_relation(spark, decls[name])]
@@ -317,7 +322,7 @@ def evaluate_task(spark: SparkSession, program: Program, task: Task,
         return out
     kind = RankedRelation if ranked else FixpointRelation
     rels = {n: kind(spark, decls[n], *first[n]) for n in names}
-    run_fixpoint(spark, program, names, recursive_rules, relations, counts, rels, stats, cancel)
+    run_fixpoint(spark, program, Fixpoint(recursive_rules, rels, relations, counts, stats, cancel))
     out = TaskResult()
     for name, rel in rels.items():
         pieces = rel.stable + ([rel.recent] if rel.recent_rows else [])
@@ -345,9 +350,23 @@ def reads_own(rule: Rule, names: tuple[str, ...]) -> bool:
     return False
 
 
-def run_fixpoint(spark, program, names, rules, relations, counts, rels, stats, cancel) -> None:
-    """Run semi-naive rounds over `rels` until no relation gains a tuple."""
+@dataclass(slots=True)
+class Fixpoint:
+    """What semi-naive rounds run over: a task's recursive rules, their inputs, its relations."""
+
+    rules: list[Rule]  # the task's recursive rules
+    rels: dict[str, FixpointRelation]  # the task's relations (stable, recent), advanced in place
+    lower: Mapping[str, DataFrame]  # relations of lower tasks the rules read
+    counts: Mapping[str, int]  # their row counts where known (join order, broadcasts)
+    stats: EvalStats  # rounds and rows per round are added here
+    cancel: threading.Event | None = None  # checked before each round
+
+
+def run_fixpoint(spark, program: Program, fp: Fixpoint) -> None:
+    """Run semi-naive rounds over `fp.rels` until no relation gains a tuple."""
     decls = program.decls
+    rels, stats, cancel, rules = fp.rels, fp.stats, fp.cancel, fp.rules
+    names = tuple(rels)
     while any(rel.recent_rows for rel in rels.values()):
         t0 = time.perf_counter()
         if cancel is not None and cancel.is_set():
@@ -357,7 +376,8 @@ def run_fixpoint(spark, program, names, rules, relations, counts, rels, stats, c
         for rule in rules:
             own = [i for i, lit in enumerate(rule.body)
                    if isinstance(lit, Atom) and lit.relation in names]
-            frames, sizes = _frames(rule, relations, {n: rels[n].recent for n in names}, counts)
+            frames, sizes = _frames(rule, fp.lower, {n: rels[n].recent for n in names},
+                                    fp.counts)
             for k, pos in enumerate(own):
                 delta = rels[rule.body[pos].relation]
                 if not delta.recent_rows:

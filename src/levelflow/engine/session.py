@@ -34,36 +34,80 @@ def _loopback_master(master: str) -> bool:
     return all(h in ("127.0.0.1", "localhost") for h in hosts)
 
 
-def make_session(master: str = "local[*]", shuffle_partitions: int = 2,
-                 driver_memory: str = "2g", app_name: str = "levelflow", java_options: str = "",
-                 extra: dict | None = None):
-    """Return a SparkSession for `master` with quiet logs, no UI and few shuffle partitions."""
-    from pyspark.sql import SparkSession
+def spark_conf(master: str = "local[*]", shuffle_partitions: int = 2, driver_memory: str = "2g",
+               app_name: str = "levelflow", java_options: str = "", extra: dict | None = None):
+    """Return the SparkConf make_session starts Spark with: quiet logs, no UI, few partitions."""
+    from pyspark import SparkConf
 
     # Python workers run PYSPARK_PYTHON, "python3" on PATH by default: outside an activated
     # virtual environment that interpreter lacks levelflow, pyarrow and polars.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     java_opts = f"-Dlog4j2.configurationFile=file:{_log4j_file()} {java_options}".strip()
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.default.parallelism", str(max(shuffle_partitions, 1)))
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", driver_memory)
-        .config("spark.scheduler.mode", "FAIR")
-        .config("spark.sql.adaptive.enabled", "true")
-        .config("spark.driver.extraJavaOptions", java_opts)
-        .config("spark.executor.extraJavaOptions", java_opts)
+    conf = (
+        SparkConf().setMaster(master).setAppName(app_name)
+        .set("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .set("spark.default.parallelism", str(max(shuffle_partitions, 1)))
+        .set("spark.ui.enabled", "false")
+        .set("spark.ui.showConsoleProgress", "false")
+        .set("spark.driver.memory", driver_memory)
+        .set("spark.scheduler.mode", "FAIR")
+        .set("spark.sql.adaptive.enabled", "true")
+        .set("spark.driver.extraJavaOptions", java_opts)
+        .set("spark.executor.extraJavaOptions", java_opts)
     )
     if master.startswith("local") or _loopback_master(master):
         # Local runs bind to loopback; so does a standalone master on this host (its executors
         # connect back to 127.0.0.1). A remote master must reach the driver: leave it alone.
-        builder = builder.config("spark.driver.host", "127.0.0.1").config(
-            "spark.driver.bindAddress", "127.0.0.1")
+        conf.set("spark.driver.host", "127.0.0.1").set("spark.driver.bindAddress", "127.0.0.1")
     for key, value in (extra or {}).items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+        conf.set(key, str(value))
+    return conf
+
+
+def default_jvm_log() -> Path:
+    """Return where the JVM's own output goes unless asked otherwise (one file per user)."""
+    return Path(tempfile.gettempdir()) / f"levelflow-spark-{os.getuid()}.log"
+
+
+def launch_jvm(conf, jvm_log: str | Path | None = None):
+    """Start Spark's JVM for `conf`; return its py4j gateway (`.proc` is the JVM's Popen).
+
+    The JVM writes its start-up noise ("Using incubator modules", log lines) to `jvm_log`, not to
+    the terminal; it gets a session of its own so that it can be ended with its whole group.
+    """
+    from pyspark.java_gateway import launch_gateway
+
+    path = Path(jvm_log) if jvm_log is not None else default_jvm_log()
+    with open(path, "wb") as log:  # Popen duplicates the descriptor: ours can close now
+        return launch_gateway(conf, popen_kwargs={"stderr": log, "stdout": log,
+                                                  "start_new_session": True})
+
+
+def session_on(gateway, conf):
+    """Return a SparkSession whose SparkContext runs on an already launched `gateway`."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    SparkContext(conf=conf, gateway=gateway)
+    spark = SparkSession.builder.config(conf=conf).getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def make_session(master: str = "local[*]", shuffle_partitions: int = 2,
+                 driver_memory: str = "2g", app_name: str = "levelflow", java_options: str = "",
+                 extra: dict | None = None, jvm_log: str | Path | None = None):
+    """Return a SparkSession for `master` with quiet logs, no UI and few shuffle partitions.
+
+    Spark's JVM writes its own output to `jvm_log` (default: `default_jvm_log()`); pass
+    "/dev/stderr" to see it. An already running SparkContext is reused as it is.
+    """
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    conf = spark_conf(master, shuffle_partitions, driver_memory, app_name, java_options, extra)
+    if SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return session_on(launch_jvm(conf, jvm_log), conf)
+    spark = SparkSession.builder.config(conf=conf).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

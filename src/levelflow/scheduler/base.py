@@ -26,6 +26,7 @@ from levelflow.tasks.graph import TaskGraph
 class Scheduler(ABC):
     """Finds ready tasks among the activated ones; subclasses differ only in how."""
 
+    __slots__ = ("graph", "costs")  # a plugin without __slots__ still gets a __dict__
     name = "scheduler"
 
     def __init__(self, graph: TaskGraph, *, costs: Sequence[float] | None = None) -> None:

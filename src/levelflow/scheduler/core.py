@@ -4,7 +4,7 @@ Constant: the TaskGraph and its level array.
 Changes: state[v] (0 idle, 1 waiting = activated and not handed out, 2 running, 3 finished);
 left[l] = activated unfinished tasks at level l; waiting[l] = tasks activated at level l and not yet
 admitted to the ready set (may hold stale ids that a heuristic already handed out); the event logs
-a bound Finder reads (None while no finder is bound).
+a bound Finder reads (None while no finder is bound), kept with the state on a `Shared` record.
 
 `ActiveSet` is the mechanism (validation, counting, handing out); subclasses only decide which
 waiting tasks are ready. A `Finder` is a readiness rule that runs beside an ActiveSet on the same
@@ -21,11 +21,35 @@ from levelflow.tasks.graph import TaskGraph
 IDLE, WAITING, RUNNING, FINISHED = 0, 1, 2, 3
 
 
+class Shared:
+    """What a Finder sees of its owner: the graph, task states, levels, cur, the event logs.
+
+    `state` and `level` are the owner's own arrays; `cur` is the owner's lowest unfinished level
+    (None for an owner that keeps none); the logs are None until a Finder asks for them.
+    """
+
+    __slots__ = ("graph", "state", "level", "cur", "act_log", "fin_log")
+
+    def __init__(self, graph: TaskGraph, state: bytearray) -> None:
+        self.graph = graph
+        self.state = state
+        self.level = graph.level
+        self.cur: int | None = None
+        self.act_log: list[int] | None = None
+        self.fin_log: list[int] | None = None
+
+    def name(self, v: int) -> str:
+        """Return a task's display name and id for error messages."""
+        if 0 <= v < len(self.state):
+            return f"{self.graph.names[v]!r} (id {v})"
+        return f"id {v}"
+
+
 class ActiveSet(Scheduler):
     """Scheduler mechanism: task states, per-level counts, misuse checks; readiness is abstract."""
 
     __slots__ = ("_n", "_state", "_level", "_children", "_left", "_waiting", "_unfinished",
-                 "_act_log", "_fin_log", "_activations", "_handed_out")
+                 "shared", "_activations", "_handed_out")
 
     def __init__(self, graph: TaskGraph, *, costs: Sequence[float] | None = None) -> None:
         super().__init__(graph, costs=costs)
@@ -37,18 +61,9 @@ class ActiveSet(Scheduler):
         self._left = [0] * (graph.num_levels + 1)
         self._waiting: list[list[int]] = [[] for _ in range(graph.num_levels + 1)]
         self._unfinished = 0
-        self._act_log: list[int] | None = None
-        self._fin_log: list[int] | None = None
+        self.shared = Shared(graph, self._state)
         self._activations = 0
         self._handed_out = 0
-
-    # --- misuse -------------------------------------------------------------------------------
-
-    def _name(self, v: int) -> str:
-        """Return a task's display name and id for error messages."""
-        if 0 <= v < self._n:
-            return f"{self.graph.names[v]!r} (id {v})"
-        return f"id {v}"
 
     # --- the protocol -------------------------------------------------------------------------
 
@@ -59,9 +74,9 @@ class ActiveSet(Scheduler):
         n = self._n
         for v in tasks:
             if not (0 <= v < n):
-                raise ValueError(f"activate: {self._name(v)} is not a task of this graph")
+                raise ValueError(f"activate: {self.shared.name(v)} is not a task of this graph")
             if state[v] == FINISHED:
-                raise ValueError(f"activate: task {self._name(v)} has already finished")
+                raise ValueError(f"activate: task {self.shared.name(v)} has already finished")
         self._check_activate(tasks)
         if tasks:
             self._add(tasks)
@@ -76,7 +91,7 @@ class ActiveSet(Scheduler):
         level = self._level
         left = self._left
         waiting = self._waiting
-        log = self._act_log
+        log = self.shared.act_log
         count = 0
         for v in tasks:
             if state[v] == IDLE:
@@ -100,7 +115,7 @@ class ActiveSet(Scheduler):
             if task < 0 or state[task] != RUNNING:
                 raise IndexError
         except (IndexError, TypeError):
-            raise ValueError(f"done: task {self._name(task)} is not running") from None
+            raise ValueError(f"done: task {self.shared.name(task)} is not running") from None
         if activated:
             if type(activated) is not tuple:
                 activated = tuple(activated)
@@ -111,31 +126,18 @@ class ActiveSet(Scheduler):
                     ch = set(ch)
                 for c in activated:
                     if c not in ch:
-                        raise ValueError(f"done: task {self._name(task)} activated "
-                                         f"{self._name(c)}, which is not one of its children")
+                        raise ValueError(f"done: task {self.shared.name(task)} activated "
+                                         f"{self.shared.name(c)}, which is not one of its children")
         state[task] = FINISHED
         level = self._level
         left = self._left
         left[level[task]] -= 1
-        log = self._fin_log
+        log = self.shared.fin_log
         if log is not None:
             log.append(task)
-        count = 0
+        self._unfinished -= 1
         if activated:
-            # Inlined _add: this is the hot path of every driver.
-            waiting = self._waiting
-            log = self._act_log
-            for v in activated:
-                if not state[v]:
-                    state[v] = WAITING
-                    lv = level[v]
-                    left[lv] += 1
-                    waiting[lv].append(v)
-                    count += 1
-                    if log is not None:
-                        log.append(v)
-            self._activations += count
-        self._unfinished += count - 1
+            self._add(activated)
 
     def is_active(self) -> bool:
         """Return True while any activated task has not finished."""
@@ -163,16 +165,16 @@ class ActiveSet(Scheduler):
 
 
 class Finder:
-    """A readiness rule run beside an ActiveSet on its state; reads the owner's event logs.
+    """A readiness rule run beside an ActiveSet on its `Shared` state; reads the event logs.
 
     Subclasses implement `find`; they must return only tasks whose state is WAITING and whose
     activated ancestors in G have all finished, and must not change the state themselves.
     """
 
-    def __init__(self, owner: ActiveSet) -> None:
-        self.owner = owner
-        owner._act_log = []
-        owner._fin_log = []
+    def __init__(self, shared: Shared) -> None:
+        self.shared = shared
+        shared.act_log = []
+        shared.fin_log = []
 
     def find(self, k: int) -> list[int]:
         """Return up to k waiting tasks that are ready by this rule (the caller hands them out)."""
@@ -198,7 +200,7 @@ class FinderScheduler(ActiveSet):
 
     def __init__(self, graph: TaskGraph, *args: str, costs: Sequence[float] | None = None) -> None:
         super().__init__(graph, costs=costs)
-        self.finder = self.finder_class(self, *args)
+        self.finder = self.finder_class(self.shared, *args)
 
     def _check_activate(self, tasks: list[int]) -> None:
         """Let the finder refuse an activation before anything changes."""

@@ -14,15 +14,15 @@ heuristic that takes `max_memory` (LogicBlox) stops building its lists as soon a
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from levelflow.scheduler.core import RUNNING, Finder
+from levelflow.scheduler.core import RUNNING, Finder, Shared
 from levelflow.scheduler.levelbased import LevelBased
 from levelflow.scheduler.registry import register, resolve
 from levelflow.tasks.graph import TaskGraph
 
 
-def make_finder(owner: LevelBased, spec: str, max_memory: int | None = None) -> Finder:
+def make_finder(shared: Shared, spec: str, max_memory: int | None = None) -> Finder:
     """Return the Finder of the heuristic a spec names (a scheduler with a `finder_class`).
 
     A finder whose constructor takes a `max_memory` keyword is told the byte budget, so that it
@@ -33,8 +33,8 @@ def make_finder(owner: LevelBased, spec: str, max_memory: int | None = None) -> 
     if finder_class is None or finder_class is Finder:
         raise ValueError(f"{spec!r} cannot run beside LevelBased: it has no finder_class")
     if max_memory is not None and "max_memory" in inspect.signature(finder_class).parameters:
-        return finder_class(owner, *args, max_memory=max_memory)
-    return finder_class(owner, *args)
+        return finder_class(shared, *args, max_memory=max_memory)
+    return finder_class(shared, *args)
 
 
 @register("hybrid")
@@ -44,10 +44,13 @@ class Hybrid(LevelBased):
     __slots__ = ("finder", "_consults")
 
     def __init__(self, graph: TaskGraph, heuristic: str = "logicblox", *args: str,
-                 costs: Sequence[float] | None = None) -> None:
+                 costs: Sequence[float] | None = None,
+                 finder: Callable[[Shared], Finder] | None = None) -> None:
+        """Run LevelBased with the `finder` given, else the one the heuristic's spec names."""
         super().__init__(graph, costs=costs)
-        self.finder: Finder | None = make_finder(self, ":".join((heuristic, *args)),
-                                                 self._memory_limit())
+        self.finder: Finder | None = (
+            finder(self.shared) if finder is not None
+            else make_finder(self.shared, ":".join((heuristic, *args)), self._memory_limit()))
         self._consults = 0
 
     def _memory_limit(self) -> int | None:
@@ -126,7 +129,7 @@ class Budget(Hybrid):
         if m > self.budget:
             self._last_counts = finder.counters()
             self.finder = None
-            self._act_log = self._fin_log = None  # nobody reads them any more
+            self.shared.act_log = self.shared.fin_log = None  # nobody reads them any more
             self.dropped_at = self._handed_out
 
     def get_ready(self, k: int) -> list[int]:

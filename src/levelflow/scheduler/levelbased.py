@@ -8,7 +8,9 @@ not yet handed out tasks at level cur.
 Why it is exact enough: every ancestor of a task at level l lies at a level < l, and a task is
 only activated by a parent, so once levels < l hold no activated unfinished task, nothing can
 still change the input of a task at level l. Each task is admitted once and each level is passed
-once: O(n + L) time. Which ready task goes first is policy: override `admit` and `pick`.
+once: O(n + L log n) time. Which ready task goes first is policy: override `admit` and `pick`.
+The default hands a level's tasks out in task-id order, as the reference simulator of the
+LevelBased paper does, so a trace gives the same makespan there and here.
 """
 
 from __future__ import annotations
@@ -24,11 +26,11 @@ from levelflow.tasks.graph import TaskGraph
 class LevelBased(ActiveSet):
     """Hands out the activated tasks of the lowest unfinished level (policy: `admit`/`pick`)."""
 
-    __slots__ = ("_cur", "_ready", "_levels_scanned", "_admitted")
+    __slots__ = ("_ready", "_levels_scanned", "_admitted")
 
     def __init__(self, graph: TaskGraph, *, costs: Sequence[float] | None = None) -> None:
         super().__init__(graph, costs=costs)
-        self._cur = 0
+        self.shared.cur = 0  # on the shared record: LookAhead searches the levels above it
         self._ready: list = []
         self._levels_scanned = 0
         self._admitted = 0
@@ -36,11 +38,15 @@ class LevelBased(ActiveSet):
     # --- policy: subclasses override these two ------------------------------------------------
 
     def admit(self, ready: list, new: list[int]) -> None:
-        """Add newly ready tasks of level cur to `ready` (default: FIFO, oldest kept at the end)."""
-        ready[:0] = new[::-1]
+        """Add newly ready tasks of level cur to `ready` (default: by id, smallest at the end)."""
+        ready.extend(new)
+        # A level's tasks mostly arrive in one batch, and step-backs re-admit sorted runs:
+        # Timsort keeps this near linear.
+        ready.sort(reverse=True)
 
     def pick(self, ready: list, k: int) -> list[int]:
-        """Remove up to k tasks from `ready` and return them, first to run first (default FIFO).
+        """Remove up to k tasks from `ready` and return them, first to run first (default: the
+        smallest ids).
 
         Must return at least one task while `ready` holds any and k >= 1.
         """
@@ -58,24 +64,25 @@ class LevelBased(ActiveSet):
 
     def _activated_at(self, lv: int) -> None:
         """Step back to level lv if a driver activated a task below the current level."""
-        if lv < self._cur:
+        cur = self.shared.cur
+        if lv < cur:
             ready = self._ready
             # The task may be an ancestor of the admitted ones: they are waiting again.
             while ready:
-                self._waiting[self._cur].extend(self.pick(ready, len(ready)))
-            self._cur = lv
+                self._waiting[cur].extend(self.pick(ready, len(ready)))
+            self.shared.cur = lv
 
     def get_ready(self, k: int) -> list[int]:
         """Return up to k ready tasks and count them as running from now on."""
         left = self._left
-        cur = self._cur
+        cur = self.shared.cur
         if not left[cur]:
             last = len(left) - 1
             start = cur
             while cur < last and not left[cur]:
                 cur += 1
             self._levels_scanned += cur - start
-            self._cur = cur
+            self.shared.cur = cur
         waiting = self._waiting[cur]
         ready = self._ready
         if waiting:

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from sortedcontainers import SortedList
 
-from levelflow.scheduler.core import FINISHED, WAITING, ActiveSet, Finder, FinderScheduler
+from levelflow.scheduler.core import FINISHED, WAITING, Finder, FinderScheduler, Shared
 from levelflow.scheduler.intervals import BYTES_PER_INTERVAL, TooManyIntervals, ancestor_spans
 from levelflow.scheduler.registry import register
 from levelflow.tasks.graph import TaskGraph
@@ -32,12 +32,12 @@ from levelflow.tasks.graph import TaskGraph
 class IntervalFinder(Finder):
     """Finds ready tasks with interval queries against the unfinished activated tasks."""
 
-    def __init__(self, owner: ActiveSet, *, max_memory: int | None = None) -> None:
+    def __init__(self, shared: Shared, *, max_memory: int | None = None) -> None:
         """Build the interval lists; past `max_memory` bytes, stop and keep none (see memory)."""
-        super().__init__(owner)
+        super().__init__(shared)
         try:
             self.post, self.node_of, self.spans = ancestor_spans(
-                owner.graph, None if max_memory is None else max_memory // BYTES_PER_INTERVAL)
+                shared.graph, None if max_memory is None else max_memory // BYTES_PER_INTERVAL)
             self.intervals = sum(map(len, self.spans)) // 2
         except TooManyIntervals as e:
             # Over budget: the owner drops this finder on seeing memory() > max_memory, so it
@@ -45,7 +45,7 @@ class IntervalFinder(Finder):
             self.post, self.node_of, self.spans = [], [], []
             self.intervals = e.count
         self.live = SortedList()
-        self.in_live = bytearray(len(owner.graph))
+        self.in_live = bytearray(len(shared.graph))
         self.unchecked: deque[int] = deque()
         self.waiters: dict[int, list[int]] = {}
         self.queries = 0
@@ -55,9 +55,9 @@ class IntervalFinder(Finder):
 
     def _sync(self) -> None:
         """Bring `live` and `unchecked` up to date with the owner's activations and finishes."""
-        owner = self.owner
-        state = owner._state
-        acts, fins = owner._act_log, owner._fin_log
+        shared = self.shared
+        state = shared.state
+        acts, fins = shared.act_log, shared.fin_log
         post = self.post
         in_live = self.in_live
         live = self.live
@@ -141,7 +141,7 @@ class IntervalFinder(Finder):
     def find(self, k: int) -> list[int]:
         """Return up to k waiting tasks with no unfinished activated ancestor."""
         self._sync()
-        state = self.owner._state
+        state = self.shared.state
         unchecked = self.unchecked
         waiters = self.waiters
         blocker = self.blocker

@@ -13,10 +13,10 @@ when that task finishes: a search is never repeated while nothing it depends on 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
-from levelflow.scheduler.core import FINISHED, IDLE, WAITING, Finder
+from levelflow.scheduler.core import FINISHED, IDLE, WAITING, Finder, Shared
 from levelflow.scheduler.hybrid import Hybrid
-from levelflow.scheduler.levelbased import LevelBased
 from levelflow.scheduler.registry import register
 from levelflow.tasks.graph import TaskGraph
 
@@ -24,18 +24,18 @@ from levelflow.tasks.graph import TaskGraph
 class LookaheadFinder(Finder):
     """Finds ready tasks in the K levels above LevelBased's current one by bounded BFS."""
 
-    def __init__(self, owner: LevelBased, k: str | int = 15) -> None:
+    def __init__(self, shared: Shared, k: str | int = 15) -> None:
         try:
             self.k = int(k)
         except ValueError:
             raise ValueError(f"lookahead: K must be an integer, got {k!r}") from None
         if self.k < 1:
             raise ValueError(f"lookahead: K must be >= 1, got {k}")
-        if not hasattr(owner, "_cur"):
+        if shared.cur is None:
             raise ValueError("lookahead runs beside LevelBased only (it searches above level cur)")
-        super().__init__(owner)
-        n = len(owner.graph)
-        self.unchecked: list[list[int]] = [[] for _ in range(owner.graph.num_levels + 1)]
+        super().__init__(shared)
+        n = len(shared.graph)
+        self.unchecked: list[list[int]] = [[] for _ in range(shared.graph.num_levels + 1)]
         self.waiters: dict[int, list[int]] = {}
         self.parked = 0
         self.mark = [0] * n
@@ -46,10 +46,10 @@ class LookaheadFinder(Finder):
 
     def _sync(self) -> None:
         """File new activations by level and release the tasks parked on finished ones."""
-        owner = self.owner
-        acts, fins = owner._act_log, owner._fin_log
+        shared = self.shared
+        acts, fins = shared.act_log, shared.fin_log
         if acts:
-            level = owner._level
+            level = shared.level
             unchecked = self.unchecked
             for v in acts:
                 unchecked[level[v]].append(v)
@@ -57,7 +57,7 @@ class LookaheadFinder(Finder):
         if fins:
             waiters = self.waiters
             if waiters:
-                level = self.owner._level
+                level = self.shared.level
                 unchecked = self.unchecked
                 for b in fins:
                     ws = waiters.pop(b, None)
@@ -69,9 +69,9 @@ class LookaheadFinder(Finder):
 
     def blocker(self, v: int, floor: int) -> int:
         """Return an activated unfinished proper ancestor of v at level >= floor, or -1."""
-        state = self.owner._state
-        level = self.owner._level
-        parents = self.owner.graph.parents
+        state = self.shared.state
+        level = self.shared.level
+        parents = self.shared.graph.parents
         mark = self.mark
         self.stamp += 1
         stamp = self.stamp
@@ -96,8 +96,8 @@ class LookaheadFinder(Finder):
     def find(self, k: int) -> list[int]:
         """Return up to k ready waiting tasks from the levels cur+1 .. cur+K."""
         self._sync()
-        state = self.owner._state
-        cur = self.owner._cur
+        state = self.shared.state
+        cur = self.shared.cur
         unchecked = self.unchecked
         waiters = self.waiters
         out: list[int] = []
@@ -145,6 +145,4 @@ class LookAhead(Hybrid):
 
     def __init__(self, graph: TaskGraph, k: str | int = 15, *,
                  costs: Sequence[float] | None = None) -> None:
-        LevelBased.__init__(self, graph, costs=costs)
-        self.finder = LookaheadFinder(self, k)
-        self._consults = 0
+        super().__init__(graph, costs=costs, finder=partial(LookaheadFinder, k=k))

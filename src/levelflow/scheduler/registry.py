@@ -4,8 +4,9 @@ Constant: nothing. Changes: the name -> class table, filled by the `register` de
 built-in modules register themselves when `levelflow.scheduler` is imported).
 
 A spec is `name[:arg[:arg...]]` (the args go, as strings, to the constructor after the graph),
-`package.module:Class[:arg...]` (an import path: the part before the first ':' has a '.'), or a
-name published by an installed package in the entry-point group `levelflow.schedulers`.
+`package.module:Class[:arg...]` (an import path: the part before the first ':' has a '.'),
+`path/to/file.py:Class[:arg...]` (a Python file, from any working directory), or a name
+published by an installed package in the entry-point group `levelflow.schedulers`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import importlib.metadata
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from levelflow.errors import LevelflowError
 from levelflow.scheduler.base import Scheduler
@@ -70,9 +72,31 @@ def _known() -> str:
     return ", ".join(available_schedulers())
 
 
+def _import_file(file: str, spec: str):
+    """Return the module of the Python file `file` (loaded once per process)."""
+    import importlib.util
+
+    path = Path(file).resolve()
+    if not path.is_file():
+        raise SchedulerSpecError(f"scheduler {spec!r}: no such file {file}")
+    name = f"levelflow_user.{path.stem}_{abs(hash(str(path))):x}"
+    if name not in sys.modules:  # a second load would register its names twice
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module
+        try:
+            module_spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+    return sys.modules[name]
+
+
 def _import_path(path: str, spec: str) -> type[Scheduler]:
-    """Return the class named by `package.module:Class`."""
+    """Return the class named by `package.module:Class` or `path/to/file.py:Class`."""
     module_name, _, attr = path.partition(":")
+    if module_name.endswith(".py"):
+        return _class_of(_import_file(module_name, spec), module_name, attr, spec)
     # Console scripts do not put the working directory on sys.path the way `python -m` does;
     # users expect `--scheduler mymodule:Class` to find ./mymodule.py.
     if "" not in sys.path and os.getcwd() not in sys.path:
@@ -80,8 +104,14 @@ def _import_path(path: str, spec: str) -> type[Scheduler]:
     try:
         module = importlib.import_module(module_name)
     except ImportError as e:
-        raise SchedulerSpecError(f"scheduler {spec!r}: cannot import {module_name}: {e}; "
-                                 f"known schedulers: {_known()}") from None
+        raise SchedulerSpecError(f"scheduler {spec!r}: cannot import {module_name}: {e} (run "
+                                 f"from the folder it is in, or name the file: "
+                                 f"path/to/file.py:Class); known schedulers: {_known()}") from None
+    return _class_of(module, module_name, attr, spec)
+
+
+def _class_of(module, module_name: str, attr: str, spec: str) -> type[Scheduler]:
+    """Return the class `attr` of an imported module, or raise naming the spec."""
     cls = getattr(module, attr, None)
     if cls is None:
         raise SchedulerSpecError(f"scheduler {spec!r}: module {module_name} has no {attr!r}; "

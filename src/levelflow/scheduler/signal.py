@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from levelflow.scheduler.core import FINISHED, IDLE, WAITING, ActiveSet, Finder, FinderScheduler
+from levelflow.scheduler.core import FINISHED, IDLE, WAITING, Finder, FinderScheduler, Shared
 from levelflow.scheduler.registry import register
 from levelflow.tasks.graph import TaskGraph
 
@@ -25,10 +25,10 @@ READY, SIGNALLED = 1, 2
 class SignalFinder(Finder):
     """Finds ready tasks by propagating signals from the sources through all of G."""
 
-    def __init__(self, owner: ActiveSet) -> None:
-        super().__init__(owner)
-        owner._act_log = None  # the state array says who is activated; only finishes matter
-        graph = owner.graph
+    def __init__(self, shared: Shared) -> None:
+        super().__init__(shared)
+        shared.act_log = None  # the state array says who is activated; only finishes matter
+        graph = shared.graph
         self.missing = [len(p) for p in graph.parents]
         self.resolved = bytearray(len(graph))
         self.found: list[int] = []
@@ -39,16 +39,16 @@ class SignalFinder(Finder):
     def check_activate(self, tasks: list[int]) -> None:
         """Refuse to activate a node already resolved as unchanged: its children moved on."""
         resolved = self.resolved
-        state = self.owner._state
+        state = self.shared.state
         for v in tasks:
             if resolved[v] == SIGNALLED and state[v] == IDLE:
-                raise ValueError(f"activate: task {self.owner._name(v)} was already passed over "
+                raise ValueError(f"activate: task {self.shared.name(v)} was already passed over "
                                  f"as unchanged; its descendants may have started")
 
     def _resolve(self, stack: list[int]) -> None:
         """Propagate from nodes whose parents have all signalled (the stack), as far as it goes."""
-        state = self.owner._state
-        children = self.owner.graph.children
+        state = self.shared.state
+        children = self.shared.graph.children
         missing = self.missing
         resolved = self.resolved
         found = self.found
@@ -77,7 +77,7 @@ class SignalFinder(Finder):
     def find(self, k: int) -> list[int]:
         """Return up to k waiting tasks all of whose ancestors have signalled."""
         missing = self.missing
-        fins = self.owner._fin_log
+        fins = self.shared.fin_log
         if not self.started:
             self.started = True
             fins.clear()  # the full sweep below sees their FINISHED state
@@ -88,7 +88,7 @@ class SignalFinder(Finder):
             self._resolve([v for v in fins if not missing[v]])
             fins.clear()
         found = self.found
-        state = self.owner._state
+        state = self.shared.state
         out: list[int] = []
         while found and len(out) < k:
             v = found.pop()

@@ -1,9 +1,10 @@
-"""What one simulated run reports, and the two ways a run can fail."""
+"""What one simulated run reports, and the error for a bad simulation argument."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from levelflow.driver import SchedulerStall  # noqa: F401 (its old home)
 from levelflow.errors import LevelflowError
 
 
@@ -11,10 +12,6 @@ class SimulationError(LevelflowError):
     """A bad simulation argument (processors, model); str() is one line naming it."""
 
     exit_code = 2
-
-
-class SchedulerStall(RuntimeError):
-    """A scheduler bug: it reports active work yet hands out nothing while nothing runs."""
 
 
 @dataclass(slots=True)

@@ -7,6 +7,10 @@ Primitive types are "number" (signed 32-bit in Soufflé; we use 64-bit), "unsign
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from levelflow.tasks.strata import Precedence
 
 PRIMITIVES = ("number", "unsigned", "float", "symbol")
 
@@ -103,6 +107,20 @@ class Rule:
         """Return True for a body-less rule."""
         return not self.body
 
+    def body_atoms(self) -> list[tuple[int, Atom, bool]]:
+        """Return (position, atom, negated) for every positive or negated atom of the body."""
+        out = []
+        for i, lit in enumerate(self.body):
+            if isinstance(lit, Atom):
+                out.append((i, lit, False))
+            elif isinstance(lit, Negation):
+                out.append((i, lit.atom, True))
+        return out
+
+    def reads(self) -> set[str]:
+        """Return the relations the body reads, positively or negated."""
+        return {atom.relation for _, atom, _ in self.body_atoms()}
+
 
 @dataclass(frozen=True, slots=True)
 class Decl:
@@ -150,6 +168,8 @@ class Program:
     printsize: tuple[str, ...]
     rules: tuple[Rule, ...]
     more_outputs: tuple[IO, ...] = ()  # further .output directives (Soufflé allows several)
+    # The relations' precedence graph, built once by the checker (a tasks.strata.Precedence).
+    precedence: Precedence | None = field(default=None, compare=False, repr=False)
 
     @property
     def output_directives(self) -> tuple[IO, ...]:

@@ -8,9 +8,9 @@ body), so every Task.rules entry has exactly one head and lives in exactly one t
 
 from __future__ import annotations
 
-from levelflow.tasks.ast import Atom, Negation, Program, Rule
+from levelflow.tasks.ast import Program, Rule
 from levelflow.tasks.graph import TaskGraph
-from levelflow.tasks.strata import strongly_connected
+from levelflow.tasks.strata import Precedence, precedence
 from levelflow.tasks.tasks import ProgramTasks, Task
 
 
@@ -25,42 +25,53 @@ def split_heads(rules: tuple[Rule, ...]) -> list[Rule]:
     return out
 
 
+def _task_order(prec: Precedence) -> tuple[list[int], list[tuple[int, int]]]:
+    """Return the SCCs in task-id order and the edges between SCCs."""
+    comps, comp_of = prec.comps, prec.comp_of
+    comp_edges = sorted({(comp_of[u], comp_of[v]) for u in range(len(comp_of))
+                         for v in prec.succ[u] if comp_of[u] != comp_of[v]})
+    levels = TaskGraph([str(k) for k in range(len(comps))], comp_edges).level
+    # members are sorted ids = declaration order, so members[0] is the first declared relation.
+    return sorted(range(len(comps)), key=lambda k: (levels[k], comps[k][0])), comp_edges
+
+
 def build_tasks(program: Program) -> ProgramTasks:
     """Return the program's tasks (one per SCC of relations) and their TaskGraph."""
     names = list(program.decls)
-    ids = {name: i for i, name in enumerate(names)}
-    n = len(names)
-    rules = split_heads(program.rules)
-    succ: list[set[int]] = [set() for _ in range(n)]
-    for rule in rules:
-        h = ids[rule.heads[0].relation]
-        for lit in rule.body:
-            atom = lit.atom if isinstance(lit, Negation) else lit
-            if isinstance(atom, Atom):
-                succ[ids[atom.relation]].add(h)
-    comps = strongly_connected(n, [sorted(s) for s in succ])
-    comp_of = [0] * n
-    for k, members in enumerate(comps):
-        for v in members:
-            comp_of[v] = k
-    comp_edges = sorted({(comp_of[u], comp_of[v]) for u in range(n) for v in succ[u]
-                         if comp_of[u] != comp_of[v]})
-    levels = TaskGraph([str(k) for k in range(len(comps))], comp_edges).level
-    # members are sorted ids = declaration order, so members[0] is the first declared relation.
-    order = sorted(range(len(comps)), key=lambda k: (levels[k], comps[k][0]))
-    new_id = [0] * len(comps)
+    prec = program.precedence or precedence(names, program.rules)
+    order, comp_edges = _task_order(prec)
+    new_id = [0] * len(prec.comps)
     for i, k in enumerate(order):
         new_id[k] = i
-    rules_of: list[list[Rule]] = [[] for _ in comps]
-    for rule in rules:
-        rules_of[comp_of[ids[rule.heads[0].relation]]].append(rule)
+    rules_of: list[list[Rule]] = [[] for _ in prec.comps]
+    for rule in split_heads(program.rules):
+        rules_of[prec.comp_of[prec.ids[rule.heads[0].relation]]].append(rule)
     tasks: list[Task] = []
     for i, k in enumerate(order):
-        members = comps[k]
-        relations = tuple(names[v] for v in members)
-        recursive = len(members) > 1 or members[0] in succ[members[0]]
-        tasks.append(Task(i, "+".join(relations), relations, tuple(rules_of[k]), recursive,
-                          any(r in program.inputs for r in relations)))
+        relations = tuple(names[v] for v in prec.comps[k])
+        rules = tuple(rules_of[k])
+        tasks.append(Task(i, "+".join(relations), relations, rules, prec.recursive(k),
+                          any(r in program.inputs for r in relations),
+                          frozenset().union(*(r.reads() for r in rules))))
     edges = sorted((new_id[a], new_id[b]) for a, b in comp_edges)
     graph = TaskGraph([t.name for t in tasks], edges)
-    return ProgramTasks(program, tuple(tasks), graph)
+    return ProgramTasks(program, tuple(tasks), graph, _initial(program, tasks),
+                        _edge_reads(tasks, graph))
+
+
+def _initial(program: Program, tasks: list[Task]) -> tuple[int, ...]:
+    """Return the ids of tasks a from-scratch run activates: input, facts, or atom-free rules."""
+    fact_heads = {h.relation for r in program.facts for h in r.heads}
+    # A rule with no positive body atom (a fact, `p(1) :- 1 < 2.`, `p() :- !q().`) derives
+    # tuples without any input changing, so nothing upstream would ever activate its task.
+    return tuple(t.id for t in tasks
+                 if t.input or any(r in fact_heads for r in t.relations)
+                 or any(all(neg for _, _, neg in rule.body_atoms()) for rule in t.rules))
+
+
+def _edge_reads(tasks: list[Task], graph: TaskGraph) -> tuple:
+    """Return per task v a tuple of (child c, positions in v.relations that c's rules read)."""
+    return tuple(
+        tuple((c, tuple(i for i, r in enumerate(task.relations) if r in tasks[c].reads))
+              for c in graph.children[v])
+        for v, task in enumerate(tasks))

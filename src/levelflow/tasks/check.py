@@ -27,7 +27,7 @@ from levelflow.tasks.ast import (
 )
 from levelflow.tasks.errors import DatalogError
 from levelflow.tasks.parser import Parsed
-from levelflow.tasks.strata import strongly_connected
+from levelflow.tasks.strata import Precedence, precedence
 from levelflow.tasks.typecheck import (
     INT64_MAX,
     INT64_MIN,
@@ -78,11 +78,12 @@ def check(parsed: Parsed, file: str) -> Program:
     decls = _check_decls(parsed, types, report)
     inputs, outputs, more_outputs, printsize = _check_ios(parsed.ios, decls, report)
     rules = tuple(_check_rule(rule, decls, report) for rule in parsed.rules)
-    _check_stratified(decls, rules, report)
+    prec = precedence(decls, rules)
+    _check_stratified(prec, rules, report)
     error = report.first()
     if error is not None:
         raise error
-    return Program(file, decls, inputs, outputs, printsize, rules, more_outputs)
+    return Program(file, decls, inputs, outputs, printsize, rules, more_outputs, prec)
 
 
 def _check_decls(parsed: Parsed, types: dict[str, str], report: Problems) -> dict[str, Decl]:
@@ -258,11 +259,8 @@ def _const_type(c: Const) -> str:
 def _atoms(rule: Rule) -> Iterator[Atom]:
     """Yield the rule's atoms in source order: heads, then positive and negated body atoms."""
     yield from rule.heads
-    for lit in rule.body:
-        if isinstance(lit, Atom):
-            yield lit
-        elif isinstance(lit, Negation):
-            yield lit.atom
+    for _, atom, _ in rule.body_atoms():
+        yield atom
 
 
 def _check_types(rule: Rule, decls: dict[str, Decl], report: Problems) -> None:
@@ -351,30 +349,19 @@ def _check_grounded(rule: Rule, report: Problems) -> None:
                                 "binds it)")
 
 
-def _check_stratified(decls: dict[str, Decl], rules: tuple[Rule, ...], report: Problems) -> None:
+def _check_stratified(prec: Precedence, rules: tuple[Rule, ...], report: Problems) -> None:
     """Report each negation of a relation in the same recursive component as the rule's head."""
-    ids = {name: i for i, name in enumerate(decls)}
-    succ: list[set[int]] = [set() for _ in ids]
+    ids, comp = prec.ids, prec.comp_of
     for rule in rules:
-        heads = [ids[h.relation] for h in rule.heads if h.relation in ids]
-        for lit in rule.body:
-            atom = lit.atom if isinstance(lit, Negation) else lit
-            if isinstance(atom, Atom) and atom.relation in ids:
-                succ[ids[atom.relation]].update(heads)
-    comp = [0] * len(ids)
-    for k, members in enumerate(strongly_connected(len(ids), [sorted(s) for s in succ])):
-        for v in members:
-            comp[v] = k
-    for rule in rules:
-        for lit in rule.body:
-            if not isinstance(lit, Negation) or lit.atom.relation not in ids:
+        for i, atom, negated in rule.body_atoms():
+            if not negated or atom.relation not in ids:
                 continue
-            neg = ids[lit.atom.relation]
+            neg = ids[atom.relation]
             for head in rule.heads:
                 h = ids.get(head.relation)
                 if h is None or comp[h] != comp[neg]:
                     continue
-                name = lit.atom.relation
                 cycle = "itself" if h == neg else f"'{head.relation}'"
-                report(lit.loc, f"relation '{name}' is negated inside a recursive cycle with "
-                                f"{cycle} (the program is not stratifiable)")
+                report(rule.body[i].loc, f"relation '{atom.relation}' is negated inside a "
+                                         f"recursive cycle with {cycle} (the program is not "
+                                         "stratifiable)")

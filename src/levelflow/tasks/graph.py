@@ -13,7 +13,16 @@ from levelflow.errors import LevelflowError
 
 
 class GraphError(LevelflowError):
-    """The edges do not form a DAG on the given nodes (cycle, duplicate, unknown id)."""
+    """The edges do not form a DAG on the given nodes (cycle, duplicate, unknown id).
+
+    `kind` is "cycle" (nodes: one node on it), "duplicate" (nodes: the edge) or "" (other), so
+    a caller can word the error in its own terms (a trace file names ids, not edges).
+    """
+
+    def __init__(self, message: str, kind: str = "", nodes: tuple[int, ...] = ()) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.nodes = nodes
 
 
 class TaskGraph:
@@ -34,7 +43,8 @@ class TaskGraph:
                 raise GraphError(f"edge ({u}, {v}) names a node outside 0..{n - 1}")
             key = u * n + v
             if key in seen:
-                raise GraphError(f"duplicate edge {self.names[u]} -> {self.names[v]}")
+                raise GraphError(f"duplicate edge {self.names[u]} -> {self.names[v]}",
+                                 "duplicate", (u, v))
             seen.add(key)
             children[u].append(v)
             parents[v].append(u)
@@ -68,8 +78,8 @@ class TaskGraph:
                 if indeg[v] == 0:
                     order.append(v)
         if len(order) < n:
-            node = self.names[self._on_cycle(indeg)]
-            raise GraphError(f"the graph has a cycle through node {node}")
+            v = self._on_cycle(indeg)
+            raise GraphError(f"the graph has a cycle through node {self.names[v]}", "cycle", (v,))
         return tuple(order), level
 
     def _on_cycle(self, indeg: list[int]) -> int:

@@ -86,7 +86,7 @@ class Source:
         return DatalogError(what, self.loc(pos))
 
 
-def _unescape(body: str) -> str:
+def unescape(body: str) -> str:
     """Return a string literal's body with \\n, \\t, \\" ... replaced; unknown escapes stay."""
     if "\\" not in body:
         return body
@@ -136,7 +136,7 @@ def tokenize(source: Source) -> tuple[list[Token], DatalogError | None]:
             append(Token("int", m.group(kind), int(m.group(kind)), pos))
         elif kind in ("str", "float"):
             word = m.group(kind)
-            value = _unescape(word[1:-1]) if kind == "str" else float(word)
+            value = unescape(word[1:-1]) if kind == "str" else float(word)
             error = _unstorable(source, pos, word, value)
             if error is not None:
                 break

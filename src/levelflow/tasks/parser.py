@@ -195,7 +195,11 @@ class _Parser:
 
     def decl(self) -> None:
         start = self.take()
-        name = self.ident("a relation name")
+        names = [self.ident("a relation name")]
+        while self.at(","):  # `.decl A, B(x:number)`: several relations, one signature
+            self.take()
+            names.append(self.ident("a relation name"))
+        name = names[0]
         self.expect("(")
         attrs: list[str] = []
         types: list[TypeRef] = []
@@ -226,10 +230,11 @@ class _Parser:
                 raise self.unsupported("'choice-domain'", q)
             if q.text in ("input", "output", "printsize"):
                 extra_io.append(q.text)
-        self.out.decls.append(RawDecl(name.text, tuple(attrs), tuple(types), self.loc(start),
-                                      self.loc(name)))
-        for kind in extra_io:
-            self.out.ios.append(IO(kind, name.text, (), self.loc(name)))
+        for name in names:
+            self.out.decls.append(RawDecl(name.text, tuple(attrs), tuple(types),
+                                          self.loc(start), self.loc(name)))
+            for kind in extra_io:
+                self.out.ios.append(IO(kind, name.text, (), self.loc(name)))
 
     def type_def(self) -> None:
         self.take()

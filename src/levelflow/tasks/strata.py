@@ -1,8 +1,15 @@
-"""Strongly connected components on integer ids (iterative Tarjan, so deep chains are safe)."""
+"""The precedence graph of a program's relations and its strongly connected components.
+
+SCCs are found on integer ids by an iterative Tarjan, so deep chains are safe. The graph is built
+once, by the checker (stratification), and kept on the Program for `build_tasks`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from levelflow.tasks.ast import Rule
 
 
 def strongly_connected(n: int, succ: Sequence[Sequence[int]]) -> list[list[int]]:
@@ -52,3 +59,36 @@ def strongly_connected(n: int, succ: Sequence[Sequence[int]]) -> list[list[int]]
                         break
                 comps.append(sorted(comp))
     return comps
+
+
+@dataclass(frozen=True, slots=True)
+class Precedence:
+    """The relations' precedence graph (body relation -> head relation) and its SCCs."""
+
+    ids: dict[str, int]  # relation -> id, in declaration order
+    succ: list[list[int]]  # per relation id: the heads of rules reading it, sorted
+    comps: list[list[int]]  # SCCs of relation ids, each after every SCC it reaches
+    comp_of: list[int]  # relation id -> index into comps
+
+    def recursive(self, comp: int) -> bool:
+        """Return whether an SCC is recursive: several relations, or one that reads itself."""
+        members = self.comps[comp]
+        return len(members) > 1 or members[0] in self.succ[members[0]]
+
+
+def precedence(names: Iterable[str], rules: Iterable[Rule]) -> Precedence:
+    """Return the precedence graph of the named relations (atoms of other names are skipped)."""
+    ids = {name: i for i, name in enumerate(names)}
+    succ: list[set[int]] = [set() for _ in ids]
+    for rule in rules:
+        heads = [ids[h.relation] for h in rule.heads if h.relation in ids]
+        for _, atom, _ in rule.body_atoms():
+            if atom.relation in ids:
+                succ[ids[atom.relation]].update(heads)
+    out = [sorted(s) for s in succ]
+    comps = strongly_connected(len(ids), out)
+    comp_of = [0] * len(ids)
+    for k, members in enumerate(comps):
+        for v in members:
+            comp_of[v] = k
+    return Precedence(ids, out, comps, comp_of)

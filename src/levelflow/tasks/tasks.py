@@ -18,15 +18,28 @@ class Task:
     rules: tuple[Rule, ...]
     recursive: bool
     input: bool
+    reads: frozenset[str]  # relations its rules' bodies read (its own included)
+
+    @property
+    def reads_from(self) -> list[str]:
+        """Return the sorted relations of other tasks this task reads."""
+        return sorted(self.reads - set(self.relations))
 
 
 @dataclass(frozen=True, slots=True)
 class ProgramTasks:
-    """A program condensed into tasks; `graph` node i is `tasks[i]`, ids in topological order."""
+    """A program condensed into tasks; `graph` node i is `tasks[i]`, ids in topological order.
+
+    `initial`: the tasks a from-scratch run activates (input, facts, rules with no positive
+    atom). `edge_reads[v]`: per child c of v, (c, positions in v.relations that c reads); a
+    finished task activates c when one of those relations changed.
+    """
 
     program: Program
     tasks: tuple[Task, ...]
     graph: TaskGraph
+    initial: tuple[int, ...]
+    edge_reads: tuple[tuple[tuple[int, tuple[int, ...]], ...], ...]
 
     def task_of(self, relation: str) -> Task:
         """Return the task that computes `relation`."""

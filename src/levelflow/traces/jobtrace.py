@@ -359,40 +359,6 @@ def check_obj(obj: object, source: str) -> TraceParts:
 
 # ---------------------------------------------------------------- parts -> JobTrace
 
-def _graph_problem(names: Sequence[str], pairs: list[tuple[int, int]], source: str) -> TraceError:
-    """Return the error for edges that do not form a DAG: a duplicate edge or a cycle."""
-    n = len(names)
-    seen: set[int] = set()
-    for u, v in pairs:
-        key = u * n + v
-        if key in seen:
-            return TraceError(f"{source}: edges: duplicate edge {quote([names[u], names[v]])}")
-        seen.add(key)
-    parents: list[list[int]] = [[] for _ in range(n)]
-    children: list[list[int]] = [[] for _ in range(n)]
-    indeg = [0] * n
-    for u, v in pairs:
-        parents[v].append(u)
-        children[u].append(v)
-        indeg[v] += 1
-    stack = [v for v in range(n) if indeg[v] == 0]
-    while stack:
-        u = stack.pop()
-        for v in children[u]:
-            indeg[v] -= 1
-            if indeg[v] == 0:
-                stack.append(v)
-    left = [v for v in range(n) if indeg[v] > 0]
-    if not left:
-        return TraceError(f"{source}: edges: not a DAG")
-    # Each leftover node keeps a leftover parent, so walking up must come back to a node.
-    v, visited = left[0], set()
-    while v not in visited:
-        visited.add(v)
-        v = next(p for p in parents[v] if indeg[p] > 0)
-    return TraceError(f"{source}: edges: cycle through {quote(names[v])}")
-
-
 def _activations_in_bulk(raw: dict, index: dict[str, int],
                          pairs: list[tuple[int, int]]) -> dict[int, tuple[int, ...]] | None:
     """Return the activations on ids if all are well formed, checked in bulk; else None."""
@@ -451,8 +417,15 @@ def build_graph(names: Sequence[str], pairs: list[tuple[int, int]], source: str)
     """Return the TaskGraph of checked edges; a duplicate edge or cycle is a TraceError."""
     try:
         return TaskGraph(names, pairs)
-    except GraphError:
-        raise _graph_problem(names, pairs, source) from None
+    except GraphError as e:
+        if e.kind == "duplicate":
+            u, v = e.nodes
+            raise TraceError(f"{source}: edges: duplicate edge {quote([names[u], names[v]])}"
+                             ) from None
+        if e.kind == "cycle":
+            raise TraceError(f"{source}: edges: cycle through {quote(names[e.nodes[0]])}"
+                             ) from None
+        raise TraceError(f"{source}: edges: {e}") from None
 
 
 def assemble(parts: TraceParts, source: str) -> JobTrace:

@@ -93,28 +93,39 @@ def check_schedule(trace: JobTrace, rows: Iterable[Sequence], serial: bool = Tru
 
     Rows are (task, processor, start, end); task is an id, or a name from `read_schedule`.
     """
-    g = trace.graph
+    problems: list[str] = []
+    ran, start, end, by_proc = _read_rows(trace.graph, rows, problems)
+    _check_order(trace, ran, start, end, problems)
+    if serial:
+        _check_overlaps(trace.graph.names, by_proc, problems)
+    return problems
+
+
+def _task_id(g, task, index: dict | None) -> tuple[int, dict | None]:
+    """Return (task's id or -1, the name index, built on the first name seen)."""
+    if isinstance(task, str):
+        if index is None:
+            index = g.index()
+        return index.get(task, -1), index
+    try:
+        v = operator.index(task)
+    except TypeError:
+        return -1, index
+    return (v if 0 <= v < len(g) else -1), index
+
+
+def _read_rows(g, rows: Iterable[Sequence], problems: list[str]):
+    """Return (ran, start, end per task id, rows per processor), noting bad rows in problems."""
     names = g.names
     n = len(g)
     index = None
-    problems: list[str] = []
     start = [0.0] * n
     end = [0.0] * n
     ran = [False] * n
     by_proc: dict[int, list[tuple[float, float, int]]] = {}
     for k, row in enumerate(rows):
         task, proc, s, e = row
-        if isinstance(task, str):
-            if index is None:
-                index = g.index()
-            v = index.get(task, -1)
-        else:
-            try:
-                v = operator.index(task)
-            except TypeError:
-                v = -1
-            if not 0 <= v < n:
-                v = -1
+        v, index = _task_id(g, task, index)
         if v < 0:
             problems.append(f"row {k}: unknown task {task!r}")
             continue
@@ -128,14 +139,20 @@ def check_schedule(trace: JobTrace, rows: Iterable[Sequence], serial: bool = Tru
             problems.append(f"task {names[v]!r} starts at {s!r}, before the run starts")
         ran[v], start[v], end[v] = True, s, e
         by_proc.setdefault(int(proc), []).append((s, e, v))
+    return ran, start, end, by_proc
 
+
+def _check_order(trace: JobTrace, ran, start, end, problems: list[str]) -> None:
+    """Note tasks run but not activated (or the reverse) and tasks started before an ancestor."""
+    g = trace.graph
+    names = g.names
+    n = len(g)
     active = trace.active_set()
     for v in range(n):
         if active[v] and not ran[v]:
             problems.append(f"task {names[v]!r} is activated but never runs")
         elif ran[v] and not active[v]:
             problems.append(f"task {names[v]!r} runs but is not activated")
-
     # wait[v] / blocker[v]: latest end among v's ancestors in G that are in W and ran, and which
     # one it is; pushed down in topological order, so this is O(V + E).
     wait = [-float("inf")] * n
@@ -153,14 +170,14 @@ def check_schedule(trace: JobTrace, rows: Iterable[Sequence], serial: bool = Tru
             if wait[c] < t:
                 wait[c], blocker[c] = t, who
 
-    if serial:
-        for proc in sorted(by_proc):
-            spans = sorted(by_proc[proc])
-            last_end, last = -float("inf"), -1
-            for s, e, v in spans:
-                if s < last_end - TOL:
-                    problems.append(f"processor {proc} runs {names[last]!r} (until {last_end!r}) "
-                                    f"and {names[v]!r} (from {s!r}) at once")
-                if e > last_end:
-                    last_end, last = e, v
-    return problems
+
+def _check_overlaps(names, by_proc: dict, problems: list[str]) -> None:
+    """Note two tasks on one processor at once (the serial model)."""
+    for proc in sorted(by_proc):
+        last_end, last = -float("inf"), -1
+        for s, e, v in sorted(by_proc[proc]):
+            if s < last_end - TOL:
+                problems.append(f"processor {proc} runs {names[last]!r} (until {last_end!r}) "
+                                f"and {names[v]!r} (from {s!r}) at once")
+            if e > last_end:
+                last_end, last = e, v

@@ -1,8 +1,10 @@
 """Incremental maintenance: keep a program's results up to date as input facts change, in epochs.
 
-state.py (snapshots, the on-disk epochs), updates.py (validated update input), delta.py (one
-task: counting, from scratch), dred.py (one recursive task: delete and re-derive with ranks),
-maintain.py (one epoch: scheduler loop, elastic switch), session_api.py (the Python API).
+state.py (snapshots, the on-disk epochs), updates.py (validated update input), versions.py (what
+a task's update reads and produces), joins.py (rule bodies over versions), counting.py (one
+non-recursive task), scratch.py (one task from scratch, diffed), dred.py (one recursive task:
+delete and re-derive with ranks), maintain.py (one epoch: the driver's workers, elastic switch),
+session_api.py (the Python API).
 """
 
 from levelflow.engine.incremental.maintain import Delta, EpochError, EpochResult

@@ -30,6 +30,7 @@ from levelflow.engine.evaluate import (
     MERGE_PIECES,
     RANK,
     EvalStats,
+    Fixpoint,
     RankedRelation,
     cut,
     merge_pieces,
@@ -37,17 +38,16 @@ from levelflow.engine.evaluate import (
     run_fixpoint,
     union_all,
 )
-from levelflow.engine.incremental.delta import (
-    TaskContext,
+from levelflow.engine.incremental.joins import (
     anti_join_small,
     as_positive,
-    atoms_of,
     bcast_small,
     check_cancel,
     heads_of,
     program_facts,
     semi_join_small,
 )
+from levelflow.engine.incremental.versions import Change, TaskContext
 from levelflow.engine.types import column_names, empty_relation
 from levelflow.tasks.ast import Atom, Comparison, Decl, Negation, Rule, Var
 
@@ -191,14 +191,14 @@ def _through_lower_deltas(ctx: TaskContext, rules, names, deleting: bool, frames
     own = set(names)
     out: dict[str, list[DataFrame]] = {n: [] for n in names}
     for rule in rules:
-        for i, atom, neg in atoms_of(rule):
+        for i, atom, neg in rule.body_atoms():
             ver = ctx.versions[atom.relation]
             if atom.relation in own or not ver.changed:
                 continue
             df, delta_rows = ver.delta(atom, neg, deleting=deleting)
             if not delta_rows:
                 continue
-            others = [(j, a.relation) for j, a, _ in atoms_of(rule) if j != i]
+            others = [(j, a.relation) for j, a, _ in rule.body_atoms() if j != i]
             at = {j: frames[r] for j, r in others}
             sizes = {j: rows[r] for j, r in others}
             at[i], sizes[i] = bcast_small(df, delta_rows), delta_rows
@@ -251,11 +251,11 @@ def _find_suspects(ctx: TaskContext, task: Task, rules, rec_rules, cols, cancel)
         # The next candidates: heads of old derivations that use a new suspect.
         nxt: dict[str, list[DataFrame]] = {n: [] for n in names}
         for rule in rec_rules:
-            for j, atom, neg in atoms_of(rule):
+            for j, atom, neg in rule.body_atoms():
                 df, rows = fresh.get(atom.relation, (None, 0))
                 if neg or atom.relation not in own or not rows:
                     continue
-                frames = {k: ctx.versions[a.relation].old for k, a, _ in atoms_of(rule)}
+                frames = {k: ctx.versions[a.relation].old for k, a, _ in rule.body_atoms()}
                 sizes = ctx.sizes(rule, new=False)
                 frames[j], sizes[j] = bcast_small(df, rows), rows
                 for name, heads in heads_of(ctx, rule, names, frames, sizes, first=j):
@@ -266,36 +266,55 @@ def _find_suspects(ctx: TaskContext, task: Task, rules, rec_rules, cols, cancel)
     return {n: (suspects.frame(n), suspects.rows(n)) for n in names}, rounds
 
 
-def dred_update(ctx: TaskContext, task: Task, cancel=None) -> tuple[dict[str, tuple], int]:
-    """Return per relation (new ranked or None if unchanged, Δ+, Δ+ rows, Δ-, Δ- rows, new rows,
-    pieces, max rank) by DRed with ranks, and the rounds it took."""
-    spark, decls = ctx.spark, ctx.decls
+def dred_update(ctx: TaskContext, task: Task, cancel=None) -> tuple[dict[str, Change], int]:
+    """Return per own relation its Change by DRed with ranks, and the rounds it took."""
     names = task.relations
-    own = set(names)
     rules = [r for r in task.rules if r.body]
     rec_rules = [r for r in rules if reads_own(r, names)]
-    old = {n: ctx.versions[n] for n in names}
-    cols = {n: column_names(decls[n].arity) for n in names}
-
+    cols = {n: column_names(ctx.decls[n].arity) for n in names}
     # 1. Suspects: old tuples that may have lost every derivation.
     deleted, rounds = _find_suspects(ctx, task, rules, rec_rules, cols, cancel)
+    # 2. S' = old - suspects.
+    kept, kept_ranked = _keep(ctx, names, deleted, cols)
+    check_cancel(cancel)
+    # 3. Re-derive suspects from S' and the new lower relations; seed insertions.
+    seeds = _seeds(ctx, task, rules, deleted, kept, cols)
+    check_cancel(cancel)
+    # 4. Semi-naive from stable S', recent = seeds - S'.
+    rels, more = _resume(ctx, task, rec_rules, seeds, kept, cols, cancel)
+    # One rank scale for the whole task: a tuple of one relation is derived from tuples of the
+    # others, so new ranks start above the highest rank of any of them.
+    top = max(ctx.max_rank.get(n, 0) for n in names)
+    return {n: _result(ctx, n, ctx.versions[n], deleted[n], kept[n], kept_ranked[n], rels[n],
+                       cols[n], top) for n in names}, rounds + more
 
-    # 2. S' = old - suspects. Few suspects: a broadcast anti join applied on every scan is
-    #    cheaper than copying the whole relation; many: copy once.
+
+def _keep(ctx: TaskContext, names, deleted: dict, cols) -> tuple[dict, dict]:
+    """Return per relation S' = old - suspects, as (tuples, rows) and with its ranks.
+
+    Few suspects: a broadcast anti join applied on every scan is cheaper than copying the whole
+    relation; many: copy once.
+    """
     kept, kept_ranked = {}, {}
     for n in names:
+        old = ctx.versions[n]
         d, d_rows = deleted[n]
         if not d_rows:
-            kept[n], kept_ranked[n] = (old[n].old, old[n].old_rows), ctx.old_ranked[n]
+            kept[n], kept_ranked[n] = (old.old, old.old_rows), ctx.old_ranked[n]
             continue
         ranked = ctx.old_ranked[n].join(bcast_small(d, d_rows), cols[n], "left_anti")
         if d_rows > BROADCAST_ROWS:
             ranked = cut(ranked)[0]
         kept_ranked[n] = ranked
-        kept[n] = (ranked.select(*cols[n]), old[n].old_rows - d_rows)
-    check_cancel(cancel)
+        kept[n] = (ranked.select(*cols[n]), old.old_rows - d_rows)
+    return kept, kept_ranked
 
-    # 3. Re-derive suspects from S' and the new lower relations; seed insertions.
+
+def _seeds(ctx: TaskContext, task: Task, rules, deleted: dict, kept: dict,
+           cols) -> dict[str, list[DataFrame]]:
+    """Return per relation what the fixpoint restarts from: inserted base facts, suspects still
+    derivable from S' and the new lower relations, and what lower insertions derive."""
+    names, own, decls = task.relations, set(task.relations), ctx.decls
     decls2 = dict(decls)
     for n in names:
         decls2[DELETED + n] = Decl(DELETED + n, decls[n].attrs, decls[n].types)
@@ -308,51 +327,48 @@ def dred_update(ctx: TaskContext, task: Task, cancel=None) -> tuple[dict[str, tu
         b = ctx.base.get(n)
         if b is not None and b.plus_rows:
             seeds[n].append(b.plus)
-    for n in names:
         d, d_rows = deleted[n]
         if d_rows:
             seeds[n] += _still_facts(ctx, task, n, d, d_rows, cols[n])
     for rule in rules:
         head = rule.heads[0]
         d, d_rows = deleted.get(head.relation, (None, 0))
-        if not d_rows:
-            continue
-        seeds[head.relation].append(_rederive(ctx, rule, head, d, d_rows, decls2, frames_new,
-                                              rows_new))
+        if d_rows:
+            seeds[head.relation].append(_rederive(ctx, rule, head, d, d_rows, decls2,
+                                                  frames_new, rows_new))
     for n, heads in _through_lower_deltas(ctx, rules, names, False, frames_new,
                                           rows_new).items():
         seeds[n] += heads
-    check_cancel(cancel)
+    return seeds
 
-    # 4. Semi-naive from stable S', recent = seeds - S'.
+
+def _resume(ctx: TaskContext, task: Task, rec_rules, seeds: dict, kept: dict, cols,
+            cancel) -> tuple[dict[str, RankedRelation], int]:
+    """Return the task's relations after semi-naive rounds from stable S', recent = seeds - S',
+    and the rounds run."""
+    spark, decls, own = ctx.spark, ctx.decls, set(task.relations)
     rels = {}
-    for n in names:
+    for n in task.relations:
         if seeds[n]:
             start, start_rows = cut(anti_join_small(union_all(seeds[n]).distinct(), kept[n][0],
-                                            kept[n][1], cols[n]))
+                                                    kept[n][1], cols[n]))
         else:
             start, start_rows = empty_relation(spark, decls[n]), 0
         rel = RankedRelation(spark, decls[n], start, start_rows)
         if kept[n][1]:
             rel.stable, rel.stable_rows = [kept[n][0]], kept[n][1]
         rels[n] = rel
-    lower = {n: v.new for n, v in ctx.versions.items() if n not in own}
     stats = EvalStats(task=task.name)
     if rec_rules:
-        run_fixpoint(spark, ctx.program, names, rec_rules, lower,
-                  {n: v.new_rows for n, v in ctx.versions.items() if n not in own}, rels, stats,
-                  cancel)
-    rounds += stats.iterations
-    # One rank scale for the whole task: a tuple of one relation is derived from tuples of the
-    # others, so new ranks start above the highest rank of any of them.
-    top = max(ctx.max_rank.get(n, 0) for n in names)
-    return {n: _result(ctx, n, old[n], deleted[n], kept[n], kept_ranked[n], rels[n], cols[n],
-                       top) for n in names}, rounds
+        lower = {n: v.new for n, v in ctx.versions.items() if n not in own}
+        rows = {n: v.new_rows for n, v in ctx.versions.items() if n not in own}
+        run_fixpoint(spark, ctx.program, Fixpoint(rec_rules, rels, lower, rows, stats, cancel))
+    return rels, stats.iterations
 
 
 def _result(ctx, n, old, deleted, kept, kept_ranked, rel: RankedRelation, cols,
-            top: int) -> tuple:
-    """Return (new ranked, Δ+, Δ+ rows, Δ-, Δ- rows, new rows, pieces, max rank) of a relation.
+            top: int) -> Change:
+    """Return the Change of one relation (new ranked tuples, Δ±, pieces, max rank).
 
     `top` is the highest rank in the task before the update; new tuples rank above it. New
     ranked is None when the relation kept its tuples and their ranks.
@@ -361,7 +377,7 @@ def _result(ctx, n, old, deleted, kept, kept_ranked, rel: RankedRelation, cols,
     added = rel.rounds
     a_rows = sum(r for _, r, _ in added)
     if not a_rows and not d_rows:
-        return (None, None, 0, None, 0, old.old_rows, old.pieces, top)
+        return Change(None, rows=old.old_rows, pieces=old.pieces, top=top)
     a = union_all([df for df, _, _ in added]) if added else None
     if a is not None and d_rows:
         plus, plus_rows = cut(a.join(bcast_small(d, d_rows), cols, "left_anti"))
@@ -382,12 +398,13 @@ def _result(ctx, n, old, deleted, kept, kept_ranked, rel: RankedRelation, cols,
         top += added[-1][2] + 1
     if pieces > MERGE_PIECES:
         new, pieces = merge_pieces(new), 1
-    return (new, plus, plus_rows, minus, minus_rows, kept[1] + a_rows, pieces, top)
+    return Change(new, plus, plus_rows, minus, minus_rows, kept[1] + a_rows, pieces=pieces,
+                  top=top)
 
 
 def _rederive(ctx, rule, head, d, d_rows, decls2, frames_new, rows_new) -> DataFrame:
     """Return the suspects of `head` that `rule` derives from S' and the new lower relations."""
-    atoms = atoms_of(rule)
+    atoms = rule.body_atoms()
     if any(not neg for _, _, neg in atoms):
         # deleted(head args), body: joined first, so only the suspects' bindings are tried.
         prefixed = Rule(rule.heads, (Atom(DELETED + head.relation, head.args),) + rule.body,

@@ -16,26 +16,19 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
+from levelflow.driver import drive
 from levelflow.engine.evaluate import cut
-from levelflow.engine.incremental.delta import (
-    TaskContext,
-    TaskUpdate,
-    Versions,
-    atoms_of,
-    count_scratch,
-    count_update,
-    countable,
-    diff,
-    scratch_sets,
-)
+from levelflow.engine.incremental.counting import count_scratch, count_update, countable
 from levelflow.engine.incremental.dred import dred_update
+from levelflow.engine.incremental.scratch import diff, scratch_sets
 from levelflow.engine.incremental.state import COUNT, Snapshot
-from levelflow.engine.runner import edge_reads, initial_tasks
+from levelflow.engine.incremental.versions import Change, TaskContext, TaskUpdate, Versions
 from levelflow.engine.types import column_names, empty_relation
+from levelflow.engine.workers import SparkWorkers, one_line
 from levelflow.errors import LevelflowError
 from levelflow.tasks.tasks import ProgramTasks
 from levelflow.traces.model import JobTrace
@@ -85,7 +78,7 @@ class EpochResult:
 
 
 class Epoch:
-    """One epoch's state; `run` is the dispatch loop, `_update` what a worker thread does."""
+    """One epoch's state; `run` drives the scheduler, `_update` is what a worker thread does."""
 
     def __init__(self, spark, program_tasks: ProgramTasks, snap: Snapshot, base: dict, *,
                  mode: str = "elastic", switch: float = SWITCH,
@@ -110,18 +103,12 @@ class Epoch:
                                {n: snap.rel[n] for n in self.program.decls
                                 if n not in snap.counted}, snap.max_rank)
         self.updates: dict[int, TaskUpdate] = {}
-        self.edges = edge_reads(program_tasks)
         self.activations: dict[int, tuple[int, ...]] = {}  # task -> children it activated
         self.schedule: list[tuple[int, int, float, float]] = []  # (task, slot, start, end)
+        self.finished: list[int] = []  # task ids in finish order
         self.jobs = 1
 
     # -- one task ------------------------------------------------------------------------------
-
-    def _timed_update(self, v: int) -> tuple[TaskUpdate, float, float]:
-        """Return task v updated, with the wall clock at its start and end (for the schedule)."""
-        start = time.perf_counter()
-        upd = self._update(v)
-        return upd, start, time.perf_counter()
 
     def _update(self, v: int) -> TaskUpdate:
         """Return task v updated (in a worker thread, Spark jobs tagged for cancellation)."""
@@ -176,7 +163,7 @@ class Epoch:
     def change_fraction(self, task) -> float:
         """Return the changed share of the tuples a task reads (lower relations, base facts)."""
         own = set(task.relations)
-        read = {a.relation for rule in task.rules for _, a, _ in atoms_of(rule)} - own
+        read = task.reads - own
         vers = [self.versions[n] for n in read] + [self.base[n] for n in own if n in self.base]
         changed = sum(v.plus_rows + v.minus_rows for v in vers)
         return changed / max(sum(v.old_rows for v in vers), 1)
@@ -215,52 +202,54 @@ class Epoch:
             cols = column_names(self.program.decls[n].arity)
             if counted:
                 new_c, rows = fresh[n]
-                out[n] = (new_c, *diff(ver.old, ver.old_rows, new_c.drop(COUNT), rows, cols),
-                          rows, True)
+                out[n] = Change(new_c, *diff(ver.old, ver.old_rows, new_c.drop(COUNT), rows,
+                                             cols), rows, dirty=True)
             else:
                 ranked, rows = sets[n]  # one cut piece; its ranks are this evaluation's rounds
-                out[n] = (ranked, *diff(ver.old, ver.old_rows, ranked.select(*cols), rows, cols),
-                          rows, 1, rounds)
+                out[n] = Change(ranked, *diff(ver.old, ver.old_rows, ranked.select(*cols), rows,
+                                              cols), rows, pieces=1, top=rounds)
         upd = self._apply_counts(v, out, strategy, t0) if counted else \
             self._apply_sets(v, out, strategy, t0, rounds)
         upd.scratch_seconds = seconds
         return upd
 
     def _apply_counts(self, v, out, strategy, t0) -> TaskUpdate:
-        """Return the TaskUpdate of a counted task from count_update-shaped results."""
+        """Return the TaskUpdate of a counted task from its relations' Changes."""
         versions, counts = {}, {}
-        for n, (new_c, plus, plus_rows, minus, minus_rows, rows, dirty) in out.items():
+        for n, ch in out.items():
             ver = Versions(self.program.decls[n], self.versions[n].old, self.versions[n].old_rows)
-            if dirty:
-                new_c = cut(new_c)[0] if strategy == "counting" else new_c
+            if ch.dirty:
+                new_c = cut(ch.new)[0] if strategy == "counting" else ch.new
                 counts[n] = new_c
-                ver.set_change(new_c.drop(COUNT), rows, plus, plus_rows, minus, minus_rows)
+                ver.set_change(new_c.drop(COUNT), ch.rows, ch.plus, ch.plus_rows, ch.minus,
+                               ch.minus_rows)
             versions[n] = ver
         return TaskUpdate(v, strategy, time.perf_counter() - t0, versions, counts)
 
     def _apply_sets(self, v, out, strategy, t0, rounds) -> TaskUpdate:
         """Return the TaskUpdate of a set-maintained (DRed, ranked) task."""
         versions, ranked = {}, {}
-        for n, (new, plus, plus_rows, minus, minus_rows, rows, pieces, top) in out.items():
+        for n, ch in out.items():
             old = self.versions[n]
             ver = Versions(self.program.decls[n], old.old, old.old_rows, old.pieces)
-            if plus_rows or minus_rows:
+            if ch.plus_rows or ch.minus_rows:
                 cols = column_names(self.program.decls[n].arity)
-                ver.set_change(new.select(*cols), rows, plus, plus_rows, minus, minus_rows)
-            if new is not None:
+                ver.set_change(ch.new.select(*cols), ch.rows, ch.plus, ch.plus_rows, ch.minus,
+                               ch.minus_rows)
+            if ch.new is not None:
                 # Same tuples can come with new ranks (a tuple lost its support and was
                 # re-derived later): keep them, or a later deletion trusts a stale rank.
-                ver.pieces = pieces
-                ranked[n] = (new, top)
+                ver.pieces = ch.pieces
+                ranked[n] = (ch.new, ch.top)
             versions[n] = ver
         return TaskUpdate(v, strategy, time.perf_counter() - t0, versions, ranked=ranked,
                           iterations=rounds)
 
-    # -- the loop ------------------------------------------------------------------------------
+    # -- the driver ----------------------------------------------------------------------------
 
     def initial(self) -> list[int]:
         """Return the tasks to activate: those with changed base facts (all inputs at bootstrap)."""
-        first = set(initial_tasks(self.pt)) if self.bootstrap else set()
+        first = set(self.pt.initial) if self.bootstrap else set()
         for task in self.pt.tasks:
             if any(n in self.base and self.base[n].changed for n in task.relations):
                 first.add(task.id)
@@ -274,47 +263,31 @@ class Epoch:
             else scheduler
         self.jobs = jobs
         sched.activate(self.initial())
-        finished: list[int] = []
-        inflight: dict[Future, tuple[int, int]] = {}  # future -> (task, worker slot)
-        free = list(range(jobs - 1, -1, -1))  # worker slots; pop() hands out slot 0 first
-        t0 = time.perf_counter()
-        pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="levelflow-inc")
+        workers = SparkWorkers(self.spark, jobs, self.pt.graph.names,
+                               lambda v: partial(self._update, v), self._finish)
         try:
-            while sched.is_active():
-                idle = jobs - len(inflight)
-                if idle:
-                    for v in sched.get_ready(idle):
-                        inflight[pool.submit(self._timed_update, v)] = (v, free.pop())
-                if not inflight:
-                    raise RuntimeError(f"scheduler {type(sched).__name__} stalled")
-                done, _ = wait(inflight, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    v, slot = inflight.pop(fut)
-                    free.append(slot)
-                    try:
-                        upd, start, end = fut.result()
-                    except LevelflowError:
-                        raise
-                    except Exception as e:  # a Spark failure: name the task, keep one line
-                        line = next((s for s in str(e).splitlines() if s.strip()),
-                                    type(e).__name__)
-                        raise EpochError(f"{self.program.file}: task {self.pt.tasks[v].name} "
-                                         f"failed: {line.strip()}") from e
-                    self.updates[v] = upd
-                    for n, ver in upd.versions.items():
-                        self.versions[n] = ver
-                    activated = [c for c, pos in self.edges[v] if any(
-                        self.versions[self.pt.tasks[v].relations[i]].changed for i in pos)]
-                    finished.append(v)
-                    self.activations[v] = tuple(activated)
-                    self.schedule.append((v, slot, start - t0, end - t0))
-                    sched.done(v, activated)
+            with workers:
+                drive(sched, workers, name=scheduler if isinstance(scheduler, str) else None)
+        except Exception as e:
+            if isinstance(e, LevelflowError) or workers.failed is None:
+                raise
+            name = self.pt.tasks[workers.failed].name  # a task failed: name it, keep one line
+            raise EpochError(f"{self.program.file}: task {name} failed: {one_line(e)}") from e
         finally:
-            for fut in inflight:
-                fut.cancel()
-            wait(inflight)
-            pool.shutdown(wait=True, cancel_futures=True)
-        return finished
+            self.schedule = workers.schedule
+        return self.finished
+
+    def _finish(self, v: int, upd: TaskUpdate, seconds: float) -> list[int]:
+        """Take in a finished task's update; return the children whose input it changed."""
+        self.updates[v] = upd
+        for n, ver in upd.versions.items():
+            self.versions[n] = ver
+        relations = self.pt.tasks[v].relations
+        activated = [c for c, pos in self.pt.edge_reads[v]
+                     if any(self.versions[relations[i]].changed for i in pos)]
+        self.finished.append(v)
+        self.activations[v] = tuple(activated)
+        return activated
 
     def snapshot(self) -> tuple[Snapshot, set[str], set[str]]:
         """Return the new snapshot (not yet on disk), the relations and base facts it changed."""

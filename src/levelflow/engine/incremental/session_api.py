@@ -18,7 +18,6 @@ import time
 from pathlib import Path
 
 from levelflow.engine.evaluate import cut
-from levelflow.engine.incremental.delta import Versions
 from levelflow.engine.incremental.maintain import (
     LARGE_CHANGE,
     SWITCH,
@@ -29,6 +28,7 @@ from levelflow.engine.incremental.maintain import (
 )
 from levelflow.engine.incremental.state import StateDir, StateError, empty_snapshot
 from levelflow.engine.incremental.updates import Op, coerce_row, parse_literal
+from levelflow.engine.incremental.versions import Versions
 from levelflow.engine.types import column_names, rows_frame
 from levelflow.tasks.tasks import ProgramTasks
 
@@ -70,8 +70,8 @@ class IncrementalSession:
     def bootstrap(cls, spark, program, factdir, statedir: str | os.PathLike | None = None,
                   **options) -> IncrementalSession:
         """Return a session whose epoch 0 is the program evaluated from scratch on `factdir`."""
+        from levelflow.engine.checks import check_fact_files
         from levelflow.engine.facts import input_path, io_delimiter, io_headers, read_facts
-        from levelflow.engine.runner import check_fact_files
 
         pt, text = _load(program)
         prog = pt.program
@@ -277,7 +277,7 @@ class IncrementalSession:
 
     def write_outputs(self, outdir, jobs: int = 1) -> dict[str, int]:
         """Return tuple counts per output relation after writing them all to `outdir`."""
-        from levelflow.engine.runner import write_outputs
+        from levelflow.engine.outputs import write_outputs
 
         rels = {n: self.snap.tuples(n) for n in self.program.outputs}
         return write_outputs(self.program, rels, outdir, jobs=jobs)

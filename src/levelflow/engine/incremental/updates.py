@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from levelflow.engine.facts import (
 )
 from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import Program
+from levelflow.tasks.lexer import unescape
 
 _CONVERT = {"number": int, "unsigned": int, "float": float, "symbol": str}
 
@@ -73,14 +73,12 @@ def _split_args(text: str) -> list[str] | None:
 
 _A = {"number": "a number", "unsigned": "an unsigned number", "float": "a float",
       "symbol": "a symbol"}
-_ESCAPES = {'"': '"', "\\": "\\", "t": "\t", "n": "\n"}
 
 
 def _unquote(arg: str) -> str:
     """Return a symbol argument without its quotes and escapes (bare words as they are)."""
     if len(arg) >= 2 and arg[0] == arg[-1] == '"':
-        # One pass, so the backslash of an escaped backslash never starts another escape.
-        return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m[1], m[0]), arg[1:-1], flags=re.S)
+        return unescape(arg[1:-1])  # the program's own escapes, so a literal reads alike in both
     return arg
 
 
@@ -112,9 +110,7 @@ def parse_literal(program: Program, text: str, where: str = "<input>") -> tuple[
     args = _split_args(text[open_at + 1:-1])
     if args is None:
         raise UpdateError(f"{where}: error: unterminated string in {text!r}")
-    if len(args) != decl.arity:
-        raise UpdateError(f"{where}: error: {name} has arity {decl.arity}, got {len(args)} "
-                          f"arguments")
+    _check_arity(name, decl.arity, len(args), "arguments", where)
     row = []
     for i, (arg, primitive) in enumerate(zip(args, decl.types, strict=True)):
         try:
@@ -123,6 +119,12 @@ def parse_literal(program: Program, text: str, where: str = "<input>") -> tuple[
             raise UpdateError(f"{where}: error: argument {i + 1} {arg!r} is {e} "
                               f"({name}.{decl.attrs[i]})") from None
     return name, tuple(row)
+
+
+def _check_arity(name: str, arity: int, got: int, what: str, where: str) -> None:
+    """Return None if a row has the relation's arity; else raise UpdateError saying both."""
+    if got != arity:
+        raise UpdateError(f"{where}: error: {name} has arity {arity}, got {got} {what}")
 
 
 def check_input(program: Program, name: str, where: str) -> None:
@@ -147,9 +149,7 @@ def coerce_row(program: Program, name: str, values: Iterable, where: str = "<api
         raise UpdateError(f"{where}: error: a row of {name} is a tuple of {decl.arity} values, "
                           f"got {values!r}")
     values = tuple(values)
-    if len(values) != decl.arity:
-        raise UpdateError(f"{where}: error: {name} has arity {decl.arity}, got {len(values)} "
-                          f"values")
+    _check_arity(name, decl.arity, len(values), "values", where)
     out = []
     for i, (v, primitive) in enumerate(zip(values, decl.types, strict=True)):
         try:

@@ -22,7 +22,7 @@ import polars as pl
 from levelflow.engine.plans.columnar import body_rows, empty_frame, head_rows
 from levelflow.engine.plans.keys import absent, merged, pack_expr, packable, unpack
 from levelflow.engine.rules import rule_heads
-from levelflow.tasks.ast import Atom, Decl, Negation, Rule
+from levelflow.tasks.ast import Atom, Decl, Rule
 
 # Filters a relation's base tuples down to the share this partition owns.
 Share = Callable[[str, pl.DataFrame], pl.DataFrame]
@@ -91,12 +91,8 @@ def reads_own(rule: Rule, names: tuple[str, ...]) -> bool:
 def _frames(rule: Rule, lower: Mapping[str, pl.DataFrame],
             own: Mapping[str, pl.DataFrame]) -> dict[int, pl.DataFrame]:
     """Return the frame each body atom reads (own relations from `own`, others from lower)."""
-    frames = {}
-    for i, lit in enumerate(rule.body):
-        atom = lit.atom if isinstance(lit, Negation) else lit
-        if isinstance(atom, Atom):
-            frames[i] = own[atom.relation] if atom.relation in own else lower[atom.relation]
-    return frames
+    return {i: own[atom.relation] if atom.relation in own else lower[atom.relation]
+            for i, atom, _ in rule.body_atoms()}
 
 
 def _base(rules, names, decls, lower, facts) -> dict[str, pl.DataFrame]:

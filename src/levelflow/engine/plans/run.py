@@ -17,7 +17,7 @@ from levelflow.engine.evaluate import (
 from levelflow.engine.facts import input_path, io_delimiter, io_headers, read_facts
 from levelflow.engine.plans.in_spark import Layout, run_packed, source_frames, unpack
 from levelflow.engine.plans.planner import Plan
-from levelflow.tasks.ast import Atom, Negation, Program
+from levelflow.tasks.ast import Program
 from levelflow.tasks.tasks import Task
 
 # A fact file's rows, estimated from its size before reading it: "1\t2\n" is 4 bytes.
@@ -26,13 +26,8 @@ _BYTES_PER_FACT = 4
 
 def _lower_reads(task: Task) -> list[str]:
     """Return the relations of lower tasks that the task's rules read, in first-read order."""
-    names: dict[str, None] = {}
-    for rule in task.rules:
-        for lit in rule.body:
-            atom = lit.atom if isinstance(lit, Negation) else lit
-            if isinstance(atom, Atom) and atom.relation not in task.relations:
-                names[atom.relation] = None
-    return list(names)
+    names = {atom.relation: None for rule in task.rules for _, atom, _ in rule.body_atoms()}
+    return [n for n in names if n not in task.relations]
 
 
 def input_rows(program: Program, task: Task, counts: Mapping[str, int],

@@ -1,0 +1,281 @@
+"""Start and end Spark for a CLI command: Java checked first, master bounded, Ctrl-C ends the JVM.
+
+Constant: the checks run before any JVM starts. Changing: the JVM's Popen, known from the moment
+it is launched, so that an abort at any point ends it (and everything in its process group).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from levelflow.errors import LevelflowError
+
+JAVA_MIN = 17
+CONNECT_TIMEOUT = 5.0  # seconds to open a TCP connection to a remote master
+# Seconds a remote master gets to accept the application once the JVM is up; Spark itself
+# retries for 60 s and then fails with a stopped context (LEVELFLOW_MASTER_TIMEOUT overrides).
+REGISTER_TIMEOUT = 30.0
+
+
+class SparkStartError(LevelflowError):
+    """Spark could not start: no suitable Java, or the master could not be reached."""
+
+
+class Interrupted:
+    """Whether the user pressed Ctrl-C during this command (main() then says `aborted`), and the
+    JVM to end at once when they do."""
+
+    seen = False
+    jvm: subprocess.Popen | None = None
+
+
+def on_sigint(signum, frame) -> None:
+    """SIGINT handler of the CLI: end the JVM now, remember the interrupt, raise
+    KeyboardInterrupt."""
+    Interrupted.seen = True
+    silence_py4j()
+    # At once, not when the exception gets there: unwinding waits on worker threads (a thread
+    # pool's exit) that wait on Spark jobs, which only end when the JVM does.
+    jvm = Interrupted.jvm
+    if jvm is not None and jvm.poll() is None:
+        try:
+            os.killpg(jvm.pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+    raise KeyboardInterrupt
+
+
+def silence_py4j() -> None:
+    """Mute Python-side logs and warnings for good: the JVM is being ended on purpose."""
+    import warnings
+
+    # py4j logs the interrupted call (and every call after the JVM is gone) with a traceback,
+    # and PySpark warns that the JVM it can no longer reach did not shut down cleanly.
+    logging.disable(logging.CRITICAL)
+    warnings.simplefilter("ignore")
+
+
+def java_command() -> tuple[str | None, str]:
+    """Return (the java Spark's scripts will run or None, where it was looked for)."""
+    home = os.environ.get("JAVA_HOME")
+    if home:  # spark-class prefers $JAVA_HOME/bin/java over PATH
+        java = Path(home) / "bin" / "java"
+        return (str(java) if os.access(java, os.X_OK) else None), f"JAVA_HOME={home}"
+    return shutil.which("java"), "PATH"
+
+
+def check_java() -> None:
+    """Return None if Java 17+ is there for Spark; else raise one line naming JAVA_HOME."""
+    java, where = java_command()
+    hint = f"set JAVA_HOME to a Java {JAVA_MIN}+ installation"
+    if java is None:
+        raise SparkStartError(f"levelflow: error: Spark needs Java {JAVA_MIN} or newer; no java "
+                              f"found on {where} ({hint})")
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30,
+                             errors="replace")
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise SparkStartError(f"levelflow: error: {java} -version failed ({e}); {hint}") from None
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if m is None:
+        raise SparkStartError(f"levelflow: error: {java} did not report a Java version; {hint}")
+    major = int(m[2]) if m[1] == "1" else int(m[1])  # "1.8.0_x" is Java 8
+    if major < JAVA_MIN:
+        raise SparkStartError(f"levelflow: error: Spark needs Java {JAVA_MIN} or newer; {java} "
+                              f"is Java {major} ({hint})")
+
+
+def master_addresses(master: str) -> list[tuple[str, int]]:
+    """Return the (host, port) pairs a remote master URL names; [] for local, yarn and the like."""
+    if master.startswith("spark://"):  # spark://h1:7077,h2:7077 (standby masters)
+        hosts = master[len("spark://"):].split(",")
+        return [(h.rsplit(":", 1)[0], int(h.rsplit(":", 1)[1]) if ":" in h else 7077)
+                for h in hosts]
+    if master.startswith("k8s://"):
+        url = urlsplit(master[len("k8s://"):] if "://" in master[6:] else
+                       "https://" + master[len("k8s://"):])
+        return [(url.hostname or "", url.port or (443 if url.scheme == "https" else 80))]
+    return []
+
+
+def check_master(master: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """Return None if some address of a remote `master` accepts a connection; else one line."""
+    try:
+        addresses = master_addresses(master)
+    except ValueError:
+        raise SparkStartError(f"levelflow: error: --master {master}: not a valid URL") from None
+    why = ""
+    for host, port in addresses:
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                return
+        except TimeoutError:
+            why = f"no answer within {timeout:g} s"
+        except OSError as e:
+            why = e.strerror or str(e)
+    if addresses:
+        raise SparkStartError(f"levelflow: error: could not reach the Spark master {master} "
+                              f"({why})")
+
+
+@contextmanager
+def deferred_sigint():
+    """Hold Ctrl-C while the JVM is being launched (its Popen is not ours yet); yield a flag."""
+    pending: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield pending
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is signal.SIG_IGN:  # e.g. under nohup: the user asked not to be interrupted
+        yield pending
+        return
+
+    def hold(signum, frame):
+        Interrupted.seen = True
+        pending.append(signum)
+
+    signal.signal(signal.SIGINT, hold)
+    try:
+        yield pending
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def end_jvm(proc, grace: float = 3.0) -> None:
+    """End the JVM `proc` and its process group: TERM (Spark removes its temp files), then KILL."""
+    if proc is None or proc.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def quiet_pyspark_loggers() -> None:
+    """Silence PySpark's and py4j's Python-side loggers: a failed run is reported in one line."""
+    import warnings
+
+    from pyspark.logger import PySparkLogger
+
+    # PySpark warns about the installed pandas at start-up; levelflow does not use pandas.
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).disabled = True
+    # py4j logs every broken connection once the JVM is gone (after Ctrl-C or a timeout).
+    logging.getLogger("py4j").addHandler(logging.NullHandler())
+    logging.getLogger("py4j").propagate = False
+
+
+def register_timeout() -> float:
+    """Return the seconds a remote master gets to accept the application (env may override)."""
+    try:
+        return float(os.environ.get("LEVELFLOW_MASTER_TIMEOUT", REGISTER_TIMEOUT))
+    except ValueError:
+        return REGISTER_TIMEOUT
+
+
+def _log_tail(log: Path) -> str:
+    """Return the last line of the JVM's log that says something (why it failed to start)."""
+    try:
+        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines()]
+    except OSError:
+        return ""
+    # The JVM's generic last words and start-up notes say nothing about the cause.
+    generic = ("at ", "...", "Error: Could not create the Java", "Error: A fatal exception",
+               "WARNING: Using incubator modules", "Setting default log level",
+               "To adjust logging level")
+    lines = [ln for ln in lines if ln and not ln.startswith(generic)]
+    return lines[-1][:200] if lines else ""
+
+
+def _launch(conf, log: Path):
+    """Return the JVM's gateway, launched with Ctrl-C held; a JVM that dies is one line."""
+    from levelflow.engine.session import launch_jvm
+
+    with deferred_sigint() as pending:
+        try:
+            gateway = launch_jvm(conf, log)
+        except Exception:  # JAVA_GATEWAY_EXITED: the JVM refused its options, or crashed
+            raise SparkStartError(f"levelflow: error: Spark's JVM did not start: "
+                                  f"{_log_tail(log) or 'no reason given'}") from None
+    if pending:
+        end_jvm(gateway.proc)
+        raise KeyboardInterrupt
+    return gateway
+
+
+def _start(conf, master: str, log: Path):
+    """Return (SparkSession, JVM Popen); a remote master gets register_timeout() to answer.
+
+    The SparkContext is made on a helper thread: PySpark then leaves SIGINT alone (its own
+    handler calls into py4j from inside a py4j call), and the wait for it is ours to bound.
+    """
+    from levelflow.engine.session import session_on
+
+    proc = (gateway := _launch(conf, log)).proc
+    Interrupted.jvm = proc
+    made: dict = {}
+
+    def make():
+        try:
+            made["spark"] = session_on(gateway, conf)
+        except BaseException as e:  # handed to the main thread
+            made["error"] = e
+
+    worker = threading.Thread(target=make, name="levelflow-spark-start", daemon=True)
+    worker.start()
+    try:
+        worker.join(register_timeout() if master_addresses(master) else None)
+    except KeyboardInterrupt:
+        end_jvm(proc)
+        raise
+    if worker.is_alive():
+        end_jvm(proc, 0.0)
+        raise SparkStartError(f"levelflow: error: the Spark master {master} did not accept "
+                              f"the application within {register_timeout():g} s")
+    if "error" in made:
+        end_jvm(proc)
+        why = _log_tail(log) or (str(made["error"]).strip().splitlines() or ["no reason given"])[0]
+        raise SparkStartError(f"levelflow: error: Spark did not start on {master}: {why[:200]}")
+    return made["spark"], proc
+
+
+@contextmanager
+def spark_session(master: str, driver_memory: str, log: Path):
+    """Yield a SparkSession for a CLI command; Ctrl-C or an error ends its JVM, and it is stopped.
+
+    Java and a remote master are checked before the JVM starts; the JVM writes to `log`.
+    """
+    from levelflow.engine.session import spark_conf
+
+    check_java()
+    check_master(master)
+    quiet_pyspark_loggers()
+    try:
+        spark, proc = _start(spark_conf(master, driver_memory=driver_memory), master, log)
+        try:
+            yield spark
+        except BaseException:
+            silence_py4j()
+            end_jvm(proc)  # Ctrl-C or a failure: spark.stop() could wait on jobs still running
+            raise
+        spark.stop()  # the JVM itself exits when this process does (its stdin closes)
+    finally:
+        Interrupted.jvm = None

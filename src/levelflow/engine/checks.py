@@ -1,0 +1,36 @@
+"""Pre-run checks: everything about a run's arguments that can be refused before Spark starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from levelflow.errors import LevelflowError
+from levelflow.tasks.ast import Program
+
+CHECKPOINTS = ("local", "reliable")
+
+
+class RunError(LevelflowError):
+    """A run cannot start or a task failed in Spark; str() is one line naming the task or flag."""
+
+
+def check_fact_files(program: Program, factdir) -> None:
+    """Return None if every `.input` fact file exists; else raise FactError naming the first."""
+    from levelflow.engine.facts import FactError, input_path
+
+    for io in program.inputs.values():
+        path = input_path(io, Path(factdir))
+        if not path.is_file():
+            # Same shape as facts.read_facts' errors, checked before any Spark job starts.
+            why = "a directory" if path.is_dir() else "not a regular file" if path.exists() \
+                else "no such file"
+            raise FactError(f"{path}:1:1: error: cannot read fact file for relation "
+                            f"{io.relation} ({why})")
+
+
+def check_run_args(jobs: int, checkpoint: str) -> None:
+    """Return None if the run's flags are valid; else raise RunError naming the flag."""
+    if not isinstance(jobs, int) or jobs < 1:
+        raise RunError(f"jobs: must be a positive integer, got {jobs!r}")
+    if checkpoint not in CHECKPOINTS:
+        raise RunError(f"checkpoint: must be one of {', '.join(CHECKPOINTS)}, got {checkpoint!r}")

@@ -1,0 +1,155 @@
+"""Counting: updating a non-recursive task by counts of derivations.
+
+A tuple's count is its number of derivations: one per base fact, per program fact, and per row
+a rule body yields. For a rule R :- A1, ..., An the change is the telescoping sum over changed
+atoms k of  new(A1..Ak-1) × Δ(Ak) × old(Ak+1..An);  a negated atom !A contributes -Δ of A's
+projection on its non-wildcard positions (an insertion deletes). Tuples whose count crosses
+zero are the net Δ±.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from levelflow.engine.compile import BROADCAST_ROWS
+from levelflow.engine.evaluate import (
+    cut,
+    union_all,
+)
+from levelflow.engine.incremental.joins import as_positive, bcast_small, heads_of, program_facts
+from levelflow.engine.incremental.state import COUNT
+from levelflow.engine.incremental.versions import Change, TaskContext
+from levelflow.engine.types import column_names, empty_relation
+from levelflow.tasks.ast import Atom, Program, Var
+
+if TYPE_CHECKING:
+
+    from pyspark.sql import DataFrame
+
+    from levelflow.tasks.tasks import Task
+
+def countable(program: Program, task: Task) -> bool:
+    """Return whether the counting algorithm maintains this task exactly.
+
+    Recursive tasks are not (DRed does them). Nor are rules whose body rows do not count
+    derivations: a nullary head (one row whatever the body), a positive atom without variables
+    (joined as "exists"), a body without positive atoms.
+    """
+    if task.recursive:
+        return False
+    for rule in task.rules:
+        if not rule.body:
+            continue
+        if any(program.decls[h.relation].arity == 0 for h in rule.heads):
+            return False
+        positive = [lit for lit in rule.body if isinstance(lit, Atom)]
+        if not positive:
+            return False
+        if any(not any(isinstance(a, Var) for a in atom.args) for atom in positive):
+            return False
+    return True
+
+
+
+
+
+
+def count_scratch(ctx: TaskContext, task: Task) -> dict[str, DataFrame]:
+    """Return each relation's derivation counts (c.., _cnt) computed from the new versions."""
+    import pyspark.sql.functions as F
+
+    parts: dict[str, list[DataFrame]] = {n: [] for n in task.relations}
+    for name in task.relations:
+        if name in ctx.base:
+            parts[name].append(ctx.base[name].new)
+        facts = program_facts(ctx, task, name)
+        if facts is not None:
+            parts[name].append(facts)
+    for rule in task.rules:
+        if rule.body:
+            frames = {i: ctx.versions[a.relation].new for i, a, _ in rule.body_atoms()}
+            for name, df in heads_of(ctx, rule, task.relations, frames, ctx.sizes(rule, True)):
+                parts[name].append(df)
+    out = {}
+    for name in task.relations:
+        decl = ctx.decls[name]
+        cols = column_names(decl.arity)
+        bag = union_all(parts[name]) if parts[name] else empty_relation(ctx.spark, decl)
+        out[name] = bag.groupBy(*cols).agg(F.count(F.lit(1)).alias(COUNT))
+    return out
+
+
+def count_update(ctx: TaskContext, task: Task) -> dict[str, Change]:
+    """Return per own relation its Change: new counts, Δ±, and whether any count changed."""
+    signed = _signed_changes(ctx, task)
+    return {name: _fold(ctx, name, signed[name]) for name in task.relations}
+
+
+def _signed_changes(ctx: TaskContext, task: Task) -> dict[str, list[DataFrame]]:
+    """Return per own relation the tuples whose derivation count changes, with the sign `_s`."""
+    import pyspark.sql.functions as F
+
+    signed: dict[str, list[DataFrame]] = {n: [] for n in task.relations}
+    for name in task.relations:
+        b = ctx.base.get(name)
+        if b is not None and b.changed:
+            if b.plus_rows:
+                signed[name].append(b.plus.withColumn("_s", F.lit(1)))
+            if b.minus_rows:
+                signed[name].append(b.minus.withColumn("_s", F.lit(-1)))
+    for rule in task.rules:
+        if not rule.body:
+            continue
+        atoms = rule.body_atoms()
+        for i, atom, neg in atoms:
+            ver = ctx.versions[atom.relation]
+            if not ver.changed:
+                continue
+            # new(A1..Ai-1) x delta(Ai) x old(Ai+1..An)
+            frames, sizes = {}, {}
+            for j, a, _ in atoms:
+                if j != i:
+                    v = ctx.versions[a.relation]
+                    frames[j] = v.new if j < i else v.old
+                    sizes[j] = v.new_rows if j < i else v.old_rows
+            for deleting in (False, True):
+                df, rows = ver.delta(atom, neg, deleting)
+                if not rows:
+                    continue
+                frames[i], sizes[i] = bcast_small(df, rows), rows
+                sign = -1 if deleting else 1
+                variant = as_positive(rule, i) if neg else rule
+                for name, heads in heads_of(ctx, variant, task.relations, dict(frames), sizes,
+                                          first=i):
+                    signed[name].append(heads.withColumn("_s", F.lit(sign)))
+    return signed
+
+
+def _fold(ctx: TaskContext, name: str, signed: list[DataFrame]) -> Change:
+    """Return the Change of relation `name` once the signed tuples are added to its counts."""
+    import pyspark.sql.functions as F
+
+    old_c = ctx.old_counts[name]
+    old = ctx.versions[name]
+    if not signed:
+        return Change(old_c, rows=old.old_rows)
+    cols = column_names(ctx.decls[name].arity)
+    dc, rows = cut(union_all(signed).groupBy(*cols).agg(F.sum("_s").alias("_d"))
+                   .filter(F.col("_d") != 0))
+    if not rows:
+        return Change(old_c, rows=old.old_rows)
+    keys = F.broadcast(dc.select(*cols)) if rows <= BROADCAST_ROWS else dc.select(*cols)
+    before = F.coalesce(F.col(COUNT), F.lit(0))
+    touched = bcast_small(old_c.join(keys, cols, "left_semi"), rows)
+    upd, _ = cut(dc.join(touched, cols, "left").select(
+        *cols, before.alias("_old"), (before + F.col("_d")).alias("_new")))
+    plus, plus_rows = cut(upd.filter((F.col("_old") <= 0) & (F.col("_new") > 0)).select(*cols))
+    minus, minus_rows = cut(upd.filter((F.col("_old") > 0) & (F.col("_new") <= 0))
+                            .select(*cols))
+    ukeys = upd.select(*cols)
+    ukeys = F.broadcast(ukeys) if rows <= BROADCAST_ROWS else ukeys
+    new_c = old_c.join(ukeys, cols, "left_anti").unionByName(
+        upd.filter(F.col("_new") > 0).select(*cols, F.col("_new").alias(COUNT)))
+    return Change(new_c, plus, plus_rows, minus, minus_rows,
+                  old.old_rows + plus_rows - minus_rows, dirty=True)
+

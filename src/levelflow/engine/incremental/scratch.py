@@ -1,0 +1,71 @@
+"""A task recomputed from scratch (bootstrap, unsupported shapes, the elastic switch's fallback)
+and diffed against its old version.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from levelflow.engine.evaluate import cut
+from levelflow.engine.incremental.versions import TaskContext
+from levelflow.engine.plans import choose_plan, evaluate_planned
+from levelflow.tasks.ast import Atom, Decl, Rule, Var
+
+if TYPE_CHECKING:
+
+    from pyspark.sql import DataFrame
+
+    from levelflow.tasks.tasks import Task
+
+BASE = "@base:"  # prefix of the stand-in relation that holds an input relation's base facts
+
+
+def scratch_sets(ctx: TaskContext, task: Task, cancel=None) -> tuple[dict, int]:
+    """Return each relation's new tuples (with RANK) evaluated from scratch, and the rounds."""
+    import dataclasses
+
+    decls = dict(ctx.decls)
+    extra_rules = []
+    relations = {n: v.new for n, v in ctx.versions.items() if n not in task.relations}
+    counts = {n: v.new_rows for n, v in ctx.versions.items() if n not in task.relations}
+    for n in task.relations:
+        b = ctx.base.get(n)
+        if b is None:
+            continue
+        decl = decls[n]
+        decls[BASE + n] = Decl(BASE + n, decl.attrs, decl.types)
+        args = tuple(Var(f"a{i}") for i in range(decl.arity))
+        extra_rules.append(Rule((Atom(n, args),), (Atom(BASE + n, args),)))
+        relations[BASE + n], counts[BASE + n] = b.new, b.new_rows
+    program, run_task = ctx.program, task
+    if extra_rules:
+        program = dataclasses.replace(ctx.program, decls=decls, inputs={})
+        run_task = dataclasses.replace(task, rules=task.rules + tuple(extra_rules))
+    # From scratch, a task runs as `run` would run it: under the plan its shape and size give.
+    plan = choose_plan(run_task, program.decls, sum(counts.values()))
+    result = evaluate_planned(ctx.spark, program, run_task, relations, None, plan=plan,
+                              cancel=cancel, counts=counts, ranked=True)
+    return {n: (result[n], result.stats.rows[n]) for n in task.relations}, \
+        result.stats.iterations
+
+
+def diff(old: DataFrame, old_rows: int, new: DataFrame, new_rows: int, cols) -> tuple:
+    """Return (Δ+, Δ+ rows, Δ-, Δ- rows) between two versions of a relation."""
+    if not old_rows:
+        plus, plus_rows = (new, new_rows) if new_rows else (None, 0)
+        return plus, plus_rows, None, 0
+    if not new_rows:
+        return None, 0, old, old_rows
+    import pyspark.sql.functions as F
+
+    # One shuffle of both versions instead of one anti join each way: per tuple, which
+    # versions hold it (1 old, 2 new); the tuples in only one of them are the change.
+    tagged = old.select(*cols, F.lit(1).alias("_in")).union(
+        new.select(*cols, F.lit(2).alias("_in")))
+    changed, rows = cut(tagged.groupBy(*cols).agg(F.sum("_in").alias("_in"))
+                         .filter(F.col("_in") != 3))
+    if not rows:
+        return None, 0, None, 0
+    plus, plus_rows = cut(changed.filter(F.col("_in") == 2).select(*cols))
+    minus, minus_rows = cut(changed.filter(F.col("_in") == 1).select(*cols))
+    return (plus if plus_rows else None), plus_rows, (minus if minus_rows else None), minus_rows

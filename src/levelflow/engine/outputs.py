@@ -1,0 +1,59 @@
+"""The all-or-nothing output writer: every output relation is in place, or none is."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from levelflow.tasks.ast import Program
+
+
+def write_outputs(program: Program, relations: Mapping, outdir, *, jobs: int = 1) -> dict:
+    """Return tuple counts per output relation after writing them all, or raise leaving none.
+
+    `IO=stdout` outputs are printed as Soufflé prints them, framed by their name, once every
+    file is in place.
+    """
+    from levelflow.engine.facts import io_delimiter, io_headers, output_path, write_relation
+
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    # Each file goes to a hidden temp file beside its final path (same filesystem), and is
+    # renamed into place only once every output has been written.
+    plan = []
+    for io in program.output_directives:
+        name = io.relation
+        stdout = io.option("IO") == "stdout"
+        final = None if stdout else output_path(io, outdir)
+        where = outdir if stdout else final.parent
+        tmp = where / f".{name}.levelflow-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        plan.append((name, io, final, tmp))
+
+    def write(item):
+        name, io, final, tmp = item
+        tmp.parent.mkdir(parents=True, exist_ok=True)
+        return write_relation(relations[name], program.decls[name], tmp, io_delimiter(io),
+                              headers=io_headers(io))
+
+    try:
+        if jobs > 1 and len(plan) > 1:
+            with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="levelflow-out") as ex:
+                counts = list(ex.map(write, plan))
+        else:
+            counts = [write(item) for item in plan]
+        for name, _, final, tmp in plan:
+            if final is None:
+                sys.stdout.write(f"---------------\n{name}\n===============\n"
+                                 f"{tmp.read_text(encoding='utf-8')}===============\n")
+                tmp.unlink()
+            else:
+                os.replace(tmp, final)
+    except BaseException:
+        for _, _, _, tmp in plan:
+            tmp.unlink(missing_ok=True)
+        raise
+    return {name: count for (name, *_), count in zip(plan, counts, strict=True)}

@@ -1,0 +1,153 @@
+"""Worker threads that run tasks as tagged Spark jobs: the engine's workers for the driver.
+
+Constant: the session, the number of slots, the run's job tag and cancel event, the two
+callbacks (what a task runs, what its finish means).
+Changes (main thread only): the free slots, the futures in flight, the schedule rows, the task
+whose result is being collected.
+
+Every Spark job a worker starts carries the run's tag, so a failure (or Ctrl-C) stops what is
+running by tag: a future's cancel() cannot stop work that has started. Both the from-scratch run
+and an incremental epoch go through here, so they cancel alike.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+
+
+class SparkWorkers:
+    """`jobs` worker threads; a context manager that cancels its Spark jobs if the block fails.
+
+    `prepare(v)` runs in the main thread when v starts and returns what a worker calls;
+    `finish(v, result, seconds)` runs in the main thread when v is collected and returns the
+    children v activated.
+    """
+
+    __slots__ = ("spark", "names", "prepare", "finish", "cancel", "tag", "free", "inflight",
+                 "pool", "schedule", "t0", "failed")
+
+    def __init__(self, spark, jobs: int, names: Sequence[str],
+                 prepare: Callable[[int], Callable[[], object]],
+                 finish: Callable[[int, object, float], Sequence[int]],
+                 cancel: threading.Event | None = None) -> None:
+        self.spark = spark
+        self.names = names
+        self.prepare = prepare
+        self.finish = finish
+        self.cancel = cancel or threading.Event()  # told to evaluators that can stop early
+        self.tag = f"levelflow-{uuid.uuid4().hex[:12]}"
+        self.free = list(range(jobs - 1, -1, -1))  # slots; pop() hands out slot 0 first
+        self.inflight: dict[Future, tuple[int, int]] = {}  # future -> (task, slot)
+        self.pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="levelflow-worker")
+        self.schedule: list[tuple[int, int, float, float]] = []  # (task, slot, start, end)
+        self.t0 = time.perf_counter()
+        self.failed: int | None = None  # the task whose result is being collected
+
+    def __enter__(self) -> SparkWorkers:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is not None:
+                self.abort()
+        finally:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def idle(self) -> int:
+        """Return the number of free worker slots."""
+        return len(self.free)
+
+    def busy(self) -> bool:
+        """Return True while a started task has not been collected."""
+        return bool(self.inflight)
+
+    def start(self, ready: list[int]) -> None:
+        """Submit each ready task to a free slot."""
+        for v in ready:
+            call = self.prepare(v)
+            slot = self.free.pop()
+            self.inflight[self.pool.submit(self._run, v, slot, call)] = (v, slot)
+
+    def finished(self):
+        """Wait for the first finish; yield (task, activated) per finished task.
+
+        A task's failure is raised here, with `failed` naming it.
+        """
+        done, _ = wait(self.inflight, return_when=FIRST_COMPLETED)
+        for fut in done:
+            v, slot = self.inflight.pop(fut)
+            self.free.append(slot)
+            self.failed = v
+            out, start, end = fut.result()
+            self.failed = None
+            self.schedule.append((v, slot, start - self.t0, end - self.t0))
+            yield v, self.finish(v, out, end - start)
+
+    def _run(self, v: int, slot: int, call: Callable[[], object]):
+        """Return (result, start, end) of one task, run in a worker thread with its jobs tagged."""
+        sc = self.spark.sparkContext
+        # Local properties live on the JVM thread behind this Python thread, and pool threads
+        # do not inherit them, so set them here, each time (threads are reused).
+        sc.setLocalProperty("spark.scheduler.pool", f"levelflow-{slot}")
+        sc.setLocalProperty("spark.job.description", f"levelflow task {self.names[v]}")
+        sc.addJobTag(self.tag)
+        sc.setLocalProperty("spark.jobGroup.id", self.job_group(v))  # counts the task's jobs
+        sc.setInterruptOnCancel(True)  # a cancelled run should not wait for long tasks
+        start = time.perf_counter()
+        try:
+            return call(), start, time.perf_counter()
+        finally:
+            sc.removeJobTag(self.tag)
+            sc.setInterruptOnCancel(False)
+            sc.setLocalProperty("spark.scheduler.pool", None)
+            sc.setLocalProperty("spark.job.description", None)
+            sc.setLocalProperty("spark.jobGroup.id", None)
+
+    def job_group(self, v: int) -> str:
+        """Return the Spark job group of task v's jobs under these workers."""
+        return f"{self.tag}-task-{v}"
+
+    def spark_jobs(self, tasks) -> dict[int, int]:
+        """Return per task the Spark jobs it started (read from Spark's status store)."""
+        tracker = self.spark.sparkContext.statusTracker()
+        return {v: len(tracker.getJobIdsForGroup(self.job_group(v))) for v in tasks}
+
+    def abort(self) -> None:
+        """Cancel this run's Spark jobs and wait until no worker is still running."""
+        self.cancel.set()
+        pending = set(self.inflight)
+        while pending:
+            # Again and again: a worker may submit its next job after a cancel went out.
+            try:
+                self.spark.sparkContext.cancelJobsWithTag(self.tag)
+            except Exception:  # noqa: BLE001 - the context may be gone; the first error matters
+                pass
+            pending = wait(pending, timeout=0.5).not_done
+
+
+def one_line(exc: BaseException) -> str:
+    """Return the first non-empty line of an exception's message (a JVM error: its root cause)."""
+    java = getattr(exc, "java_exception", None)
+    if java is not None:
+        try:  # py4j's own message is only "An error occurred while calling o42.count"
+            while java.getCause() is not None:
+                java = java.getCause()
+            exc = Exception(f"{java.getClass().getSimpleName()}: {java.getMessage()}")
+        except Exception:  # noqa: BLE001 - the gateway may be gone; fall back to the message
+            pass
+    for line in str(exc).splitlines():
+        if line.strip():
+            return line.strip()
+    return type(exc).__name__
+
+
+def spark_error_types() -> tuple[type, ...]:
+    """Return the exception types a failed Spark job raises."""
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    return (PySparkException, Py4JError)

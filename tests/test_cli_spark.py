@@ -1,0 +1,234 @@
+"""The CLI's Spark start-up: Java checked first, a remote master bounded, Ctrl-C ends the JVM.
+
+Every command here runs in a subprocess: this test session already owns a SparkContext.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from levelflow.cli.spark import SparkStartError, check_java, master_addresses
+
+ROOT = Path(__file__).resolve().parents[1]
+TC = ROOT / "examples" / "tc"
+
+
+def _env(**changes) -> dict:
+    """Return this process's environment with `changes` (None removes a variable)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), COLUMNS="200")
+    for key, value in changes.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def _levelflow(args, env, timeout=300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "levelflow", *args], capture_output=True,
+                          text=True, env=env, timeout=timeout, cwd=ROOT)
+
+
+def _run_args(tmp_path, *extra) -> list[str]:
+    return ["run", str(TC / "program.dl"), "-F", str(TC / "facts"), "-D", str(tmp_path / "o"),
+            "--driver-memory", "1g", *extra]
+
+
+def _fake_java(tmp_path, version_line: str) -> Path:
+    """Return a JAVA_HOME whose bin/java reports `version_line` as `java -version` does."""
+    home = tmp_path / "jdk"
+    (home / "bin").mkdir(parents=True)
+    java = home / "bin" / "java"
+    java.write_text(f"#!/bin/sh\necho '{version_line}' >&2\n")
+    java.chmod(0o755)
+    return home
+
+
+# ---------------------------------------------------------------------------------------------
+# Java
+
+
+def test_no_java_is_one_line_naming_java_home(tmp_path):
+    proc = _levelflow(_run_args(tmp_path), _env(JAVA_HOME=None, PATH=str(tmp_path)))
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert "Java 17 or newer" in proc.stderr and "JAVA_HOME" in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_java_home_without_java_is_named(tmp_path):
+    proc = _levelflow(_run_args(tmp_path), _env(JAVA_HOME=str(tmp_path / "nojdk")))
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1
+    assert f"JAVA_HOME={tmp_path / 'nojdk'}" in proc.stderr
+
+
+@pytest.mark.parametrize("line, major", [('openjdk version "11.0.2" 2019-01-15', 11),
+                                         ('java version "1.8.0_292"', 8)])
+def test_old_java_is_refused_with_its_version(tmp_path, monkeypatch, line, major):
+    monkeypatch.setenv("JAVA_HOME", str(_fake_java(tmp_path, line)))
+    with pytest.raises(SparkStartError, match=f"is Java {major} .*JAVA_HOME"):
+        check_java()
+
+
+def test_java_17_passes(tmp_path, monkeypatch):
+    monkeypatch.setenv("JAVA_HOME", str(_fake_java(tmp_path, 'openjdk version "17.0.15" x')))
+    assert check_java() is None
+
+
+def test_a_jvm_that_refuses_its_options_is_one_line_with_its_reason(tmp_path):
+    proc = _levelflow(_run_args(tmp_path, "--driver-memory", "lots"), _env())
+    assert proc.returncode == 1
+    assert proc.stderr == ("levelflow: error: Spark's JVM did not start: Invalid maximum heap "
+                           "size: -Xmxlots\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# The master
+
+
+def test_master_urls_name_their_addresses():
+    assert master_addresses("local[*]") == [] and master_addresses("yarn") == []
+    assert master_addresses("spark://a:7000,b") == [("a", 7000), ("b", 7077)]
+    assert master_addresses("k8s://https://api.example:6443") == [("api.example", 6443)]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_master_is_one_line_before_spark_starts(tmp_path):
+    url = f"spark://127.0.0.1:{_free_port()}"  # nothing listens there
+    t0 = time.monotonic()
+    proc = _levelflow(_run_args(tmp_path, "--master", url), _env())
+    assert proc.returncode == 1
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert f"could not reach the Spark master {url}" in proc.stderr
+    assert time.monotonic() - t0 < 30  # no JVM was started for it
+
+
+def test_silent_master_gives_up_in_bounded_time(tmp_path):
+    # A port that accepts connections but never answers: Spark alone retries for 60 s.
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    held = []
+    threading.Thread(target=lambda: held.extend(server.accept() for _ in range(8)),
+                     daemon=True).start()
+    url = f"spark://127.0.0.1:{server.getsockname()[1]}"
+    t0 = time.monotonic()
+    try:
+        proc = _levelflow(_run_args(tmp_path, "--master", url),
+                          _env(LEVELFLOW_MASTER_TIMEOUT="4"), timeout=120)
+    finally:
+        server.close()
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert f"the Spark master {url} did not accept the application within 4 s" in proc.stderr
+    assert time.monotonic() - t0 < 60
+
+
+# ---------------------------------------------------------------------------------------------
+# Ctrl-C
+
+
+def _children(pid: int) -> list[int]:
+    """Return the pids whose parent is `pid` (Linux /proc)."""
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            kids.append(int(stat.parent.name))
+    return kids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _long_facts(tmp_path) -> Path:
+    """Return a fact directory for examples/tc on which the run takes minutes: a long chain."""
+    facts = tmp_path / "facts"
+    facts.mkdir()
+    (facts / "edge.facts").write_text("".join(f"{i}\t{i + 1}\n" for i in range(3000)))
+    return facts
+
+
+def _interrupt(args: list[str], after: float):
+    """Run levelflow, send SIGINT `after` s past the JVM's start; return (rc, out, err, JVM
+    pids, seconds to react)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "levelflow", *args], cwd=ROOT, env=_env(),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        # Background jobs start with SIGINT ignored; a terminal's foreground job does not.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    kids: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while not (kids := _children(proc.pid)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert kids, "the JVM never started"
+        time.sleep(after)
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        reacted = time.monotonic() - t0
+    finally:  # a failed test must not leave its JVM behind either
+        proc.kill()
+        for k in kids:
+            if _alive(k) and b"spark" in Path(f"/proc/{k}/cmdline").read_bytes():
+                os.kill(k, signal.SIGKILL)
+    return proc.returncode, out, err, kids, reacted
+
+
+def _assert_aborted(rc: int, err: str, kids: list[int], reacted: float) -> None:
+    assert rc == 130, err
+    assert err == "levelflow: aborted\n"
+    deadline = time.monotonic() + 15
+    while any(_alive(k) for k in kids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(k) for k in kids)
+    assert reacted < 30
+
+
+@pytest.mark.parametrize("after, state", [
+    (0.0, False),   # the JVM is still being launched
+    (8.0, True),    # Spark is starting or the program runs, under --state
+])
+def test_ctrl_c_ends_the_jvm_and_says_aborted(tmp_path, after, state):
+    args = ["run", str(TC / "program.dl"), "-F", str(_long_facts(tmp_path)),
+            "-D", str(tmp_path / "o"), "--driver-memory", "1g"]
+    args += ["--state", str(tmp_path / "st")] if state else []
+    rc, out, err, kids, reacted = _interrupt(args, after)
+    _assert_aborted(rc, err, kids, reacted)
+    assert "ran " not in out
+
+
+def test_ctrl_c_during_update_ends_the_jvm_and_leaves_the_state(tmp_path):
+    from levelflow.engine.incremental.state import StateDir
+
+    made = _levelflow(_run_args(tmp_path, "--state", str(tmp_path / "st")), _env())
+    assert made.returncode == 0, made.stderr
+    diff = tmp_path / "chain.diff"
+    diff.write_text("".join(f"+edge({i},{i + 1})\n" for i in range(100, 3100)))
+    rc, out, err, kids, reacted = _interrupt(
+        ["update", str(tmp_path / "st"), "--insert", str(diff), "--driver-memory", "1g"], 8.0)
+    _assert_aborted(rc, err, kids, reacted)
+    assert StateDir(tmp_path / "st").current() == 0  # no epoch half-written
