@@ -149,10 +149,10 @@ def test_one_and_two_workers_give_the_same_relations(spark, branch):
 
 
 def test_workers_submit_jobs_in_their_own_fair_pool_with_the_run_tag(spark, monkeypatch):
-    from levelflow.engine import evaluate
+    from levelflow.engine import plans
 
     seen = []
-    real = evaluate.evaluate_task
+    real = plans.evaluate_planned
 
     def spy(spark_, program, task, *args, **kwargs):
         sc = spark_.sparkContext
@@ -160,7 +160,7 @@ def test_workers_submit_jobs_in_their_own_fair_pool_with_the_run_tag(spark, monk
                      sc.getJobTags()))
         return real(spark_, program, task, *args, **kwargs)
 
-    monkeypatch.setattr(evaluate, "evaluate_task", spy)
+    monkeypatch.setattr(plans, "evaluate_planned", spy)
     pt = load(EXAMPLES / "tc" / "program.dl")
     run_program(spark, pt, EXAMPLES / "tc" / "facts", scheduler="levelbased", jobs=2)
     assert len(seen) == 3
@@ -174,7 +174,7 @@ def test_workers_submit_jobs_in_their_own_fair_pool_with_the_run_tag(spark, monk
 
 
 def test_a_failing_task_cancels_the_running_ones(spark, tmp_path, monkeypatch):
-    from levelflow.engine import evaluate
+    from levelflow.engine import plans
     from levelflow.engine.facts import FactError
 
     path, factdir = _program(tmp_path, """
@@ -203,7 +203,7 @@ def test_a_failing_task_cancels_the_running_ones(spark, tmp_path, monkeypatch):
         time.sleep(1.0)  # let the slow job get going
         raise FactError("bad.facts:1:1: error: broken on purpose")
 
-    monkeypatch.setattr(evaluate, "evaluate_task", fake)
+    monkeypatch.setattr(plans, "evaluate_planned", fake)
     out = tmp_path / "out"
     t0 = time.monotonic()
     with pytest.raises(FactError, match="broken on purpose"):
@@ -215,16 +215,16 @@ def test_a_failing_task_cancels_the_running_ones(spark, tmp_path, monkeypatch):
 
 
 def test_a_spark_failure_is_one_line_naming_the_task(spark, branch, monkeypatch):
-    from levelflow.engine import evaluate
+    from levelflow.engine import plans
 
-    real = evaluate.evaluate_task
+    real = plans.evaluate_planned
 
     def failing(spark_, program, task, *args, **kwargs):
         if task.name == "c":
             spark_.range(1).selectExpr("raise_error('boom in c')").collect()
         return real(spark_, program, task, *args, **kwargs)
 
-    monkeypatch.setattr(evaluate, "evaluate_task", failing)
+    monkeypatch.setattr(plans, "evaluate_planned", failing)
     pt, factdir = branch
     with pytest.raises(RunError) as exc:
         run_program(spark, pt, factdir, scheduler="levelbased", jobs=2)
