@@ -227,19 +227,20 @@ def test_graph_json_schema_is_exact(program_file, capsys):
     assert list(data) == ["tasks", "edges", "levels"]
     assert type(data["levels"]) is int
     for task in data["tasks"]:
-        assert list(task) == ["id", "name", "relations", "level", "recursive", "input"]
-        assert [type(task[k]) for k in task] == [int, str, list, int, bool, bool]
+        assert list(task) == ["id", "name", "relations", "level", "recursive", "input", "plan",
+                              "plan_reason"]
+        assert [type(task[k]) for k in task] == [int, str, list, int, bool, bool, str, str]
         assert all(type(r) is str for r in task["relations"])
     for edge in data["edges"]:
         assert type(edge) is list and len(edge) == 2 and all(type(x) is int for x in edge)
     assert data == {
         "tasks": [
             {"id": 0, "name": "E", "relations": ["E"], "level": 0, "recursive": False,
-             "input": True},
+             "input": True, "plan": "global", "plan_reason": "one pass"},
             {"id": 1, "name": "P+Q", "relations": ["P", "Q"], "level": 1, "recursive": True,
-             "input": False},
+             "input": False, "plan": "partitioned", "plan_reason": "linear, carries P[0], Q[0]"},
             {"id": 2, "name": "Out", "relations": ["Out"], "level": 2, "recursive": False,
-             "input": False},
+             "input": False, "plan": "global", "plan_reason": "one pass"},
         ],
         "edges": [[0, 1], [0, 2], [1, 2]],
         "levels": 3,

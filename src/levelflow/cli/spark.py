@@ -63,6 +63,13 @@ def silence_py4j() -> None:
     # and PySpark warns that the JVM it can no longer reach did not shut down cleanly.
     logging.disable(logging.CRITICAL)
     warnings.simplefilter("ignore")
+    # The accumulator server (Python tasks report to it) prints a traceback when the JVM's
+    # connection drops mid-report; the JVM is going away on purpose, so it has nothing to say.
+    from pyspark import SparkContext
+
+    server = getattr(SparkContext._active_spark_context, "_accumulatorServer", None)
+    if server is not None:
+        server.handle_error = lambda request, client_address: None
 
 
 def java_command() -> tuple[str | None, str]:

@@ -85,9 +85,9 @@ def rebuild(spark, state: StateDir, epoch: int | None = None, **options):
     """Return the EpochResult of re-evaluating the program from scratch on the base facts of
     `epoch` (the current one by default), committed as a new epoch."""
     from levelflow.engine.evaluate import cut
-    from levelflow.engine.incremental.delta import Versions
     from levelflow.engine.incremental.maintain import counted_relations
     from levelflow.engine.incremental.session_api import IncrementalSession
+    from levelflow.engine.incremental.versions import Versions
 
     epoch = state.current() if epoch is None else epoch
     bad = epoch_problems(spark, state, epoch, base_only=True)
