@@ -138,23 +138,9 @@ def test_progress_bar_run_gives_the_plain_result(trace_file):
 
 
 def test_a_stalling_scheduler_is_one_line_naming_it(trace_file, capsys, monkeypatch):
+    from test_simulator import Stuck
+
     from levelflow.scheduler import registry
-    from levelflow.scheduler.base import Scheduler
-
-    class Stuck(Scheduler):
-        """Claims work is left but never hands anything out."""
-
-        def activate(self, tasks):
-            pass
-
-        def get_ready(self, k):
-            return []
-
-        def done(self, task, activated=()):
-            pass
-
-        def is_active(self):
-            return True
 
     monkeypatch.setitem(registry._REGISTRY, "stuck-for-test", Stuck)
     code, out, err = run(["simulate", str(trace_file), "-s", "stuck-for-test"], capsys)

@@ -147,18 +147,9 @@ def unreadable(spark: SparkSession, items: list[Stored]) -> list[str]:
 
 def cause(exc: BaseException) -> str:
     """Return a JVM or Python error's root cause on one line, without Spark's decorations."""
-    java = getattr(exc, "java_exception", None)
-    if java is not None:
-        try:  # py4j's own message is only "An error occurred while calling o42.collect"
-            while java.getCause() is not None:
-                java = java.getCause()
-            exc = Exception(f"{java.getClass().getSimpleName()}: {java.getMessage()}")
-        except Exception:  # noqa: BLE001 - the gateway may be gone; keep the message
-            pass
-    for line in str(exc).splitlines():
-        if line.strip():
-            return line.strip()[:300]
-    return type(exc).__name__
+    from levelflow.engine.workers import one_line
+
+    return one_line(exc)[:300]
 
 
 def verify(spark: SparkSession | None, items: list[Stored]) -> list[str]:
