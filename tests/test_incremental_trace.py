@@ -65,3 +65,31 @@ def test_two_workers_record_a_valid_schedule(spark, tmp_path):
     assert {slot for _, slot, _, _ in result.schedule} <= {0, 1}
     assert len(result.schedule) == result.ran
     assert check_schedule(result.trace, result.schedule) == []
+
+
+def test_an_epoch_tells_the_live_display_what_starts_and_finishes(spark, tmp_path):
+    from levelflow.engine.progress import Progress
+
+    class Recording(Progress):
+        def __init__(self):
+            self.events = []
+
+        def activated(self, tasks):
+            self.events += [("activated", v) for v in tasks]
+
+        def started(self, task):
+            self.events.append(("started", task))
+
+        def finished(self, task, seconds):
+            self.events.append(("finished", task))
+
+    pt, session = _session(spark, tmp_path)
+    session.insert("a", (3,))
+    seen = Recording()
+    result = session.commit(progress=seen)
+    ran = {pt.task_of(n).id for n in result.strategies}
+    for kind in ("activated", "started", "finished"):
+        assert {v for k, v in seen.events if k == kind} == ran, kind
+    for v in ran:  # each task: activated, then started, then finished
+        order = [k for k, u in seen.events if u == v]
+        assert order == ["activated", "started", "finished"], (v, order)

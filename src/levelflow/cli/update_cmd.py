@@ -87,7 +87,7 @@ def _apply(spark, state, ops, program, flags: dict, progress) -> None:
         print(f"{NOTHING}; outputs written to {flags['outdir']}")
         return
     session.extend(ops)
-    result = session.commit()
+    result = session.commit(progress=progress)  # tasks done and running, as `run` shows
     progress.stop()  # the live line goes before the epoch's lines are printed
     print_epoch(result, program)  # the epoch is applied: say so first
     if flags["trace_out"] is not None:

@@ -83,7 +83,9 @@ class Epoch:
     def __init__(self, spark, program_tasks: ProgramTasks, snap: Snapshot, base: dict, *,
                  mode: str = "elastic", switch: float = SWITCH,
                  switch_floor: float = SWITCH_FLOOR_SECONDS, bootstrap: bool = False,
-                 large_change: float | None = LARGE_CHANGE) -> None:
+                 large_change: float | None = LARGE_CHANGE, progress=None) -> None:
+        from levelflow.engine.progress import Progress
+
         if mode not in MODES:
             raise EpochError(f"strategy: must be one of {', '.join(MODES)}, got {mode!r}")
         self.spark = spark
@@ -95,6 +97,7 @@ class Epoch:
         self.switch_floor = switch_floor
         self.large_change = large_change
         self.bootstrap = bootstrap
+        self.progress = progress or Progress()  # the live line `run` shows, or nothing
         self.versions = {n: Versions(d, snap.tuples(n), snap.rows[n], snap.pieces.get(n, 1))
                          for n, d in self.program.decls.items()}
         self.base = base  # input relation -> Versions of base facts (change already set)
@@ -262,9 +265,10 @@ class Epoch:
         sched = make_scheduler(scheduler, self.pt.graph) if isinstance(scheduler, str) \
             else scheduler
         self.jobs = jobs
-        sched.activate(self.initial())
-        workers = SparkWorkers(self.spark, jobs, self.pt.graph.names,
-                               lambda v: partial(self._update, v), self._finish)
+        initial = self.initial()
+        self.progress.activated(initial)
+        sched.activate(initial)
+        workers = SparkWorkers(self.spark, jobs, self.pt.graph.names, self._prepare, self._finish)
         try:
             with workers:
                 drive(sched, workers, name=scheduler if isinstance(scheduler, str) else None)
@@ -277,6 +281,11 @@ class Epoch:
             self.schedule = workers.schedule
         return self.finished
 
+    def _prepare(self, v: int):
+        """Return what a worker calls to update task v (said on the live line)."""
+        self.progress.started(v)
+        return partial(self._update, v)
+
     def _finish(self, v: int, upd: TaskUpdate, seconds: float) -> list[int]:
         """Take in a finished task's update; return the children whose input it changed."""
         self.updates[v] = upd
@@ -287,6 +296,8 @@ class Epoch:
                      if any(self.versions[relations[i]].changed for i in pos)]
         self.finished.append(v)
         self.activations[v] = tuple(activated)
+        self.progress.finished(v, seconds)
+        self.progress.activated(activated)
         return activated
 
     def snapshot(self) -> tuple[Snapshot, set[str], set[str]]:

@@ -203,13 +203,16 @@ class IncrementalSession:
 
     # -- epochs --------------------------------------------------------------------------------
 
-    def commit(self, *, before_switch=None) -> EpochResult:
-        """Return the EpochResult of applying the pending ops as one epoch (atomic)."""
+    def commit(self, *, before_switch=None, progress=None) -> EpochResult:
+        """Return the EpochResult of applying the pending ops as one epoch (atomic).
+
+        `progress` (engine.progress) is told which tasks start and finish, as `run` tells it.
+        """
         ops, self.pending = self.pending, []
         try:
             with self._writing():  # before reading the old base: it may have moved on
                 base, notes = self._net_change(ops)
-                result = self._run_epoch(base, before_switch=before_switch)
+                result = self._run_epoch(base, before_switch=before_switch, progress=progress)
         except BaseException:
             self.pending = ops + self.pending  # nothing applied: the ops stay queued
             raise
@@ -234,13 +237,14 @@ class IncrementalSession:
                                  f"{self.snap.epoch}); reopen it")
             yield
 
-    def _run_epoch(self, base, *, bootstrap: bool = False, before_switch=None) -> EpochResult:
+    def _run_epoch(self, base, *, bootstrap: bool = False, before_switch=None,
+                   progress=None) -> EpochResult:
         """Return the result of one epoch (run inside _writing); the snapshot is replaced only
         if it all succeeded."""
         t0 = time.perf_counter()
         epoch = Epoch(self.spark, self.pt, self.snap, base, mode=self.mode, switch=self.switch,
                       switch_floor=self.switch_floor, bootstrap=bootstrap,
-                      large_change=self.large_change)
+                      large_change=self.large_change, progress=progress)
         epoch.run(self.scheduler, self.jobs)
         snap, changed, changed_base = epoch.snapshot()
         if self.statedir is not None:
