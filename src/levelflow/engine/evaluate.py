@@ -25,15 +25,15 @@ from typing import TYPE_CHECKING
 
 from levelflow.engine.checks import CHECKPOINTS
 from levelflow.engine.compile import (
-    CompileError,
     body_frame,
     ground_value,
     head_frame,
     rule_heads,
 )
 from levelflow.engine.facts import input_path, io_delimiter, io_headers, read_facts
+from levelflow.engine.rules import reads_own
 from levelflow.engine.types import column_names, empty_relation, rows_frame
-from levelflow.tasks.ast import Atom, Negation, Program, Rule
+from levelflow.tasks.ast import Atom, Program, Rule
 
 if TYPE_CHECKING:
     import threading
@@ -337,17 +337,6 @@ def evaluate_task(spark: SparkSession, program: Program, task: Task,
     stats.seconds = time.perf_counter() - t0
     out.stats = stats
     return out
-
-
-def reads_own(rule: Rule, names: tuple[str, ...]) -> bool:
-    """Return whether a rule's body reads a relation of its own task (positively)."""
-    for lit in rule.body:
-        if isinstance(lit, Negation) and lit.atom.relation in names:
-            raise CompileError(f"{lit.loc or 'rule'}: error: negation of {lit.atom.relation} "
-                               f"inside its own recursion is not stratified")
-        if isinstance(lit, Atom) and lit.relation in names:
-            return True
-    return False
 
 
 @dataclass(slots=True)

@@ -59,6 +59,17 @@ def term_vars(term: Term) -> set[str]:
     return set()
 
 
+def reads_own(rule: Rule, names: Sequence[str]) -> bool:
+    """Return whether a rule's body reads a relation of its own task (positively)."""
+    for lit in rule.body:
+        if isinstance(lit, Negation) and lit.atom.relation in names:
+            raise CompileError(f"{lit.loc or 'rule'}: error: negation of {lit.atom.relation} "
+                               f"inside its own recursion is not stratified")
+        if isinstance(lit, Atom) and lit.relation in names:
+            return True
+    return False
+
+
 def literal_vars(lit: object) -> set[str]:
     """Return the variables of a body literal."""
     if isinstance(lit, Atom):

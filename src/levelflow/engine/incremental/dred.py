@@ -34,7 +34,6 @@ from levelflow.engine.evaluate import (
     RankedRelation,
     cut,
     merge_pieces,
-    reads_own,
     run_fixpoint,
     union_all,
 )
@@ -48,6 +47,7 @@ from levelflow.engine.incremental.joins import (
     semi_join_small,
 )
 from levelflow.engine.incremental.versions import Change, TaskContext
+from levelflow.engine.rules import reads_own
 from levelflow.engine.types import column_names, empty_relation
 from levelflow.tasks.ast import Atom, Comparison, Decl, Negation, Rule, Var
 

@@ -40,7 +40,9 @@ def scratch_sets(ctx: TaskContext, task: Task, cancel=None) -> tuple[dict, int]:
     program, run_task = ctx.program, task
     if extra_rules:
         program = dataclasses.replace(ctx.program, decls=decls, inputs={})
-        run_task = dataclasses.replace(task, rules=task.rules + tuple(extra_rules))
+        run_task = dataclasses.replace(task, rules=task.rules + tuple(extra_rules),
+                                       reads=task.reads | {BASE + n for n in task.relations
+                                                           if n in ctx.base})
     # From scratch, a task runs as `run` would run it: under the plan its shape and size give.
     plan = choose_plan(run_task, program.decls, sum(counts.values()))
     result = evaluate_planned(ctx.spark, program, run_task, relations, None, plan=plan,

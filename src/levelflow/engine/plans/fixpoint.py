@@ -21,7 +21,7 @@ import polars as pl
 
 from levelflow.engine.plans.columnar import body_rows, empty_frame, head_rows
 from levelflow.engine.plans.keys import absent, merged, pack_expr, packable, unpack
-from levelflow.engine.rules import rule_heads
+from levelflow.engine.rules import reads_own, rule_heads
 from levelflow.tasks.ast import Atom, Decl, Rule
 
 # Filters a relation's base tuples down to the share this partition owns.
@@ -81,11 +81,6 @@ class _Relation:
         if self.recent.height:
             self.stable = pl.concat([self.stable, self.recent], rechunk=False)
         self.recent = new
-
-
-def reads_own(rule: Rule, names: tuple[str, ...]) -> bool:
-    """Return whether a rule's body reads a relation of its own task positively."""
-    return any(isinstance(lit, Atom) and lit.relation in names for lit in rule.body)
 
 
 def _frames(rule: Rule, lower: Mapping[str, pl.DataFrame],

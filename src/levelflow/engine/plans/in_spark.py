@@ -13,7 +13,7 @@ and each relation is a filter over the checkpointed rows.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from levelflow.engine.types import relation_schema
@@ -102,13 +102,3 @@ def unpack(packed, layout: Layout, ranked: bool) -> dict:
             cols.append(F.col("_it"))
         out[name] = packed.filter(F.col("_rel") == r).select(*cols)
     return out
-
-
-def source_frames(sources: Mapping[str, object]) -> tuple[tuple[tuple[str, bool], ...], list]:
-    """Return the layout's sources and their frames from {relation or 'facts:R': DataFrame}."""
-    specs, frames = [], []
-    for key, df in sources.items():
-        is_facts = key.startswith("facts:")
-        specs.append((key[len("facts:"):] if is_facts else key, is_facts))
-        frames.append(df)
-    return tuple(specs), frames

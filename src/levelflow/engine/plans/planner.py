@@ -6,6 +6,7 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from levelflow.engine.rules import reads_own
 from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import Atom, Decl, Var
 from levelflow.tasks.tasks import Task
@@ -36,8 +37,7 @@ class Plan:
 
 def _recursive_rules(task: Task) -> list:
     """Return the task's rules whose bodies read one of its own relations."""
-    return [r for r in task.rules if any(isinstance(lit, Atom) and lit.relation in task.relations
-                                         for lit in r.body)]
+    return [r for r in task.rules if reads_own(r, task.relations)]
 
 
 def _carries(rules, key: Mapping[str, int], names) -> bool:

@@ -15,7 +15,7 @@ from levelflow.engine.evaluate import (
     fact_rows,
 )
 from levelflow.engine.facts import input_path, io_delimiter, io_headers, read_facts
-from levelflow.engine.plans.in_spark import Layout, run_packed, source_frames, unpack
+from levelflow.engine.plans.in_spark import Layout, run_packed, unpack
 from levelflow.engine.plans.planner import Plan
 from levelflow.tasks.ast import Program
 from levelflow.tasks.tasks import Task
@@ -24,16 +24,10 @@ from levelflow.tasks.tasks import Task
 _BYTES_PER_FACT = 4
 
 
-def _lower_reads(task: Task) -> list[str]:
-    """Return the relations of lower tasks that the task's rules read, in first-read order."""
-    names = {atom.relation: None for rule in task.rules for _, atom, _ in rule.body_atoms()}
-    return [n for n in names if n not in task.relations]
-
-
 def input_rows(program: Program, task: Task, counts: Mapping[str, int],
                factdir: str | Path | None) -> int:
     """Return the rows a task reads: lower relations' counts plus its fact files' estimates."""
-    rows = sum(counts.get(name, 0) for name in _lower_reads(task))
+    rows = sum(counts.get(name, 0) for name in task.reads_from)
     for name in task.relations:
         io = program.inputs.get(name)
         if io is not None and factdir is not None:
@@ -45,7 +39,7 @@ def input_rows(program: Program, task: Task, counts: Mapping[str, int],
 def _layout(program: Program, task: Task, sources, plan: Plan, parts: int) -> Layout:
     """Return what the workers need to run the task (rules, declarations, sources, key)."""
     decls = program.decls
-    touched = set(task.relations) | set(_lower_reads(task))
+    touched = set(task.relations) | set(task.reads_from)
     facts = {}
     for name in task.relations:
         rows = fact_rows(task.rules, name)
@@ -68,17 +62,18 @@ def evaluate_planned(spark, program: Program, task: Task, relations: Mapping,
     if cancel is not None and cancel.is_set():
         raise Cancelled(f"task {task.name} cancelled before it started")
     t0 = time.perf_counter()
-    sources = {name: relations[name] for name in _lower_reads(task)}
+    # Per source: (relation, whether it is that relation's fact file), and its frame.
+    specs = [(name, False) for name in task.reads_from]
+    frames = [relations[name] for name in task.reads_from]
     for name in task.relations:
         io = program.inputs.get(name)
         if io is not None and factdir is not None:
-            sources[f"facts:{name}"] = read_facts(
-                spark, program.decls[name], input_path(io, factdir), io_delimiter(io),
-                io_headers(io))
-    specs, frames = source_frames(sources)
+            specs.append((name, True))
+            frames.append(read_facts(spark, program.decls[name], input_path(io, factdir),
+                                     io_delimiter(io), io_headers(io)))
     # At least two shares, so that a one-core session still splits (and tests the split).
     parts = parts or max(spark.sparkContext.defaultParallelism, 2)
-    layout = _layout(program, task, specs, plan, parts)
+    layout = _layout(program, task, tuple(specs), plan, parts)
     packed, rows, rounds = run_packed(spark, layout, frames, checkpoint)
     out = TaskResult(unpack(packed, layout, ranked))
     out.stats = EvalStats(task=task.name, iterations=rounds, rows=rows,
