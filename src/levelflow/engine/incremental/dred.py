@@ -46,29 +46,24 @@ from levelflow.engine.incremental.joins import (
     program_facts,
     semi_join_small,
 )
+from levelflow.engine.incremental.rewrites import (
+    rederive_rule,
+    stand_in_decls,
+    support_rule,
+)
 from levelflow.engine.incremental.versions import Change, TaskContext
 from levelflow.engine.rules import reads_own
 from levelflow.engine.types import column_names, empty_relation
-from levelflow.tasks.ast import Atom, Comparison, Decl, Negation, Rule, Var
+from levelflow.tasks.ast import Decl
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from levelflow.tasks.tasks import Task
 
-DELETED = "@D:"  # stand-in relation: a task's suspect tuples (re-derivation)
-CANDIDATE = "@C:"  # stand-in relation: candidates with their rank (support check)
-LIVE = "@L:"  # stand-in relation: old own tuples that are not suspect, with their rank
-RANK_VAR = "@rank"  # variables the parser cannot produce, so they never meet a user's
-
-
-def _ranked_decl(prefix: str, decl: Decl) -> Decl:
-    """Return the stand-in declaration of a relation with its rank as a last attribute."""
-    return Decl(prefix + decl.name, decl.attrs + (RANK_VAR,), decl.types + ("number",))
-
 
 def _rank_last(df: DataFrame, decl: Decl) -> DataFrame:
-    """Return ranked tuples shaped as _ranked_decl's stand-in: the columns, then the rank.
+    """Return ranked tuples shaped as rewrites.ranked_decl's stand-in: the columns, then the rank.
 
     A nullary relation's placeholder column c0 is dropped: its stand-in's c0 is the rank.
     """
@@ -135,10 +130,7 @@ def _supported(ctx: TaskContext, task: Task, rules, cands: dict, suspects: _Susp
                cols: dict) -> dict[str, list[DataFrame]]:
     """Return per relation the candidates that keep a derivation from smaller-rank tuples."""
     names = set(task.relations)
-    decls = dict(ctx.decls)
-    for n in names:
-        decls[CANDIDATE + n] = _ranked_decl(CANDIDATE, ctx.decls[n])
-        decls[LIVE + n] = _ranked_decl(LIVE, ctx.decls[n])
+    decls = stand_in_decls(ctx.decls, names)
     live: dict[str, DataFrame] = {}
     out: dict[str, list[DataFrame]] = {n: [] for n in names}
     for n, (tuples, rows, _) in cands.items():
@@ -149,29 +141,16 @@ def _supported(ctx: TaskContext, task: Task, rules, cands: dict, suspects: _Susp
         _, rows, c = cands.get(head.relation, (None, 0, None))
         if not rows:
             continue
-        rank = Var(RANK_VAR)
-        body: list = [Atom(CANDIDATE + head.relation, head.args + (rank,))]
+        prefixed, live_at, other_at = support_rule(rule, names)
         frames = {0: bcast_small(_rank_last(c, ctx.decls[head.relation]), rows)}
         sizes = {0: rows}
-        for lit in rule.body:
-            pos = len(body)
-            atom = lit.atom if isinstance(lit, Negation) else lit
-            if isinstance(lit, Atom) and lit.relation in names:
-                own_rank = Var(f"{RANK_VAR}{pos}")
-                body.append(Atom(LIVE + lit.relation, lit.args + (own_rank,)))
-                body.append(Comparison("<", own_rank, rank))
-                if lit.relation not in live:
-                    live[lit.relation] = _rank_last(suspects.without(
-                        ctx.old_ranked[lit.relation], lit.relation, cols[lit.relation]),
-                        ctx.decls[lit.relation])
-                frames[pos] = live[lit.relation]
-                sizes[pos] = ctx.versions[lit.relation].old_rows
-                continue
-            body.append(lit)
-            if isinstance(atom, Atom):
-                frames[pos] = ctx.versions[atom.relation].new
-                sizes[pos] = ctx.versions[atom.relation].new_rows
-        prefixed = Rule(rule.heads, tuple(body), rule.loc)
+        for pos, n in live_at.items():
+            if n not in live:
+                live[n] = _rank_last(suspects.without(ctx.old_ranked[n], n, cols[n]),
+                                     ctx.decls[n])
+            frames[pos], sizes[pos] = live[n], ctx.versions[n].old_rows
+        for pos, n in other_at.items():
+            frames[pos], sizes[pos] = ctx.versions[n].new, ctx.versions[n].new_rows
         try:
             (_, heads), = heads_of(ctx, prefixed, (head.relation,), frames, sizes, first=0,
                                  decls=decls, small_seed=rows <= BROADCAST_ROWS)
@@ -315,9 +294,7 @@ def _seeds(ctx: TaskContext, task: Task, rules, deleted: dict, kept: dict,
     """Return per relation what the fixpoint restarts from: inserted base facts, suspects still
     derivable from S' and the new lower relations, and what lower insertions derive."""
     names, own, decls = task.relations, set(task.relations), ctx.decls
-    decls2 = dict(decls)
-    for n in names:
-        decls2[DELETED + n] = Decl(DELETED + n, decls[n].attrs, decls[n].types)
+    decls2 = stand_in_decls(decls, names)
     frames_new = {}  # relation -> frame for atoms that read "now": own S', lower new
     for n in ctx.versions:
         frames_new[n] = kept[n][0] if n in own else ctx.versions[n].new
@@ -407,8 +384,7 @@ def _rederive(ctx, rule, head, d, d_rows, decls2, frames_new, rows_new) -> DataF
     atoms = rule.body_atoms()
     if any(not neg for _, _, neg in atoms):
         # deleted(head args), body: joined first, so only the suspects' bindings are tried.
-        prefixed = Rule(rule.heads, (Atom(DELETED + head.relation, head.args),) + rule.body,
-                        rule.loc)
+        prefixed = rederive_rule(rule, head)
         frames = {0: bcast_small(d, d_rows)}
         sizes = {0: d_rows}
         for i, atom, _ in atoms:
