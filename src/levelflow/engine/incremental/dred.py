@@ -234,7 +234,8 @@ def _find_suspects(ctx: TaskContext, task: Task, rules, rec_rules, cols, cancel)
                 df, rows = fresh.get(atom.relation, (None, 0))
                 if neg or atom.relation not in own or not rows:
                     continue
-                frames = {k: ctx.versions[a.relation].old for k, a, _ in rule.body_atoms()}
+                frames = {k: _old_or_new(ctx.versions[a.relation], own)
+                          for k, a, _ in rule.body_atoms()}
                 sizes = ctx.sizes(rule, new=False)
                 frames[j], sizes[j] = bcast_small(df, rows), rows
                 for name, heads in heads_of(ctx, rule, names, frames, sizes, first=j):
@@ -243,6 +244,17 @@ def _find_suspects(ctx: TaskContext, task: Task, rules, rec_rules, cols, cancel)
                  else (None, 0, None) for n in names}
     # Every piece is cut, so their union needs no copy.
     return {n: (suspects.frame(n), suspects.rows(n)) for n in names}, rounds
+
+
+def _old_or_new(ver, own) -> DataFrame:
+    """Return a relation's old tuples plus, for a lower one, those it gained this epoch.
+
+    A support check reads the new lower relations, so a tuple it kept may lean on a lower tuple
+    inserted this epoch: a new suspect's heads must be found through those too.
+    """
+    if ver.decl.name in own or not ver.plus_rows:
+        return ver.old
+    return ver.old.unionByName(ver.plus)
 
 
 def dred_update(ctx: TaskContext, task: Task, cancel=None) -> tuple[dict[str, Change], int]:

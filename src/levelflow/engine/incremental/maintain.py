@@ -22,6 +22,7 @@ from pathlib import Path
 
 from levelflow.driver import drive
 from levelflow.engine.evaluate import cut
+from levelflow.engine.incremental.arranged import arranged_update, plan_for
 from levelflow.engine.incremental.counting import count_scratch, count_update, countable
 from levelflow.engine.incremental.dred import dred_update
 from levelflow.engine.incremental.scratch import diff, scratch_sets
@@ -83,7 +84,8 @@ class Epoch:
     def __init__(self, spark, program_tasks: ProgramTasks, snap: Snapshot, base: dict, *,
                  mode: str = "elastic", switch: float = SWITCH,
                  switch_floor: float = SWITCH_FLOOR_SECONDS, bootstrap: bool = False,
-                 large_change: float | None = LARGE_CHANGE, progress=None) -> None:
+                 large_change: float | None = LARGE_CHANGE, progress=None,
+                 arranged: bool = True) -> None:
         from levelflow.engine.progress import Progress
 
         if mode not in MODES:
@@ -97,6 +99,7 @@ class Epoch:
         self.switch_floor = switch_floor
         self.large_change = large_change
         self.bootstrap = bootstrap
+        self.arranged = arranged  # recursive tasks updated where their state lives (arranged.py)
         self.progress = progress or Progress()  # the live line `run` shows, or nothing
         self.versions = {n: Versions(d, snap.tuples(n), snap.rows[n], snap.pieces.get(n, 1))
                          for n, d in self.program.decls.items()}
@@ -148,8 +151,7 @@ class Epoch:
                 out = count_update(self.ctx, task)
                 upd = self._apply_counts(v, out, "counting", t0)
             else:
-                out, rounds = dred_update(self.ctx, task, cancel)
-                upd = self._apply_sets(v, out, "dred", t0, rounds)
+                upd = self._dred(v, task, cancel, t0)
             if cancel.is_set():  # finished, but the timer fired during the last job
                 raise TimeoutError
             return upd
@@ -162,6 +164,19 @@ class Epoch:
             sc.removeJobTag(tag)
             sc.setInterruptOnCancel(False)
         return self._scratch(v, counted, "switched", t0)
+
+    def _dred(self, v: int, task, cancel, t0: float) -> TaskUpdate:
+        """Return task v updated by DRed: where its state lives if its plan allows, else on
+        the Spark side."""
+        plan = plan_for(self.ctx, task) if self.arranged else None
+        if plan is None:
+            out, rounds = dred_update(self.ctx, task, cancel)
+            return self._apply_sets(v, out, "dred", t0, rounds)
+        out, rounds, held, stored = arranged_update(self.ctx, task, plan,
+                                                    self.snap.arranged.get(task.name), cancel)
+        upd = self._apply_sets(v, out, "dred", t0, rounds)
+        upd.held, upd.stored = held, stored
+        return upd
 
     def change_fraction(self, task) -> float:
         """Return the changed share of the tuples a task reads (lower relations, base facts)."""
@@ -307,10 +322,15 @@ class Epoch:
         max_rank = dict(old.max_rank)
         changed: set[str] = set()
         scratch = dict(old.scratch_seconds)
+        arranged = dict(old.arranged)
         for v, upd in self.updates.items():
             task = self.pt.tasks[v]
             if upd.scratch_seconds is not None:
                 scratch[task.name] = upd.scratch_seconds
+            if upd.held is not None:
+                arranged[task.name] = upd.held
+            else:  # updated elsewhere: the executors' copy is stale
+                arranged.pop(task.name, None)
             for n, ver in upd.versions.items():
                 if n in upd.counts:
                     rel[n], rows[n] = upd.counts[n], ver.new_rows
@@ -326,7 +346,7 @@ class Epoch:
                 base[n], base_rows[n] = ver.new, ver.new_rows
                 changed_base.add(n)
         snap = Snapshot(old.epoch + 1, rel, base, rows, base_rows, set(old.counted), scratch,
-                        dict(old.where), dict(old.base_where), pieces, max_rank)
+                        dict(old.where), dict(old.base_where), pieces, max_rank, arranged)
         return snap, changed, changed_base
 
     def result(self, seconds: float) -> EpochResult:

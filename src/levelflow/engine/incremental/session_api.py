@@ -51,7 +51,7 @@ class IncrementalSession:
                  statedir: StateDir | None = None, *, scheduler="hybrid", jobs: int = 1,
                  mode: str = "elastic", switch: float = SWITCH,
                  switch_floor: float = SWITCH_FLOOR_SECONDS,
-                 large_change: float | None = LARGE_CHANGE) -> None:
+                 large_change: float | None = LARGE_CHANGE, arranged: bool = True) -> None:
         self.spark = spark
         self.pt = program_tasks
         self.program = program_tasks.program
@@ -61,6 +61,7 @@ class IncrementalSession:
         self.scheduler, self.jobs = scheduler, jobs
         self.mode, self.switch, self.switch_floor = mode, switch, switch_floor
         self.large_change = large_change
+        self.arranged = arranged  # recursive tasks updated where their state lives
         self.pending: list[Op] = []
         self.last: EpochResult | None = None
 
@@ -244,12 +245,15 @@ class IncrementalSession:
         t0 = time.perf_counter()
         epoch = Epoch(self.spark, self.pt, self.snap, base, mode=self.mode, switch=self.switch,
                       switch_floor=self.switch_floor, bootstrap=bootstrap,
-                      large_change=self.large_change, progress=progress)
+                      large_change=self.large_change, progress=progress,
+                      arranged=self.arranged)
         epoch.run(self.scheduler, self.jobs)
         snap, changed, changed_base = epoch.snapshot()
         if self.statedir is not None:
+            held = snap.arranged
             snap = self.statedir.commit(self.spark, self.program, self.program_text, snap,
                                         changed, changed_base, before_switch=before_switch)
+            snap.arranged = held  # the files hold the same tuples as the executors' copies
         result = epoch.result(time.perf_counter() - t0)
         self.snap = snap
         self.last = result
@@ -257,6 +261,9 @@ class IncrementalSession:
 
     def close(self) -> None:
         """Let later commits by others delete this session's epoch files; read nothing after."""
+        from levelflow.engine.incremental.arranged_worker import forget
+
+        forget(h.lineage for h in self.snap.arranged.values())
         if self.statedir is not None:
             self.statedir.release_readers_lock()
 

@@ -87,6 +87,8 @@ class Snapshot:
     base_where: dict[str, int | None] = field(default_factory=dict)
     pieces: dict[str, int] = field(default_factory=dict)  # relation -> cut pieces in its union
     max_rank: dict[str, int] = field(default_factory=dict)  # ranked relation -> highest rank
+    # task name -> arranged.Held: where the task's state also lives on the executors
+    arranged: dict = field(default_factory=dict)
 
     def tuples(self, name: str) -> DataFrame:
         """Return the tuples of relation `name` (columns c0.., no count or rank)."""

@@ -122,6 +122,9 @@ class TaskUpdate:
     ranked: dict = field(default_factory=dict)  # DRed relation -> (new tuples + _it, max rank)
     scratch_seconds: float | None = None
     iterations: int = 0
+    held: object = None  # arranged.Held: the task's state on the executors, if updated there
+    # relation -> (removed, added) stored rows (tuples + rank): the change as a delta segment
+    stored: dict = field(default_factory=dict)
 
 
 class TaskContext:

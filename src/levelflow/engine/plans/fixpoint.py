@@ -44,18 +44,23 @@ class TaskOutcome:
         return pl.concat([df for _, df in pieces], rechunk=False)
 
 
-class _Relation:
+class Relation:
     """One relation of the fixpoint: stable and recent tuples, and their packed keys if any."""
 
     __slots__ = ("decl", "stable", "recent", "keys")
 
-    def __init__(self, decl: Decl, first: pl.DataFrame) -> None:
+    def __init__(self, decl: Decl, first: pl.DataFrame, stable: pl.DataFrame | None = None,
+                 known: np.ndarray | None = None) -> None:
         self.decl = decl
-        self.stable = empty_frame(decl)
+        self.stable = empty_frame(decl) if stable is None else stable
         self.recent = first
         # Sorted packed keys of stable + recent while every tuple packs; None once one does not.
-        self.keys = (np.sort(first.select(pack_expr(first.columns))["_key"].to_numpy())
-                     if packable(first) else None)
+        # `known` holds stable's keys (a resumed fixpoint): without them a stable part disables
+        # the keys rather than sorting the whole relation again.
+        self.keys = None
+        if packable(first) and (known is not None or not self.stable.height):
+            fresh = np.sort(first.select(pack_expr(first.columns))["_key"].to_numpy())
+            self.keys = fresh if known is None else merged(known, fresh)
 
     def full(self) -> pl.DataFrame:
         """Return every tuple found so far."""
@@ -101,7 +106,7 @@ def _base(rules, names, decls, lower, facts) -> dict[str, pl.DataFrame]:
     return {n: pl.concat(p).unique() if p else empty_frame(decls[n]) for n, p in parts.items()}
 
 
-def _round(rules, rels: dict[str, _Relation], decls, lower) -> dict[str, list[pl.DataFrame]]:
+def _round(rules, rels: dict[str, Relation], decls, lower) -> dict[str, list[pl.DataFrame]]:
     """Return per relation the candidate tuples one semi-naive round derives."""
     names = tuple(rels)
     to_add: dict[str, list[pl.DataFrame]] = {n: [] for n in names}
@@ -134,10 +139,17 @@ def run_task(rules: tuple[Rule, ...], names: tuple[str, ...], decls: Mapping[str
     recursive = [r for r in rules if r.body and reads_own(r, names)]
     if not recursive:
         return outcome
-    rels = {n: _Relation(decls[n], base[n]) for n in names}
+    rels = {n: Relation(decls[n], base[n]) for n in names}
+    iterate(recursive, rels, decls, lower, outcome)
+    return outcome
+
+
+def iterate(rules, rels: dict[str, Relation], decls: Mapping[str, Decl],
+            lower: Mapping[str, pl.DataFrame], outcome: TaskOutcome) -> None:
+    """Run semi-naive rounds until no relation has recent tuples, recording each round."""
     while any(rel.recent.height for rel in rels.values()):
         outcome.iterations += 1
-        to_add = _round(recursive, rels, decls, lower)
+        to_add = _round(rules, rels, decls, lower)
         found = {}
         for name, rel in rels.items():
             new = rel.new_tuples(to_add[name])
@@ -145,4 +157,3 @@ def run_task(rules: tuple[Rule, ...], names: tuple[str, ...], decls: Mapping[str
             found[name] = new
             outcome.rows[name] += new.height
         outcome.rounds.append(found)
-    return outcome

@@ -1,0 +1,210 @@
+"""A recursive task's epoch as one Spark job, over its state kept on the executors.
+
+Under the local and partitioned plans a task's state lives where it is updated: share p of the
+task (all of it under local) keeps its ranked tuples on the executor that ran it, under a token
+naming the epoch (arranged_worker.py). An epoch ships only the lower relations (new version and
+change) and the base facts' change to every share, runs local_dred.update there, and brings back
+the removed and added ranked tuples: one job, cut by one eager localCheckpoint, with the row
+counts observed on the JVM side. When a share's state is missing (first epoch of a session,
+another executor, a cleaned directory), the job is run again with the state shipped from the
+Spark-side copy: that copy is the old version minus the removed rows plus the added ones, a
+lazy union of cut pieces merged when there are many (dred.py's rule).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from levelflow.engine.evaluate import MERGE_PIECES, RANK, _forget_stats, cut, fact_rows
+from levelflow.engine.evaluate import cast_fact as _cast
+from levelflow.engine.incremental.arranged_worker import (
+    MISS_REL,
+    STATS_REL,
+    TOP_REL,
+    Spec,
+    update_partition,
+)
+from levelflow.engine.incremental.joins import bcast_small, check_cancel
+from levelflow.engine.incremental.versions import Change, TaskContext
+from levelflow.engine.plans import choose_plan
+from levelflow.engine.plans.in_spark import pack_inputs
+from levelflow.engine.types import column_names, relation_schema
+from levelflow.tasks.ast import Negation
+
+if TYPE_CHECKING:
+    from levelflow.tasks.tasks import Task
+
+PLANS = ("local", "partitioned")
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """Where a task's state lives on the executors: its lineage, version token and shares."""
+
+    lineage: str
+    token: str
+    parts: int
+
+
+def plan_for(ctx: TaskContext, task: Task):
+    """Return the task's plan if its epochs can run arranged, else None."""
+    decls = ctx.decls
+    if any(decls[n].arity == 0 for n in task.relations):
+        return None
+    for rule in task.rules:
+        if len(rule.heads) != 1:
+            return None
+        for lit in rule.body:
+            # A negated lower relation that changed would need the projection logic of
+            # Versions.delta; such epochs keep the Spark-side DRed.
+            if isinstance(lit, Negation) and ctx.versions[lit.atom.relation].changed:
+                return None
+    rows = sum(ctx.versions[n].new_rows for n in task.reads_from if n in ctx.versions)
+    rows += sum(ctx.base[n].new_rows for n in task.relations if n in ctx.base)
+    plan = choose_plan(task, decls, rows)
+    if plan.kind not in PLANS:
+        return None
+    return plan
+
+
+def _parts(ctx: TaskContext, task: Task, plan) -> int:
+    """Return the shares: partitioned by a number-typed carried key, else one."""
+    if plan.kind != "partitioned":
+        return 1
+    # Symbol codes change as the dictionary grows, so a share of symbols would not stay put.
+    if any(ctx.decls[n].types[plan.key[n]] == "symbol" for n in task.relations):
+        return 1
+    return max(ctx.spark.sparkContext.defaultParallelism, 2)
+
+
+def _sources(ctx: TaskContext, task: Task, ship: bool) -> tuple[list, list]:
+    """Return the (relation, kind) of each packed source and its frame."""
+    specs, frames = [], []
+    for n in task.reads_from:
+        ver = ctx.versions[n]
+        specs.append((n, "new"))
+        frames.append(ver.new)
+        for kind, df, rows in (("plus", ver.plus, ver.plus_rows),
+                               ("minus", ver.minus, ver.minus_rows)):
+            if rows:
+                specs.append((n, kind))
+                frames.append(df)
+    for n in task.relations:
+        b = ctx.base.get(n)
+        if b is None:
+            continue
+        for kind, df, rows in (("fnew", b.new, b.new_rows), ("fplus", b.plus, b.plus_rows),
+                               ("fminus", b.minus, b.minus_rows)):
+            if rows:
+                specs.append((n, kind))
+                frames.append(df)
+    if ship:
+        for n in task.relations:
+            specs.append((n, "state"))
+            frames.append(ctx.old_ranked[n])
+    return specs, frames
+
+
+def _spec(ctx: TaskContext, task: Task, plan, held: Held | None, parts: int, sources) -> Spec:
+    decls = {n: ctx.decls[n] for n in set(task.relations) | set(task.reads_from)}
+    facts = {}
+    for n in task.relations:
+        rows = fact_rows(task.rules, n)
+        if rows:
+            facts[n] = [_cast(r, decls[n].types) for r in rows]
+    same = held is not None and held.parts == parts
+    return Spec(rules=tuple(r for r in task.rules if r.body), names=task.relations,
+                decls=decls, sources=tuple(sources), facts=facts,
+                key=plan.key if parts > 1 else None, parts=parts,
+                lineage=held.lineage if same else uuid.uuid4().hex[:16],
+                old_token=held.token if same else None, new_token=uuid.uuid4().hex[:12])
+
+
+def _schema(spec: Spec):
+    from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, StructType
+
+    fields = [StructField("_rel", IntegerType(), False), StructField("_op", IntegerType()),
+              StructField("_net", BooleanType()), StructField("_it", LongType())]
+    for r, name in enumerate(spec.names):
+        for f in relation_schema(spec.decls[name]).fields:
+            fields.append(StructField(f"o{r}_{f.name}", f.dataType, True))
+    return StructType(fields)
+
+
+def _run(ctx: TaskContext, spec: Spec, frames):
+    """Return (checkpointed output, observed counts) after one Spark job."""
+    import pyspark.sql.functions as F
+    from pyspark.sql import Observation
+
+    def run(batches):
+        return update_partition(spec, batches)
+
+    out = pack_inputs(ctx.spark, spec, frames).mapInArrow(run, _schema(spec))
+    seen = Observation()
+    rel, op, net = F.col("_rel"), F.col("_op"), F.col("_net")
+    metrics = []
+    for r in range(len(spec.names)):
+        for name, cond in (("removed", op == -1), ("added", op == 1),
+                           ("minus", (op == -1) & net), ("plus", (op == 1) & net)):
+            metrics.append(F.sum(F.when((rel == r) & cond, 1).otherwise(0)).alias(f"{name}{r}"))
+    metrics += [F.max(F.when(rel == STATS_REL, F.col("_it"))).alias("rounds"),
+                F.max(F.when(rel == TOP_REL, F.col("_it"))).alias("top"),
+                F.sum(F.when(rel == MISS_REL, 1).otherwise(0)).alias("misses")]
+    out = out.observe(seen, *metrics).localCheckpoint(True)
+    return _forget_stats(out), seen.get
+
+
+def arranged_update(ctx: TaskContext, task: Task, plan, held: Held | None, cancel=None
+                    ) -> tuple[dict[str, Change], int, Held, dict]:
+    """Return per relation its Change, the rounds, where the state now lives, and per relation
+    the (removed, added) ranked rows: the task's epoch run where its state lives."""
+    parts = _parts(ctx, task, plan)
+    specs, frames = _sources(ctx, task, ship=False)
+    spec = _spec(ctx, task, plan, held, parts, specs)
+    out, seen = _run(ctx, spec, frames) if spec.old_token else (None, {"misses": 1})
+    if seen["misses"]:
+        check_cancel(cancel)
+        specs, frames = _sources(ctx, task, ship=True)
+        spec = Spec(**{**{f: getattr(spec, f) for f in spec.__dataclass_fields__},
+                       "sources": tuple(specs)})
+        out, seen = _run(ctx, spec, frames)
+    top = max(int(seen["top"] or 0), max((ctx.max_rank.get(n, 0) for n in task.relations),
+                                         default=0))
+    changes, stored = {}, {}
+    for r, n in enumerate(task.relations):
+        changes[n], stored[n] = _change(ctx, n, out, r, seen, top)
+    return changes, int(seen["rounds"] or 0), Held(spec.lineage, spec.new_token, parts), stored
+
+
+def _change(ctx: TaskContext, n: str, out, r: int, seen, top: int) -> tuple[Change, tuple]:
+    """Return relation n's Change and its (removed, added) ranked rows from the job's output."""
+    import pyspark.sql.functions as F
+
+    cols = column_names(ctx.decls[n].arity)
+    mine = out.filter(F.col("_rel") == r)
+    picked = [F.col(f"o{r}_{c}").alias(c) for c in cols]
+    removed = mine.filter(F.col("_op") == -1)
+    added = mine.filter(F.col("_op") == 1)
+    counts = {k: int(seen[f"{k}{r}"] or 0) for k in ("removed", "added", "plus", "minus")}
+    old = ctx.versions[n]
+    if not counts["removed"] and not counts["added"]:
+        return Change(None, rows=old.old_rows, pieces=old.pieces, top=top), (None, None)
+    removed_rows = removed.select(*picked, F.col(RANK))
+    added_rows = added.select(*picked, F.col(RANK))
+    new = ctx.old_ranked[n]
+    if counts["removed"]:
+        new = new.join(bcast_small(removed_rows, counts["removed"]), [*cols, RANK], "left_anti")
+    if counts["added"]:
+        new = new.unionByName(added_rows)
+    pieces = old.pieces + 1
+    if pieces > MERGE_PIECES:
+        new, pieces = cut(new.coalesce(max(ctx.spark.sparkContext.defaultParallelism, 1)))[0], 1
+    plus = added.filter(F.col("_net")).select(*picked)
+    minus = removed.filter(F.col("_net")).select(*picked)
+    rows = old.old_rows - counts["minus"] + counts["plus"]
+    change = Change(new, plus if counts["plus"] else None, counts["plus"],
+                    minus if counts["minus"] else None, counts["minus"], rows, pieces=pieces,
+                    top=top)
+    return change, (removed_rows, added_rows)

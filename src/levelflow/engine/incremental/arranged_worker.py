@@ -1,0 +1,238 @@
+"""The Python side of an arranged task's epoch: the share's state, the update, the change out.
+
+Runs in a PySpark worker. A share's state (its ranked tuples, sorted keys and symbol dictionary)
+stays on the executor between epochs, under a token naming the epoch that made it: first in
+this worker process's memory, then in a file in the executor's temporary directory, which every
+Python worker of the executor reads (Spark hands a partition to any idle worker). A share whose
+state is not there under the expected token answers MISS, and the driver runs the epoch again
+with the state shipped in the input. Only the removed and added tuples go back to the JVM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from levelflow.engine.incremental.local_dred import RANK, Arranged, Inputs, arrange, update
+from levelflow.engine.plans.columnar import frame_schema
+from levelflow.engine.plans.encode import decode, dictionary, encode, encode_decl, encode_rule
+from levelflow.engine.plans.worker import _ARROW_TYPES, _batch, _share
+from levelflow.tasks.ast import Decl, Rule
+
+STATS_REL = -1  # `_it` holds the rounds run
+TOP_REL = -2  # `_it` holds the share's highest rank after the update
+MISS_REL = -3  # the share's state was not on this executor
+_MEMORY_ENTRIES = 16  # states one worker process keeps in memory (oldest dropped first)
+_MEMORY: dict[tuple[str, int], tuple[str, Entry]] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class Spec:
+    """What the workers need for one arranged epoch of a task (pickled to them)."""
+
+    rules: tuple[Rule, ...]
+    names: tuple[str, ...]
+    decls: dict[str, Decl]
+    sources: tuple[tuple[str, str], ...]  # per `_src`: (relation, new|plus|minus|fnew|..|state)
+    facts: dict[str, list[tuple]]  # the program's own facts, per relation of the task
+    key: dict[str, int] | None  # partitioned: the carried position per relation
+    parts: int
+    lineage: str  # names the task's state on the executors
+    old_token: str | None  # the state version this epoch starts from
+    new_token: str
+
+
+@dataclass(slots=True)
+class Entry:
+    """One share's state as kept on an executor: encoded tuples and their symbol dictionary."""
+
+    state: Arranged
+    symbols: pl.Series
+
+
+def output_schema(spec: Spec) -> pa.Schema:
+    """Return the Arrow schema of the output: `_rel`, `_op`, `_net`, `_it`, each relation's."""
+    fields = [pa.field("_rel", pa.int32(), False), pa.field("_op", pa.int32()),
+              pa.field("_net", pa.bool_()), pa.field("_it", pa.int64())]
+    for r, name in enumerate(spec.names):
+        types = [_ARROW_TYPES[t] for t in spec.decls[name].types]
+        fields += [pa.field(f"o{r}_c{j}", t) for j, t in enumerate(types)]
+    return pa.schema(fields)
+
+
+def _cache_file(spec: Spec, share: int, token: str) -> Path:
+    return Path(tempfile.gettempdir()) / "levelflow-arranged" / f"{spec.lineage}-{share}.{token}"
+
+
+def _cached(spec: Spec, share: int) -> Entry | None:
+    """Return the share's state under the epoch's starting token, or None."""
+    if spec.old_token is None:
+        return None
+    hit = _MEMORY.get((spec.lineage, share))
+    if hit is not None and hit[0] == spec.old_token:
+        return hit[1]
+    path = _cache_file(spec, share, spec.old_token)
+    try:
+        with path.open("rb") as f:
+            entry = pickle.load(f)
+    except (OSError, pickle.UnpicklingError, EOFError):
+        return None
+    _remember(spec.lineage, share, spec.old_token, entry)
+    return entry
+
+
+def _remember(lineage: str, share: int, token: str, entry: Entry) -> None:
+    _MEMORY.pop((lineage, share), None)
+    _MEMORY[(lineage, share)] = (token, entry)
+    while len(_MEMORY) > _MEMORY_ENTRIES:
+        del _MEMORY[next(iter(_MEMORY))]
+
+
+def _store(spec: Spec, share: int, entry: Entry) -> None:
+    """Keep the share's new state in memory and in the executor's file (written, then renamed)."""
+    _remember(spec.lineage, share, spec.new_token, entry)
+    path = _cache_file(spec, share, spec.new_token)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    with tmp.open("wb") as f:
+        pickle.dump(entry, f, protocol=5)
+    os.replace(tmp, path)
+    for old in path.parent.glob(f"{spec.lineage}-{share}.*"):
+        if old != path and ".tmp" not in old.name:
+            with contextlib.suppress(OSError):
+                old.unlink()
+
+
+def forget(lineages: Iterable[str]) -> None:
+    """Delete the cache files of the given lineages (this machine's; a session closing)."""
+    root = Path(tempfile.gettempdir()) / "levelflow-arranged"
+    for lineage in lineages:
+        for path in root.glob(f"{lineage}-*"):
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
+def _sources(part: pl.DataFrame, spec: Spec) -> dict[str, dict[str, pl.DataFrame]]:
+    """Return kind -> relation -> frame from one share's packed input rows."""
+    by_src = part.partition_by("_src", as_dict=True)
+    out: dict[str, dict[str, pl.DataFrame]] = {}
+    for s, (name, kind) in enumerate(spec.sources):
+        schema = frame_schema(spec.decls[name])
+        if kind == "state":
+            schema = {**schema, RANK: pl.Int64}
+        rows = by_src.get((s,))
+        frame = pl.DataFrame(schema=schema) if rows is None else rows.select(
+            [pl.col(f"s{s}_{c}").alias(c).cast(t) for c, t in schema.items()])
+        out.setdefault(kind, {})[name] = frame
+    return out
+
+
+def _symbols_of(spec: Spec, src: dict) -> pl.Series:
+    frames = [(spec.decls[n], df) for kind in src.values() for n, df in kind.items()]
+    facts = [(spec.decls[n], pl.DataFrame(rows, schema=frame_schema(spec.decls[n]),
+                                          orient="row")) for n, rows in spec.facts.items()]
+    return dictionary(frames + facts, spec.rules)
+
+
+def _recoded(entry: Entry, symbols: pl.Series, decls: dict) -> Entry:
+    """Return the entry's state re-encoded under a larger dictionary (codes keep their order)."""
+    ranked = {n: encode(decode(df, decls[n], entry.symbols), decls[n], symbols)
+              for n, df in entry.state.ranked.items()}
+    return Entry(arrange(ranked), symbols)
+
+
+def _entry(spec: Spec, share: int, src: dict) -> Entry | None:
+    """Return the share's starting state, its dictionary covering this epoch's symbols."""
+    needed = _symbols_of(spec, src)
+    shipped = src.get("state")
+    if shipped is not None:
+        ranked = {n: encode(shipped[n], spec.decls[n], needed) for n in spec.names}
+        if spec.key is not None:
+            keep = _share(spec, share)
+            ranked = {n: keep(n, df) for n, df in ranked.items()}
+        return Entry(arrange(ranked), needed)
+    entry = _cached(spec, share)
+    if entry is None:
+        return None
+    if needed.is_in(entry.symbols).all():
+        return entry
+    return _recoded(entry, pl.concat([entry.symbols, needed]).unique().sort(), spec.decls)
+
+
+def _inputs(spec: Spec, share: int, src: dict, symbols: pl.Series) -> Inputs:
+    """Return the update's inputs, symbols encoded with the share's dictionary."""
+    decls = spec.decls
+
+    def coded(kind: str) -> dict[str, pl.DataFrame]:
+        return {n: encode(df, decls[n], symbols) for n, df in src.get(kind, {}).items()}
+
+    codes = {s: i for i, s in enumerate(symbols.to_list())}
+    facts_new = coded("fnew")
+    for n, rows in spec.facts.items():
+        own = encode(pl.DataFrame(rows, schema=frame_schema(decls[n]), orient="row"),
+                     decls[n], symbols)
+        facts_new[n] = pl.concat([facts_new[n], own]) if n in facts_new else own
+    return Inputs(tuple(encode_rule(r, codes) for r in spec.rules), spec.names,
+                  {n: encode_decl(d) for n, d in decls.items()}, coded("new"), coded("plus"),
+                  coded("minus"), facts_new, coded("fplus"), coded("fminus"),
+                  _share(spec, share) if spec.key is not None else None)
+
+
+def _marked(df: pl.DataFrame, other: pl.DataFrame) -> pl.DataFrame:
+    """Return df with `_net`: whether its tuple is absent from `other` (a net change)."""
+    cols = [c for c in df.columns if c != RANK]
+    mark = other.select(cols).unique().with_columns(pl.lit(False).alias("_net"))
+    return df.join(mark, on=cols, how="left").with_columns(pl.col("_net").fill_null(True))
+
+
+def _changes(spec: Spec, out, symbols: pl.Series, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Yield the removed (`_op` -1) and added (+1) ranked tuples of every relation, decoded."""
+    for r, name in enumerate(spec.names):
+        decl = spec.decls[name]
+        for op, df, other in ((-1, out.removed[name], out.added[name]),
+                              (1, out.added[name], out.removed[name])):
+            if not df.height:
+                continue
+            df = decode(_marked(df, other), decl, symbols)
+            cols = {f"o{r}_{c}": df[c].to_arrow() for c in frame_schema(decl)}
+            cols.update(_op=pa.array(np.full(df.height, op, np.int32)),
+                        _net=df["_net"].to_arrow(), _it=df[RANK].to_arrow())
+            yield _batch(cols, df.height, r, schema)
+
+
+def _stat(rel: int, value: int, schema: pa.Schema) -> pa.RecordBatch:
+    return _batch({"_it": pa.array([value], pa.int64())}, 1, rel, schema)
+
+
+def update_partition(spec: Spec, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Yield each share's change (or MISS) from its packed input batches."""
+    batches = list(batches)  # to the end, always: a worker that stops early is not reused
+    if not batches:
+        return
+    data = pl.from_arrow(pa.Table.from_batches(batches))
+    schema = output_schema(spec)
+    if "_part" in data.columns:
+        shares = [(p, rows) for (p,), rows in data.partition_by("_part", as_dict=True).items()]
+    else:
+        shares = [(0, data)]
+    for share, rows in shares:
+        src = _sources(rows, spec)
+        entry = _entry(spec, share, src)
+        if entry is None:
+            yield _stat(MISS_REL, 1, schema)
+            continue
+        out = update(entry.state, _inputs(spec, share, src, entry.symbols))
+        _store(spec, share, Entry(out.state, entry.symbols))
+        yield from _changes(spec, out, entry.symbols, schema)
+        yield _stat(STATS_REL, out.rounds, schema)
+        yield _stat(TOP_REL, out.state.top(), schema)
+

@@ -1,0 +1,340 @@
+"""Rank-based delete-and-rederive for one share of a task, inside one process (a Spark task).
+
+The algorithm of dred.py (its docstring states it and the rank invariant) over Polars frames:
+the share's state is in memory, so every step is a local join and the whole update is part of
+one Spark job. Constant: the rules, the lower relations' new version and change, the base facts'
+change. Produced: the share's new state, and per relation the ranked tuples removed (with their
+old ranks) and added (with their new ranks); a tuple re-derived at a new rank is in both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+
+from levelflow.engine.incremental.rewrites import rederive_rule, stand_in_decls, support_rule
+from levelflow.engine.plans.columnar import body_rows, empty_frame, head_rows
+from levelflow.engine.plans.fixpoint import Relation, Share, TaskOutcome, iterate
+from levelflow.engine.plans.keys import pack_expr, packable
+from levelflow.engine.rules import CompileError, reads_own, rule_heads
+from levelflow.tasks.ast import Decl, Rule
+
+RANK = "_it"
+
+
+@dataclass(slots=True)
+class Inputs:
+    """What one epoch brings a task's share: the lower relations and base facts, new and Δ."""
+
+    rules: tuple[Rule, ...]  # the task's rules with a body (symbols encoded)
+    names: tuple[str, ...]  # the task's relations
+    decls: Mapping[str, Decl]
+    lower_new: Mapping[str, pl.DataFrame]
+    lower_plus: Mapping[str, pl.DataFrame]
+    lower_minus: Mapping[str, pl.DataFrame]
+    facts_new: Mapping[str, pl.DataFrame]  # base and program facts of the task's relations
+    facts_plus: Mapping[str, pl.DataFrame]
+    facts_minus: Mapping[str, pl.DataFrame]
+    share: Share | None = None
+
+
+@dataclass(slots=True)
+class Arranged:
+    """One share's state of a task: per relation its tuples with ranks, and their sorted keys."""
+
+    ranked: dict[str, pl.DataFrame]  # c0.., _it; in key order where the tuples pack
+    keys: dict[str, np.ndarray | None]  # sorted packed keys, row i of ranked's (None: no pack)
+
+    def top(self) -> int:
+        """Return the highest rank of any relation (the task's one rank scale)."""
+        tops = [df[RANK].max() for df in self.ranked.values() if df.height]
+        return int(max(tops)) if tops else 0
+
+
+@dataclass(slots=True)
+class Outcome:
+    """An update's result: the new state, the ranked tuples removed and added, rounds run."""
+
+    state: Arranged
+    removed: dict[str, pl.DataFrame]
+    added: dict[str, pl.DataFrame]
+    rounds: int
+
+
+def packed(df: pl.DataFrame) -> np.ndarray | None:
+    """Return the packed keys of a frame of tuples (row order), or None if they do not pack."""
+    if not packable(df):
+        return None
+    return df.select(pack_expr(df.columns))["_key"].to_numpy()
+
+
+def sorted_keys(df: pl.DataFrame) -> np.ndarray | None:
+    """Return the sorted packed keys of a frame of tuples, or None if they do not pack."""
+    keys = packed(df)
+    return None if keys is None else np.sort(keys)
+
+
+def _in_key_order(ranked: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray | None]:
+    """Return ranked tuples sorted by packed key, and the keys (None: left as they are)."""
+    keys = packed(ranked.drop(RANK))
+    if keys is None:
+        return ranked, None
+    order = np.argsort(keys, kind="stable")  # sorted runs (kept + added) merge in linear time
+    return ranked[order], keys[order]
+
+
+def arrange(ranked: Mapping[str, pl.DataFrame]) -> Arranged:
+    """Return the state of ranked relations (c0.., _it), in key order with their keys."""
+    pairs = {n: _in_key_order(df) for n, df in ranked.items()}
+    return Arranged({n: p[0] for n, p in pairs.items()}, {n: p[1] for n, p in pairs.items()})
+
+
+class _Old:
+    """A relation's old ranked tuples and which of them are suspect so far.
+
+    Where the tuples pack, lookups are binary searches over the sorted keys and suspects are a
+    mask; otherwise they are joins.
+    """
+
+    def __init__(self, ranked: pl.DataFrame, keys: np.ndarray | None) -> None:
+        self.ranked, self.keys = ranked, keys
+        self.mask = np.zeros(ranked.height, bool) if keys is not None else None
+        self.suspects = ranked.drop(RANK).clear()
+
+    def among(self, cand: pl.DataFrame) -> pl.DataFrame:
+        """Return the old ranked tuples among distinct `cand` that are not suspect yet."""
+        if not cand.height or not self.ranked.height:
+            return self.ranked.clear()
+        if self.keys is None:
+            if self.suspects.height:
+                cand = cand.join(self.suspects, on=cand.columns, how="anti")
+            return self.ranked.join(cand, on=cand.columns, how="semi")
+        pos = _present(self.keys, packed(cand))
+        return self.ranked[pos[~self.mask[pos]]]
+
+    def mark(self, lost: pl.DataFrame) -> None:
+        """Record new suspects (old tuples, not suspect before)."""
+        if not lost.height:
+            return
+        self.suspects = pl.concat([self.suspects, lost])
+        if self.mask is not None:
+            self.mask[np.searchsorted(self.keys, packed(lost))] = True
+
+    def live(self) -> pl.DataFrame:
+        """Return the old ranked tuples not suspect (suspects ranked out of reach instead)."""
+        if not self.suspects.height:
+            return self.ranked
+        if self.mask is None:
+            return self.ranked.join(self.suspects, on=self.suspects.columns, how="anti")
+        ranks = np.where(self.mask, np.iinfo(np.int64).max, self.ranked[RANK].to_numpy())
+        return self.ranked.with_columns(pl.Series(RANK, ranks))
+
+    def split(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """Return (kept, removed): the old ranked tuples not suspect and suspect."""
+        if not self.suspects.height:
+            return self.ranked, self.ranked.clear()
+        if self.mask is None:
+            cols = self.suspects.columns
+            return (self.ranked.join(self.suspects, on=cols, how="anti"),
+                    self.ranked.join(self.suspects, on=cols, how="semi"))
+        keep = pl.Series(~self.mask)
+        return self.ranked.filter(keep), self.ranked.filter(~keep)
+
+    def kept_keys(self) -> np.ndarray | None:
+        """Return the sorted keys of the tuples not suspect."""
+        return None if self.keys is None else self.keys[~self.mask]
+
+
+def _present(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Return the positions in sorted_keys of those keys it holds."""
+    pos = np.searchsorted(sorted_keys, keys)
+    inside = pos < len(sorted_keys)
+    pos, keys = pos[inside], keys[inside]
+    return pos[sorted_keys[pos] == keys]
+
+
+def _cols(df: pl.DataFrame) -> list[str]:
+    return [c for c in df.columns if c != RANK]
+
+
+def _in_share(inp: Inputs, name: str, df: pl.DataFrame) -> pl.DataFrame:
+    return df if inp.share is None or not df.height else inp.share(name, df)
+
+
+def _heads(rule: Rule, decls, frames, names, first=None) -> list[tuple[str, pl.DataFrame]]:
+    """Return (relation, head tuples) for each head of `rule` among `names`."""
+    body, types = body_rows(rule, decls, frames, first=first)
+    return [(h.relation, head_rows(body, types, h, decls[h.relation]))
+            for h in rule_heads(rule, names)]
+
+
+def _through_lower(inp: Inputs, deltas: Mapping[str, pl.DataFrame],
+                   frames: Mapping[str, pl.DataFrame]) -> dict[str, list[pl.DataFrame]]:
+    """Return per relation the heads of derivations through a lower relation's delta."""
+    out: dict[str, list[pl.DataFrame]] = {n: [] for n in inp.names}
+    for rule in inp.rules:
+        atoms = rule.body_atoms()
+        for i, atom, neg in atoms:
+            d = deltas.get(atom.relation)
+            if neg or atom.relation in out or d is None or not d.height:
+                continue
+            at = {j: frames[a.relation] for j, a, _ in atoms}
+            at[i] = d
+            for name, heads in _heads(rule, inp.decls, at, inp.names, first=i):
+                out[name].append(heads)
+    return out
+
+
+def _candidates(olds: dict[str, _Old], inp: Inputs, seeds: dict) -> dict:
+    """Return per relation the distinct old tuples among the seeds not yet suspect, ranked."""
+    return {n: old.among(_in_share(inp, n, pl.concat(seeds[n]).unique())) if seeds[n]
+            else old.ranked.clear() for n, old in olds.items()}
+
+
+def _rank_last(df: pl.DataFrame) -> pl.DataFrame:
+    """Return ranked tuples shaped as a ranked stand-in: the columns, the rank as c<arity>."""
+    return df.rename({RANK: f"c{len(df.columns) - 1}"})
+
+
+def _supported(olds: dict[str, _Old], inp: Inputs, cands: dict) -> dict:
+    """Return per relation the candidates still facts or derivable from smaller-rank tuples."""
+    decls = stand_in_decls(inp.decls, inp.names)
+    out: dict[str, list[pl.DataFrame]] = {n: [] for n in inp.names}
+    for n, c in cands.items():
+        facts = inp.facts_new.get(n)
+        if c.height and facts is not None and facts.height:
+            out[n].append(c.drop(RANK).join(facts, on=_cols(c), how="semi"))
+    live: dict[str, pl.DataFrame] = {}
+    for rule in inp.rules:
+        head = rule.heads[0]
+        c = cands[head.relation]
+        if not c.height:
+            continue
+        prefixed, live_at, other_at = support_rule(rule, inp.names)
+        frames = {0: _rank_last(c)}
+        for pos, n in live_at.items():
+            if n not in live:
+                live[n] = _rank_last(olds[n].live())
+            frames[pos] = live[n]
+        for pos, n in other_at.items():
+            frames[pos] = inp.lower_new[n]
+        try:
+            (_, heads), = _heads(prefixed, decls, frames, (head.relation,), first=0)
+        except CompileError:
+            continue  # a head the prefix cannot bind: no support found, the tuple is suspect
+        out[head.relation].append(heads)
+    return out
+
+
+def _find_suspects(olds: dict[str, _Old], inp: Inputs, old: Mapping[str, pl.DataFrame]
+                   ) -> int:
+    """Mark the old tuples that may have lost every derivation as suspect; return the rounds."""
+    names = inp.names
+    seeds = {n: [inp.facts_minus[n]] if n in inp.facts_minus else [] for n in names}
+    for n, heads in _through_lower(inp, inp.lower_minus, old).items():
+        seeds[n] += heads
+    cands = _candidates(olds, inp, seeds)
+    recursive = [r for r in inp.rules if reads_own(r, names)]
+    # A support check reads the new lower relations, so a tuple it kept may lean on a lower
+    # tuple inserted this epoch: a new suspect's heads are found through old and new ones.
+    either = {**{n: pl.concat([old[n], inp.lower_plus[n]]) if n in inp.lower_plus else old[n]
+                 for n in inp.lower_new}, **{n: old[n] for n in names}}
+    rounds = 0
+    while any(c.height for c in cands.values()):
+        rounds += 1
+        kept = _supported(olds, inp, cands)
+        fresh = {}
+        for n, c in cands.items():
+            lost = c.drop(RANK)
+            if kept[n] and lost.height:
+                lost = lost.join(pl.concat(kept[n]).unique(), on=lost.columns, how="anti")
+            fresh[n] = lost
+            olds[n].mark(lost)
+        nxt: dict[str, list[pl.DataFrame]] = {n: [] for n in names}
+        for rule in recursive:
+            atoms = rule.body_atoms()
+            for j, atom, neg in atoms:
+                if neg or atom.relation not in fresh or not fresh[atom.relation].height:
+                    continue
+                at = {k: either[a.relation] for k, a, _ in atoms}
+                at[j] = fresh[atom.relation]
+                for name, heads in _heads(rule, inp.decls, at, names, first=j):
+                    nxt[name].append(heads)
+        cands = _candidates(olds, inp, nxt)
+    return rounds
+
+
+def _rederived(inp: Inputs, rule: Rule, suspects: pl.DataFrame, frames) -> pl.DataFrame:
+    """Return the suspects of the rule's head that it derives from the kept and new tuples."""
+    head = rule.heads[0]
+    decls = stand_in_decls(inp.decls, inp.names)
+    atoms = rule.body_atoms()
+    at = {i + 1: frames[a.relation] for i, a, _ in atoms}
+    at[0] = suspects
+    try:
+        (_, heads), = _heads(rederive_rule(rule, head), decls, at, (head.relation,), first=0)
+        return heads
+    except CompileError:
+        pass  # a head expression the prefix cannot bind: evaluate the rule plainly
+    at = {i: frames[a.relation] for i, a, _ in atoms}
+    (_, heads), = _heads(rule, inp.decls, at, (head.relation,))
+    return heads.join(suspects, on=heads.columns, how="semi")
+
+
+def _insert_seeds(inp: Inputs, suspects: dict, kept: dict) -> dict[str, list[pl.DataFrame]]:
+    """Return what the fixpoint restarts from: inserted facts, re-derived suspects, and the
+    heads of derivations through the lower relations' insertions."""
+    frames = {**inp.lower_new, **kept}
+    seeds: dict[str, list[pl.DataFrame]] = {n: [] for n in inp.names}
+    for n in inp.names:
+        if n in inp.facts_plus:
+            seeds[n].append(inp.facts_plus[n])
+        facts = inp.facts_new.get(n)
+        if suspects[n].height and facts is not None:
+            seeds[n].append(suspects[n].join(facts, on=suspects[n].columns, how="semi"))
+    for rule in inp.rules:
+        d = suspects[rule.heads[0].relation]
+        if d.height:
+            seeds[rule.heads[0].relation].append(_rederived(inp, rule, d, frames))
+    for n, heads in _through_lower(inp, inp.lower_plus, frames).items():
+        seeds[n] += heads
+    return seeds
+
+
+def update(state: Arranged, inp: Inputs) -> Outcome:
+    """Return the share's state after the epoch's change, with what it removed and added."""
+    names = inp.names
+    top = state.top()
+    olds = {n: _Old(state.ranked[n], state.keys[n]) for n in names}
+    old_lower = {n: _old_version(inp, n) for n in inp.lower_new}
+    rounds = _find_suspects(olds, inp, {**old_lower,
+                                        **{n: state.ranked[n].drop(RANK) for n in names}})
+    split = {n: old.split() for n, old in olds.items()}
+    kept = {n: kept.drop(RANK) for n, (kept, _) in split.items()}
+    seeds = _insert_seeds(inp, {n: old.suspects for n, old in olds.items()}, kept)
+    rels = {}
+    for n in names:
+        rel = Relation(inp.decls[n], empty_frame(inp.decls[n]), kept[n], olds[n].kept_keys())
+        # The seeds not kept are the first round: new_tuples looks them up by key.
+        rel.advance(rel.new_tuples([_in_share(inp, n, df) for df in seeds[n]]))
+        rels[n] = rel
+    found = TaskOutcome(rounds=[{n: rel.recent for n, rel in rels.items()}],
+                        rows={n: rel.recent.height for n, rel in rels.items()})
+    iterate([r for r in inp.rules if reads_own(r, names)], rels, inp.decls, inp.lower_new, found)
+    added = {n: found.relation(n, ranked=True).with_columns(pl.col(RANK) + (top + 1))
+             for n in names}
+    new = arrange({n: pl.concat([split[n][0], added[n]]) for n in names})
+    return Outcome(new, {n: split[n][1] for n in names}, added, rounds + found.iterations)
+
+
+def _old_version(inp: Inputs, name: str) -> pl.DataFrame:
+    """Return a lower relation's old version: new minus its insertions, plus its deletions."""
+    new, plus, minus = inp.lower_new[name], inp.lower_plus.get(name), inp.lower_minus.get(name)
+    if plus is not None and plus.height:
+        new = new.join(plus, on=new.columns, how="anti")
+    if minus is not None and minus.height:
+        new = pl.concat([new, minus])
+    return new
