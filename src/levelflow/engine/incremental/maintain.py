@@ -72,6 +72,8 @@ class EpochResult:
     notes: list[str] = field(default_factory=list)
     trace: JobTrace | None = None  # the epoch as a job trace: what ran, who activated whom
     schedule: list[tuple[int, int, float, float]] = field(default_factory=list)  # schedule/1 rows
+    spark_jobs: dict[str, int] = field(default_factory=dict)  # task name -> Spark jobs it ran
+    arranged: tuple[str, ...] = ()  # tasks updated where their state lives (arranged.py)
 
     def summary(self) -> str:
         """Return the line 'ran k of N tasks in S s'."""
@@ -113,6 +115,7 @@ class Epoch:
         self.schedule: list[tuple[int, int, float, float]] = []  # (task, slot, start, end)
         self.finished: list[int] = []  # task ids in finish order
         self.jobs = 1
+        self.task_jobs: dict[int, int] = {}  # task -> Spark jobs it ran
 
     # -- one task ------------------------------------------------------------------------------
 
@@ -294,6 +297,7 @@ class Epoch:
             raise EpochError(f"{self.program.file}: task {name} failed: {one_line(e)}") from e
         finally:
             self.schedule = workers.schedule
+            self.task_jobs = workers.spark_jobs(self.finished)
         return self.finished
 
     def _prepare(self, v: int):
@@ -373,7 +377,10 @@ class Epoch:
             strategies={names[v]: u.strategy for v, u in sorted(self.updates.items())},
             task_seconds={names[v]: u.seconds for v, u in sorted(self.updates.items())},
             seconds=seconds, trace=trace,
-            schedule=sorted(self.schedule, key=lambda row: (row[2], row[1])))
+            schedule=sorted(self.schedule, key=lambda row: (row[2], row[1])),
+            spark_jobs={names[v]: n for v, n in sorted(self.task_jobs.items())},
+            arranged=tuple(names[v] for v, u in sorted(self.updates.items())
+                           if u.held is not None))
 
 
 def counted_relations(program_tasks: ProgramTasks) -> set[str]:
