@@ -14,10 +14,10 @@ lazy union of cut pieces merged when there are many (dred.py's rule).
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from levelflow.engine.evaluate import MERGE_PIECES, RANK, _forget_stats, cut, fact_rows
+from levelflow.engine.evaluate import RANK, _forget_stats, cut, fact_rows
 from levelflow.engine.evaluate import cast_fact as _cast
 from levelflow.engine.incremental.arranged_worker import (
     MISS_REL,
@@ -37,15 +37,43 @@ if TYPE_CHECKING:
     from levelflow.tasks.tasks import Task
 
 PLANS = ("local", "partitioned")
+# Pieces of a Spark-side copy's log before it is compacted into a new base (one job).
+LOG_PIECES = 32
+
+
+@dataclass(frozen=True, slots=True)
+class Log:
+    """A relation's Spark-side copy: a base and the ranked rows added and removed since.
+
+    A (tuple, rank) row is never added twice (new ranks are above every rank before), so the
+    copy is (base + added) - removed, however the epochs interleave.
+    """
+
+    base: object  # DataFrame: c0.., _it
+    added: tuple = ()  # cut pieces
+    removed: tuple = ()
+    removed_rows: int = 0
+
+    def frame(self, cols):
+        """Return the relation's ranked tuples."""
+        from levelflow.engine.evaluate import union_all
+
+        out = self.base.unionByName(union_all(list(self.added))) if self.added else self.base
+        if self.removed:
+            gone = bcast_small(union_all(list(self.removed)), self.removed_rows)
+            out = out.join(gone, [*cols, RANK], "left_anti")
+        return out
 
 
 @dataclass(frozen=True, slots=True)
 class Held:
-    """Where a task's state lives on the executors: its lineage, version token and shares."""
+    """Where a task's state lives on the executors (lineage, version token, shares), and its
+    Spark-side copy per relation."""
 
     lineage: str
     token: str
     parts: int
+    logs: dict = field(default_factory=dict)  # relation -> Log
 
 
 def plan_for(ctx: TaskContext, task: Task):
@@ -172,14 +200,18 @@ def arranged_update(ctx: TaskContext, task: Task, plan, held: Held | None, cance
         out, seen = _run(ctx, spec, frames)
     top = max(int(seen["top"] or 0), max((ctx.max_rank.get(n, 0) for n in task.relations),
                                          default=0))
-    changes, stored = {}, {}
+    changes, stored, logs = {}, {}, {}
     for r, n in enumerate(task.relations):
-        changes[n], stored[n] = _change(ctx, n, out, r, seen, top)
-    return changes, int(seen["rounds"] or 0), Held(spec.lineage, spec.new_token, parts), stored
+        log = held.logs.get(n) if held is not None else None
+        changes[n], stored[n], logs[n] = _change(ctx, n, out, r, seen, top,
+                                                 log or Log(ctx.old_ranked[n]))
+    held = Held(spec.lineage, spec.new_token, parts, logs)
+    return changes, int(seen["rounds"] or 0), held, stored
 
 
-def _change(ctx: TaskContext, n: str, out, r: int, seen, top: int) -> tuple[Change, tuple]:
-    """Return relation n's Change and its (removed, added) ranked rows from the job's output."""
+def _change(ctx: TaskContext, n: str, out, r: int, seen, top: int, log: Log
+            ) -> tuple[Change, tuple, Log]:
+    """Return relation n's Change, its (removed, added) ranked rows and its Spark-side log."""
     import pyspark.sql.functions as F
 
     cols = column_names(ctx.decls[n].arity)
@@ -190,21 +222,21 @@ def _change(ctx: TaskContext, n: str, out, r: int, seen, top: int) -> tuple[Chan
     counts = {k: int(seen[f"{k}{r}"] or 0) for k in ("removed", "added", "plus", "minus")}
     old = ctx.versions[n]
     if not counts["removed"] and not counts["added"]:
-        return Change(None, rows=old.old_rows, pieces=old.pieces, top=top), (None, None)
+        return Change(None, rows=old.old_rows, pieces=old.pieces, top=top), (None, None), log
     removed_rows = removed.select(*picked, F.col(RANK))
     added_rows = added.select(*picked, F.col(RANK))
-    new = ctx.old_ranked[n]
-    if counts["removed"]:
-        new = new.join(bcast_small(removed_rows, counts["removed"]), [*cols, RANK], "left_anti")
     if counts["added"]:
-        new = new.unionByName(added_rows)
-    pieces = old.pieces + 1
-    if pieces > MERGE_PIECES:
-        new, pieces = cut(new.coalesce(max(ctx.spark.sparkContext.defaultParallelism, 1)))[0], 1
+        log = Log(log.base, log.added + (added_rows,), log.removed, log.removed_rows)
+    if counts["removed"]:
+        log = Log(log.base, log.added, log.removed + (removed_rows,),
+                  log.removed_rows + counts["removed"])
+    if len(log.added) + len(log.removed) > LOG_PIECES:
+        parts = max(ctx.spark.sparkContext.defaultParallelism, 1)
+        log = Log(cut(log.frame(cols).coalesce(parts))[0])
     plus = added.filter(F.col("_net")).select(*picked)
     minus = removed.filter(F.col("_net")).select(*picked)
     rows = old.old_rows - counts["minus"] + counts["plus"]
-    change = Change(new, plus if counts["plus"] else None, counts["plus"],
-                    minus if counts["minus"] else None, counts["minus"], rows, pieces=pieces,
-                    top=top)
-    return change, (removed_rows, added_rows)
+    change = Change(log.frame(cols), plus if counts["plus"] else None, counts["plus"],
+                    minus if counts["minus"] else None, counts["minus"], rows,
+                    pieces=old.pieces, top=top)
+    return change, (removed_rows, added_rows), log

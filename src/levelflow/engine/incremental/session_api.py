@@ -13,6 +13,7 @@ successful commit, never touched by a failed one) and the pending ops of the nex
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -253,7 +254,9 @@ class IncrementalSession:
             held = snap.arranged
             snap = self.statedir.commit(self.spark, self.program, self.program_text, snap,
                                         changed, changed_base, before_switch=before_switch)
-            snap.arranged = held  # the files hold the same tuples as the executors' copies
+            # The files hold the same tuples as the executors' copies; the Spark-side logs
+            # start again from them (their old bases may be files of collected epochs).
+            snap.arranged = {task: dataclasses.replace(h, logs={}) for task, h in held.items()}
         result = epoch.result(time.perf_counter() - t0)
         self.snap = snap
         self.last = result
