@@ -52,6 +52,10 @@ def spark_conf(master: str = "local[*]", shuffle_partitions: int = 2, driver_mem
         .set("spark.driver.memory", driver_memory)
         .set("spark.scheduler.mode", "FAIR")
         .set("spark.sql.adaptive.enabled", "true")
+        # A union of one-partition inputs must stay one partition each: the partitioned plan's
+        # shares are such a union, and Spark 4 otherwise zips them into a single partition
+        # (one Python worker running every share in turn).
+        .set("spark.sql.unionOutputPartitioning", "false")
         .set("spark.driver.extraJavaOptions", java_opts)
         .set("spark.executor.extraJavaOptions", java_opts)
     )

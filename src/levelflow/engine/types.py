@@ -63,8 +63,13 @@ LITERAL_ROWS = 50_000
 
 
 def empty_relation(spark: SparkSession, decl: Decl) -> DataFrame:
-    """Return an empty DataFrame with the relation's schema."""
-    return rows_frame(spark, decl, [])
+    """Return an empty DataFrame with the relation's schema (one per schema and session)."""
+    # Building one is a dozen JVM calls; an epoch asks for several, and a DataFrame is immutable.
+    made = spark.__dict__.setdefault("_levelflow_empty_relations", {})
+    key = (decl.arity, tuple(decl.types))
+    if key not in made:
+        made[key] = rows_frame(spark, decl, [])
+    return made[key]
 
 
 def rows_frame(spark: SparkSession, decl: Decl, rows: list[tuple]) -> DataFrame:

@@ -2,13 +2,13 @@
 
 Under the local and partitioned plans a task's state lives where it is updated: share p of the
 task (all of it under local) keeps its ranked tuples on the executor that ran it, under a token
-naming the epoch (arranged_worker.py). An epoch ships only the lower relations (new version and
-change) and the base facts' change to every share, runs local_dred.update there, and brings back
-the removed and added ranked tuples: one job, cut by one eager localCheckpoint, with the row
-counts observed on the JVM side. When a share's state is missing (first epoch of a session,
-another executor, a cleaned directory), the job is run again with the state shipped from the
-Spark-side copy: that copy is the old version minus the removed rows plus the added ones, a
-lazy union of cut pieces merged when there are many (dred.py's rule).
+naming the epoch, with the lower relations it was derived from (arranged_worker.py). An epoch
+ships only the lower relations' change and the base facts' change to every share, runs
+local_dred.update there, and brings back the removed and added ranked tuples: one job, cut by
+one eager localCheckpoint, with the row counts observed on the JVM side. When a share's state is
+missing (first epoch of a session, another executor, a cleaned directory), the job is run again
+with the state and the lower relations shipped from the Spark-side copy: a Log of the old
+version plus the added rows minus the removed ones, compacted when it grows long.
 """
 
 from __future__ import annotations
@@ -112,8 +112,9 @@ def _sources(ctx: TaskContext, task: Task, ship: bool) -> tuple[list, list]:
     specs, frames = [], []
     for n in task.reads_from:
         ver = ctx.versions[n]
-        specs.append((n, "new"))
-        frames.append(ver.new)
+        if ship:  # else the executors keep each lower relation's version with the state
+            specs.append((n, "new"))
+            frames.append(ver.new)
         for kind, df, rows in (("plus", ver.plus, ver.plus_rows),
                                ("minus", ver.minus, ver.minus_rows)):
             if rows:

@@ -3,9 +3,11 @@
 Runs in a PySpark worker. A share's state (its ranked tuples, sorted keys and symbol dictionary)
 stays on the executor between epochs, under a token naming the epoch that made it: first in
 this worker process's memory, then in a file in the executor's temporary directory, which every
-Python worker of the executor reads (Spark hands a partition to any idle worker). A share whose
-state is not there under the expected token answers MISS, and the driver runs the epoch again
-with the state shipped in the input. Only the removed and added tuples go back to the JVM.
+Python worker of the executor reads (Spark hands a partition to any idle worker). The entry also
+keeps the lower relations the state was derived from, so an epoch ships only their change. A
+share whose state is not there under the expected token answers MISS, and the driver runs the
+epoch again with the state and the lower relations shipped. Only the removed and added tuples
+go back to the JVM.
 """
 
 from __future__ import annotations
@@ -53,10 +55,12 @@ class Spec:
 
 @dataclass(slots=True)
 class Entry:
-    """One share's state as kept on an executor: encoded tuples and their symbol dictionary."""
+    """One share's state as kept on an executor: encoded tuples, the lower relations it was
+    derived from, and their symbol dictionary."""
 
     state: Arranged
     symbols: pl.Series
+    lower: dict[str, pl.DataFrame]  # every lower relation's version (encoded), as of the state
 
 
 def output_schema(spec: Spec) -> pa.Schema:
@@ -145,9 +149,11 @@ def _symbols_of(spec: Spec, src: dict) -> pl.Series:
 
 def _recoded(entry: Entry, symbols: pl.Series, decls: dict) -> Entry:
     """Return the entry's state re-encoded under a larger dictionary (codes keep their order)."""
-    ranked = {n: encode(decode(df, decls[n], entry.symbols), decls[n], symbols)
-              for n, df in entry.state.ranked.items()}
-    return Entry(arrange(ranked), symbols)
+    def recode(frames):
+        return {n: encode(decode(df, decls[n], entry.symbols), decls[n], symbols)
+                for n, df in frames.items()}
+
+    return Entry(arrange(recode(entry.state.ranked)), symbols, recode(entry.lower))
 
 
 def _entry(spec: Spec, share: int, src: dict) -> Entry | None:
@@ -159,7 +165,8 @@ def _entry(spec: Spec, share: int, src: dict) -> Entry | None:
         if spec.key is not None:
             keep = _share(spec, share)
             ranked = {n: keep(n, df) for n, df in ranked.items()}
-        return Entry(arrange(ranked), needed)
+        lower = {n: encode(df, spec.decls[n], needed) for n, df in src["new"].items()}
+        return Entry(arrange(ranked), needed, lower)
     entry = _cached(spec, share)
     if entry is None:
         return None
@@ -168,9 +175,21 @@ def _entry(spec: Spec, share: int, src: dict) -> Entry | None:
     return _recoded(entry, pl.concat([entry.symbols, needed]).unique().sort(), spec.decls)
 
 
-def _inputs(spec: Spec, share: int, src: dict, symbols: pl.Series) -> Inputs:
+def _lower_now(entry: Entry, plus: dict, minus: dict) -> dict[str, pl.DataFrame]:
+    """Return the lower relations' new versions: the kept ones with the epoch's change."""
+    out = {}
+    for n, df in entry.lower.items():
+        if n in minus and minus[n].height:
+            df = df.join(minus[n], on=df.columns, how="anti")
+        if n in plus and plus[n].height:
+            df = pl.concat([df, plus[n]])
+        out[n] = df
+    return out
+
+
+def _inputs(spec: Spec, share: int, src: dict, entry: Entry) -> Inputs:
     """Return the update's inputs, symbols encoded with the share's dictionary."""
-    decls = spec.decls
+    decls, symbols = spec.decls, entry.symbols
 
     def coded(kind: str) -> dict[str, pl.DataFrame]:
         return {n: encode(df, decls[n], symbols) for n, df in src.get(kind, {}).items()}
@@ -181,9 +200,12 @@ def _inputs(spec: Spec, share: int, src: dict, symbols: pl.Series) -> Inputs:
         own = encode(pl.DataFrame(rows, schema=frame_schema(decls[n]), orient="row"),
                      decls[n], symbols)
         facts_new[n] = pl.concat([facts_new[n], own]) if n in facts_new else own
+    plus, minus = coded("plus"), coded("minus")
+    # Shipped with the state, the lower relations are new already; else the kept ones change.
+    lower = entry.lower if "state" in src else _lower_now(entry, plus, minus)
     return Inputs(tuple(encode_rule(r, codes) for r in spec.rules), spec.names,
-                  {n: encode_decl(d) for n, d in decls.items()}, coded("new"), coded("plus"),
-                  coded("minus"), facts_new, coded("fplus"), coded("fminus"),
+                  {n: encode_decl(d) for n, d in decls.items()}, lower, plus, minus, facts_new,
+                  coded("fplus"), coded("fminus"),
                   _share(spec, share) if spec.key is not None else None)
 
 
@@ -230,8 +252,9 @@ def update_partition(spec: Spec, batches: Iterable[pa.RecordBatch]) -> Iterator[
         if entry is None:
             yield _stat(MISS_REL, 1, schema)
             continue
-        out = update(entry.state, _inputs(spec, share, src, entry.symbols))
-        _store(spec, share, Entry(out.state, entry.symbols))
+        inputs = _inputs(spec, share, src, entry)
+        out = update(entry.state, inputs)
+        _store(spec, share, Entry(out.state, entry.symbols, dict(inputs.lower_new)))
         yield from _changes(spec, out, entry.symbols, schema)
         yield _stat(STATS_REL, out.rounds, schema)
         yield _stat(TOP_REL, out.state.top(), schema)

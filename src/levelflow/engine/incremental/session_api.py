@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from levelflow.engine.evaluate import cut
+from levelflow.engine.incremental.base_index import BaseIndex
 from levelflow.engine.incremental.maintain import (
     LARGE_CHANGE,
     SWITCH,
@@ -65,6 +66,8 @@ class IncrementalSession:
         self.arranged = arranged  # recursive tasks updated where their state lives
         self.pending: list[Op] = []
         self.last: EpochResult | None = None
+        self.base_index = BaseIndex()  # base facts in the driver, for the no-op check
+        self._changed: dict = {}  # the epoch being committed: relation -> (decl, plus, minus)
 
     # -- construction --------------------------------------------------------------------------
 
@@ -151,6 +154,9 @@ class IncrementalSession:
             return set()
         if decl.arity == 0:
             return {()}
+        found = self.base_index.present(self.snap, relation, decl, list(rows))
+        if found is not None:
+            return found
         probe = rows_frame(self.spark, decl, list(rows))
         hits = self.snap.base[relation].join(F.broadcast(probe), column_names(decl.arity),
                                              "left_semi")
@@ -191,6 +197,7 @@ class IncrementalSession:
             minus = [r for r in touched if not state[r] and r in initial]
             if not plus and not minus:
                 continue
+            self._changed[name] = (decl, plus, minus)
             cols = column_names(decl.arity)
             plus_df = rows_frame(self.spark, decl, plus) if plus else None
             minus_df = rows_frame(self.spark, decl, minus) if minus else None
@@ -211,6 +218,7 @@ class IncrementalSession:
         `progress` (engine.progress) is told which tasks start and finish, as `run` tells it.
         """
         ops, self.pending = self.pending, []
+        self._changed = {}
         try:
             with self._writing():  # before reading the old base: it may have moved on
                 base, notes = self._net_change(ops)
@@ -218,6 +226,7 @@ class IncrementalSession:
         except BaseException:
             self.pending = ops + self.pending  # nothing applied: the ops stay queued
             raise
+        self.base_index.committed(self.snap.epoch, self._changed)
         result.notes[:0] = notes
         return result
 
