@@ -71,6 +71,8 @@ class EpochResult:
     notes: list[str] = field(default_factory=list)
     trace: JobTrace | None = None  # the epoch as a job trace: what ran, who activated whom
     schedule: list[tuple[int, int, float, float]] = field(default_factory=list)  # schedule/1 rows
+    # A program change's epoch: task name -> kept | updated | recomputed | new | dropped.
+    status: dict[str, str] = field(default_factory=dict)
 
     def summary(self) -> str:
         """Return the line 'ran k of N tasks in S s'."""
@@ -83,7 +85,8 @@ class Epoch:
     def __init__(self, spark, program_tasks: ProgramTasks, snap: Snapshot, base: dict, *,
                  mode: str = "elastic", switch: float = SWITCH,
                  switch_floor: float = SWITCH_FLOOR_SECONDS, bootstrap: bool = False,
-                 large_change: float | None = LARGE_CHANGE, progress=None) -> None:
+                 large_change: float | None = LARGE_CHANGE, progress=None,
+                 change=None) -> None:
         from levelflow.engine.progress import Progress
 
         if mode not in MODES:
@@ -110,6 +113,9 @@ class Epoch:
         self.schedule: list[tuple[int, int, float, float]] = []  # (task, slot, start, end)
         self.finished: list[int] = []  # task ids in finish order
         self.jobs = 1
+        # A program_change.ProgramChange when this epoch also moves to a new program: which
+        # tasks are recomputed, and the rule differences the updated ones maintain.
+        self.change = change
 
     # -- one task ------------------------------------------------------------------------------
 
@@ -120,6 +126,8 @@ class Epoch:
         t0 = time.perf_counter()
         counted = task.relations[0] in self.snap.counted
         last = self.snap.scratch_seconds.get(task.name)
+        if self.change is not None and self.change.forced(v):  # a new or regrouped task
+            return self._scratch(v, counted, "scratch", t0)
         if counted and not task.rules and all(n in self.base for n in task.relations):
             return self._copy_base(v, t0)
         if self.mode == "scratch":
@@ -141,14 +149,16 @@ class Epoch:
             timer.daemon = True
         sc.addJobTag(tag)
         sc.setInterruptOnCancel(True)
+        # Under a program change, a task whose rules changed is maintained with them gated.
+        task, ctx = self.change.task_context(self, v) if self.change else (task, self.ctx)
         try:
             if timer is not None:
                 timer.start()
             if counted:
-                out = count_update(self.ctx, task)
+                out = count_update(ctx, task)
                 upd = self._apply_counts(v, out, "counting", t0)
             else:
-                out, rounds = dred_update(self.ctx, task, cancel)
+                out, rounds = dred_update(ctx, task, cancel)
                 upd = self._apply_sets(v, out, "dred", t0, rounds)
             if cancel.is_set():  # finished, but the timer fired during the last job
                 raise TimeoutError
@@ -256,6 +266,8 @@ class Epoch:
         for task in self.pt.tasks:
             if any(n in self.base and self.base[n].changed for n in task.relations):
                 first.add(task.id)
+        if self.change is not None:
+            first |= self.change.activated()
         return sorted(first)
 
     def run(self, scheduler="hybrid", jobs: int = 1) -> list[int]:

@@ -219,6 +219,15 @@ class IncrementalSession:
         result.notes[:0] = notes
         return result
 
+    def replace_program(self, program, factdir=None, *, progress=None,
+                        before_switch=None) -> EpochResult:
+        """Return the EpochResult of moving to `program` (a path or ProgramTasks) with the
+        pending ops, as one epoch; new input relations take their facts from `factdir`."""
+        from levelflow.engine.incremental.program_change import replace_program
+
+        return replace_program(self, program, factdir, progress=progress,
+                               before_switch=before_switch)
+
     def discard(self) -> list[Op]:
         """Return and drop the pending ops."""
         ops, self.pending = self.pending, []
@@ -238,19 +247,21 @@ class IncrementalSession:
             yield
 
     def _run_epoch(self, base, *, bootstrap: bool = False, before_switch=None,
-                   progress=None) -> EpochResult:
+                   progress=None, change=None) -> EpochResult:
         """Return the result of one epoch (run inside _writing); the snapshot is replaced only
         if it all succeeded."""
         t0 = time.perf_counter()
         epoch = Epoch(self.spark, self.pt, self.snap, base, mode=self.mode, switch=self.switch,
                       switch_floor=self.switch_floor, bootstrap=bootstrap,
-                      large_change=self.large_change, progress=progress)
+                      large_change=self.large_change, progress=progress, change=change)
         epoch.run(self.scheduler, self.jobs)
         snap, changed, changed_base = epoch.snapshot()
         if self.statedir is not None:
             snap = self.statedir.commit(self.spark, self.program, self.program_text, snap,
                                         changed, changed_base, before_switch=before_switch)
         result = epoch.result(time.perf_counter() - t0)
+        if change is not None:  # a program change: what became of each task
+            result.status = change.statuses(epoch)
         self.snap = snap
         self.last = result
         return result
