@@ -28,10 +28,12 @@ from __future__ import annotations
 import dataclasses
 from collections import ChainMap, Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from levelflow.engine.incremental.state import COUNT, Snapshot
 from levelflow.engine.incremental.versions import TaskContext, Versions
+from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import Atom, BinOp, Comparison, Decl, Negation, Rule, Var
 
 if TYPE_CHECKING:
@@ -184,9 +186,14 @@ def diff_programs(old: ProgramTasks, new: ProgramTasks) -> ProgramChange:
         before = by_set.get(frozenset(task.relations))
         plan[task.id] = _classify(task, before, op, np_, rebuilt, old_counted, new_counted)
         if plan[task.id] == "updated":
-            diffs[task.id] = rule_difference(before.rules, task.rules)
-            if not diffs[task.id][0] and not diffs[task.id][1]:
+            added, removed = diffs[task.id] = rule_difference(before.rules, task.rules)
+            if not added and not removed:
                 plan[task.id] = "kept"
+                del diffs[task.id]
+            elif any(r not in np_.decls or r in rebuilt for rule in removed for r in rule.reads()):
+                # A removed rule read a relation that is gone: its old derivations cannot be
+                # evaluated (the relation is not in the new program's versions).
+                plan[task.id] = "recomputed"
                 del diffs[task.id]
         if plan[task.id] in ("kept", "updated") and rebuilt & set(task.reads_from):
             plan[task.id] = "recomputed"  # a relation it reads was rebuilt: its old is void
@@ -203,7 +210,7 @@ def _classify(task: Task, before: Task | None, op, np_, rebuilt, old_counted,
     """Return the plan of one new task before its rules are compared: new, recomputed or
     updated (which becomes kept when its rules turn out equal)."""
     rels = task.relations
-    if not any(n in op.decls and n not in rebuilt for n in rels):
+    if not any(n in op.decls for n in rels):
         return "new"
     if before is None or rebuilt & set(rels) or before.recursive != task.recursive:
         return "recomputed"
@@ -305,6 +312,20 @@ def status_lines(result: EpochResult) -> list[str]:
     for name, s in result.status.items():
         by[s].append(name)
     return [f"{s}: {', '.join(names)}" for s, names in by.items() if names]
+
+
+class ProgramChangeError(LevelflowError):
+    """A new program's facts directory is unusable."""
+
+
+def load_new_program(path, factdir=None) -> ProgramTasks:
+    """Return the new program's tasks, checked as `run` checks a program (no Spark)."""
+    from levelflow.tasks import build_tasks, load_program
+
+    program_tasks = build_tasks(load_program(path))  # DatalogError: one line, as `run` says
+    if factdir is not None and not Path(factdir).is_dir():
+        raise ProgramChangeError(f"{factdir}: error: --facts: not a directory")
+    return program_tasks
 
 
 # -- the epoch ------------------------------------------------------------------------------------
