@@ -166,9 +166,6 @@ def update_command(
     """Apply the changes as one epoch; print per output relation +added -removed, 'ran k of N'.
 
     With no change at all it says so and starts nothing."""
-    from levelflow.cli.spark import spark_session
-    from levelflow.engine.progress import make_progress
-
     flags = {"switch": switch, "strategy": strategy, "large_change": large_change,
              "scheduler": scheduler, "jobs": jobs, "trace_out": trace_out, "outdir": outdir,
              "schedule_out": schedule_out, "keep_epochs": keep_epochs, "confine": confine,
@@ -177,13 +174,21 @@ def update_command(
     if not ops and outdir is None and program is None:  # no Spark, no epoch
         print(NOTHING)
         return
+    _run(master, driver_memory, program_tasks, state, ops, flags)
+
+
+def _run(master: str, driver_memory: str, program_tasks, state, ops, flags: dict) -> None:
+    """Start Spark and apply the epoch, with the live line `run` shows."""
+    from levelflow.cli.spark import spark_session
+    from levelflow.engine.progress import make_progress
+
     log = Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
     progress = make_progress()  # a live line on a terminal, as `run` shows
     try:
         progress.start(program_tasks.graph.names)
         progress.phase(f"starting Spark ({master})")
         with spark_session(master, driver_memory, log) as spark:
-            progress.phase("moving to the new program as one epoch" if program is not None
+            progress.phase("moving to the new program as one epoch" if flags["program"]
                            else f"applying {len(ops)} change(s) as one epoch" if ops
                            else "writing outputs")
             _apply(spark, state, ops, program_tasks.program, flags, progress)
