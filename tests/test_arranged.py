@@ -85,7 +85,8 @@ def test_local_dred_matches_from_scratch(name, offset):
     edges = {(rng.randrange(nodes), rng.randrange(nodes)) for _ in range(45)}
     state = arrange(scratch(edges))
     assert all((state.keys[n] is None) == bool(offset) for n in task.relations)
-    for gone, fresh, edges in _epochs(rng, edges, nodes, 20):
+    for gone, fresh, now in _epochs(rng, edges, nodes, 20):
+        edges = now
         inp = Inputs(rules, task.relations, program.decls, {"edge": shifted(edges)},
                      {"edge": shifted(fresh)}, {"edge": shifted(gone)}, facts, {}, {})
         out = update(state, inp)
@@ -122,7 +123,8 @@ def test_one_spark_job_per_epoch_for_the_recursive_task(spark, tmp_path):
     edges = {(rng.randrange(30), rng.randrange(30)) for _ in range(70)}
     session, pt = _tc_session(spark, tmp_path, edges)
     jobs = []
-    for k, (gone, fresh, edges) in enumerate(_epochs(rng, edges, 30, 5), 1):
+    for k, (gone, fresh, now) in enumerate(_epochs(rng, edges, 30, 5), 1):
+        edges = now
         for e in gone:
             session.remove("edge", e)
         for e in fresh:
@@ -140,7 +142,8 @@ def test_a_missing_executor_copy_is_shipped_again(spark, tmp_path):
     rng = random.Random(5)
     edges = {(rng.randrange(20), rng.randrange(20)) for _ in range(40)}
     session, pt = _tc_session(spark, tmp_path, edges)
-    for k, (gone, fresh, edges) in enumerate(_epochs(rng, edges, 20, 4), 1):
+    for k, (gone, fresh, now) in enumerate(_epochs(rng, edges, 20, 4), 1):
+        edges = now
         held = session.snap.arranged.get("path")
         if held is not None:  # a version no executor has: every share misses
             session.snap.arranged["path"] = Held(held.lineage, "no-such-version", held.parts)
@@ -165,7 +168,8 @@ def test_partitioned_shares_and_a_restart(spark, tmp_path, monkeypatch):
     state = tmp_path / "state"
     session, pt = _tc_session(spark, tmp_path, edges, statedir=state)
     epochs = list(_epochs(rng, edges, 40, 6))
-    for k, (gone, fresh, edges) in enumerate(epochs, 1):
+    for k, (gone, fresh, now) in enumerate(epochs, 1):
+        edges = now
         if k == 4:  # close, open, continue: the executors' copy is not trusted across opens
             session.close()
             session = IncrementalSession.open(spark, state, mode="incremental")

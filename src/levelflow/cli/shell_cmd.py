@@ -20,6 +20,7 @@ commands:
   insert R(1,"a")   queue a fact to insert into input relation R
   remove R(1,"a")   queue a fact to remove from input relation R
   commit            apply the queued changes as one epoch
+  load NEW.dl       move to program NEW.dl (with the queued changes) as one epoch
   print R           print relation R (Soufflé format, sorted)
   size R            print the number of tuples of R
   help              this text
@@ -101,6 +102,8 @@ class Shell:
             from levelflow.cli.update_cmd import print_epoch
 
             print_epoch(s.commit(), s.program, self.out)
+        elif word == "load":
+            self._load(rest)
         elif word in ("print", "size"):
             name = rest.strip()
             if name not in s.program.decls:
@@ -118,6 +121,16 @@ class Shell:
         else:
             self.error(f"{self.where}: error: unknown command {word!r} (try help)")
         return True
+
+    def _load(self, path: str) -> None:
+        """Move the session to the program at `path` (a bad program: one error line)."""
+        from levelflow.cli.update_cmd import print_epoch
+
+        if not path:
+            self.error(f"{self.where}: error: load needs a program file (load NEW.dl)")
+            return
+        result = self.session.replace_program(path)
+        print_epoch(result, self.session.program, self.out)
 
     def loop(self, lines) -> None:
         """Run commands from an iterable of lines until quit or the end of input."""
@@ -158,7 +171,7 @@ def shell_command(
         "--driver-memory", help=defaults.DRIVER_MEMORY_HELP)] = defaults.DRIVER_MEMORY,
     confine: Annotated[bool, typer.Option("--confine", help=CONFINE_HELP)] = CONFINE_DEFAULT,
 ) -> None:
-    """Interactive prompt: insert / remove / commit / print / size / help / quit."""
+    """Interactive prompt: insert / remove / commit / load / print / size / help / quit."""
     from levelflow.cli.spark import spark_session
     from levelflow.cli.update_cmd import check_switch
     from levelflow.engine.incremental.state import StateDir, StateError
@@ -174,7 +187,8 @@ def shell_command(
     resume = state is not None and StateDir(state).exists()
     if resume:
         if StateDir(state).manifest()["program"] != program.read_text(encoding="utf-8"):
-            raise StateError(f"{state}: error: the state was made by a different program")
+            raise StateError(f"{state}: error: the state's current program is not {program} "
+                             f"(it was made by, or has since loaded, another one)")
     else:
         check_io_paths(program_tasks.program, factdir, None, confine)
         check_fact_files(program_tasks.program, factdir)

@@ -22,14 +22,20 @@ class UpdateArgsError(LevelflowError):
     """A bad flag or directory given to `levelflow update`."""
 
 
-def print_epoch(result, program, out=sys.stdout) -> None:
+def print_epoch(result, program, out=None) -> None:
     """Print per output relation the tuples added and removed, the strategies and the summary."""
+    out = out or sys.stdout  # looked up now: a caller (or a test) may have replaced it
     for name in program.outputs:
         d = result.deltas.get(name)
         added, removed = (d.added_rows, d.removed_rows) if d is not None else (0, 0)
         print(f"{name}\t+{added}\t-{removed}", file=out)
     for note in result.notes:
         print(note, file=out)
+    if result.status:  # a program change: what became of each task
+        from levelflow.engine.incremental.program_change import status_lines
+
+        for line in status_lines(result):
+            print(line, file=out)
     if result.strategies:
         print("strategies: " + ", ".join(f"{t}={s}" for t, s in result.strategies.items()),
               file=out)
@@ -63,6 +69,12 @@ def _prepare(statedir: Path, ops_files: tuple, flags: dict):
     data = state.manifest()  # raises a one-line StateError if there is no state
     program_tasks = build_tasks(parse_program(data["program"], data["program_file"]))
     state.verify(None, program_tasks.program, data)  # missing or cut files: before Spark
+    if flags["program"] is not None:  # checked as `run` checks it; the state is untouched
+        from levelflow.engine.incremental.program_change import load_new_program
+
+        program_tasks = load_new_program(flags["program"], flags["facts"])
+    elif flags["facts"] is not None:
+        raise UpdateArgsError("--facts: only with --program (the new input relations' facts)")
     check_io_paths(program_tasks.program, None, flags["outdir"], flags["confine"])
     scheduler_from_flag(flags["scheduler"], program_tasks.graph)  # checked before Spark starts
     # Every file is parsed and checked before Spark starts: a bad line refuses the whole epoch.
@@ -81,13 +93,16 @@ def _apply(spark, state, ops, program, flags: dict, progress) -> None:
     session = IncrementalSession.open(spark, state, scheduler=flags["scheduler"],
                                       jobs=flags["jobs"], mode=flags["strategy"],
                                       switch=flags["switch"], large_change=flags["large_change"])
-    if not ops:  # only -D asked for: write the outputs as they stand, no new epoch
+    if not ops and flags["program"] is None:  # only -D: write the outputs, no new epoch
         session.write_outputs(flags["outdir"])
         progress.stop()
         print(f"{NOTHING}; outputs written to {flags['outdir']}")
         return
     session.extend(ops)
-    result = session.commit(progress=progress)  # tasks done and running, as `run` shows
+    if flags["program"] is not None:
+        result = session.replace_program(flags["program"], flags["facts"], progress=progress)
+    else:
+        result = session.commit(progress=progress)  # tasks done and running, as `run` shows
     progress.stop()  # the live line goes before the epoch's lines are printed
     print_epoch(result, program)  # the epoch is applied: say so first
     if flags["trace_out"] is not None:
@@ -141,27 +156,40 @@ def update_command(
         "--keep-epochs", help="Keep this many of the last epochs on disk from now on (the "
         "state remembers it; 2 unless set).")] = None,
     confine: Annotated[bool, typer.Option("--confine", help=CONFINE_HELP)] = CONFINE_DEFAULT,
+    program: Annotated[Path | None, typer.Option(
+        "--program", metavar="NEW.dl", help="Move the state to this program in the same epoch: "
+        "unchanged tasks keep their state, changed ones are updated or recomputed.")] = None,
+    facts: Annotated[Path | None, typer.Option(
+        "--facts", metavar="DIR", help="With --program: where new input relations' facts are "
+        "(else they start empty).")] = None,
 ) -> None:
     """Apply the changes as one epoch; print per output relation +added -removed, 'ran k of N'.
 
     With no change at all it says so and starts nothing."""
+    flags = {"switch": switch, "strategy": strategy, "large_change": large_change,
+             "scheduler": scheduler, "jobs": jobs, "trace_out": trace_out, "outdir": outdir,
+             "schedule_out": schedule_out, "keep_epochs": keep_epochs, "confine": confine,
+             "program": program, "facts": facts}
+    program_tasks, ops, state = _prepare(statedir, (insert or [], remove or []), flags)
+    if not ops and outdir is None and program is None:  # no Spark, no epoch
+        print(NOTHING)
+        return
+    _run(master, driver_memory, program_tasks, state, ops, flags)
+
+
+def _run(master: str, driver_memory: str, program_tasks, state, ops, flags: dict) -> None:
+    """Start Spark and apply the epoch, with the live line `run` shows."""
     from levelflow.cli.spark import spark_session
     from levelflow.engine.progress import make_progress
 
-    flags = {"switch": switch, "strategy": strategy, "large_change": large_change,
-             "scheduler": scheduler, "jobs": jobs, "trace_out": trace_out, "outdir": outdir,
-             "schedule_out": schedule_out, "keep_epochs": keep_epochs, "confine": confine}
-    program_tasks, ops, state = _prepare(statedir, (insert or [], remove or []), flags)
-    if not ops and outdir is None:  # no Spark, no epoch (and no trace of an epoch)
-        print(NOTHING)
-        return
     log = Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
     progress = make_progress()  # a live line on a terminal, as `run` shows
     try:
         progress.start(program_tasks.graph.names)
         progress.phase(f"starting Spark ({master})")
         with spark_session(master, driver_memory, log) as spark:
-            progress.phase(f"applying {len(ops)} change(s) as one epoch" if ops
+            progress.phase("moving to the new program as one epoch" if flags["program"]
+                           else f"applying {len(ops)} change(s) as one epoch" if ops
                            else "writing outputs")
             _apply(spark, state, ops, program_tasks.program, flags, progress)
     finally:

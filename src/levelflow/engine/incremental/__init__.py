@@ -4,7 +4,7 @@ state.py (snapshots, the on-disk epochs), updates.py (validated update input), v
 a task's update reads and produces), joins.py (rule bodies over versions), counting.py (one
 non-recursive task), scratch.py (one task from scratch, diffed), dred.py (one recursive task:
 delete and re-derive with ranks), maintain.py (one epoch: the driver's workers, elastic switch),
-session_api.py (the Python API).
+program_change.py (a new program as an epoch), session_api.py (the Python API).
 """
 
 from levelflow.engine.incremental.maintain import Delta, EpochError, EpochResult

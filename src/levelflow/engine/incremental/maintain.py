@@ -80,6 +80,8 @@ class EpochResult:
     schedule: list[tuple[int, int, float, float]] = field(default_factory=list)  # schedule/1 rows
     spark_jobs: dict[str, int] = field(default_factory=dict)  # task name -> Spark jobs it ran
     arranged: tuple[str, ...] = ()  # tasks updated where their state lives (arranged.py)
+    # A program change's epoch: task name -> kept | updated | recomputed | new | dropped.
+    status: dict[str, str] = field(default_factory=dict)
 
     def summary(self) -> str:
         """Return the line 'ran k of N tasks in S s'."""
@@ -93,7 +95,7 @@ class Epoch:
                  mode: str = "elastic", switch: float = SWITCH,
                  switch_floor: float = SWITCH_FLOOR_SECONDS, bootstrap: bool = False,
                  large_change: float | None = LARGE_CHANGE, progress=None,
-                 arranged: bool = True) -> None:
+                 arranged: bool = True, change=None) -> None:
         from levelflow.engine.progress import Progress
 
         if mode not in MODES:
@@ -122,6 +124,9 @@ class Epoch:
         self.finished: list[int] = []  # task ids in finish order
         self.jobs = 1
         self.task_jobs: dict[int, int] = {}  # task -> Spark jobs it ran
+        # A program_change.ProgramChange when this epoch also moves to a new program: which
+        # tasks are recomputed, and the rule differences the updated ones maintain.
+        self.change = change
 
     # -- one task ------------------------------------------------------------------------------
 
@@ -132,11 +137,17 @@ class Epoch:
         t0 = time.perf_counter()
         counted = task.relations[0] in self.snap.counted
         last = self.snap.scratch_seconds.get(task.name)
+        if self.change is not None and self.change.forced(v):  # a new or regrouped task
+            return self._scratch(v, counted, "scratch", t0)
         if counted and not task.rules and all(n in self.base for n in task.relations):
             return self._copy_base(v, t0)
         if self.mode == "scratch":
             return self._scratch(v, counted, "scratch", t0)
-        plan = plan_for(self.ctx, task) if self.arranged and not counted else None
+        # Under a program change, a task whose rules changed is maintained with them gated
+        # (on the Spark side: its executors' copy was derived by the old rules).
+        task, ctx = self.change.task_context(self, v) if self.change else (task, self.ctx)
+        plan = plan_for(ctx, task) if self.arranged and not counted and ctx is self.ctx \
+            else None
         large, switch = ((self.large_change, self.switch) if plan is None else
                          (ARRANGED_LARGE_CHANGE if self.large_change is not None else None,
                           ARRANGED_SWITCH))
@@ -161,10 +172,10 @@ class Epoch:
             if timer is not None:
                 timer.start()
             if counted:
-                out = count_update(self.ctx, task)
+                out = count_update(ctx, task)
                 upd = self._apply_counts(v, out, "counting", t0)
             else:
-                upd = self._dred(v, task, plan, cancel, t0)
+                upd = self._dred(v, task, ctx, plan, cancel, t0)
             if cancel.is_set():  # finished, but the timer fired during the last job
                 raise TimeoutError
             return upd
@@ -178,11 +189,11 @@ class Epoch:
             sc.setInterruptOnCancel(False)
         return self._scratch(v, counted, "switched", t0)
 
-    def _dred(self, v: int, task, plan, cancel, t0: float) -> TaskUpdate:
+    def _dred(self, v: int, task, ctx, plan, cancel, t0: float) -> TaskUpdate:
         """Return task v updated by DRed: where its state lives under a local or partitioned
         plan, else on the Spark side."""
         if plan is None:
-            out, rounds = dred_update(self.ctx, task, cancel)
+            out, rounds = dred_update(ctx, task, cancel)
             return self._apply_sets(v, out, "dred", t0, rounds)
         out, rounds, held, stored = arranged_update(self.ctx, task, plan,
                                                     self.snap.arranged.get(task.name), cancel)
@@ -283,6 +294,8 @@ class Epoch:
         for task in self.pt.tasks:
             if any(n in self.base and self.base[n].changed for n in task.relations):
                 first.add(task.id)
+        if self.change is not None:
+            first |= self.change.activated()
         return sorted(first)
 
     def run(self, scheduler="hybrid", jobs: int = 1) -> list[int]:

@@ -230,6 +230,15 @@ class IncrementalSession:
         result.notes[:0] = notes
         return result
 
+    def replace_program(self, program, factdir=None, *, progress=None,
+                        before_switch=None) -> EpochResult:
+        """Return the EpochResult of moving to `program` (a path or ProgramTasks) with the
+        pending ops, as one epoch; new input relations take their facts from `factdir`."""
+        from levelflow.engine.incremental.program_change import replace_program
+
+        return replace_program(self, program, factdir, progress=progress,
+                               before_switch=before_switch)
+
     def discard(self) -> list[Op]:
         """Return and drop the pending ops."""
         ops, self.pending = self.pending, []
@@ -249,14 +258,14 @@ class IncrementalSession:
             yield
 
     def _run_epoch(self, base, *, bootstrap: bool = False, before_switch=None,
-                   progress=None) -> EpochResult:
+                   progress=None, change=None) -> EpochResult:
         """Return the result of one epoch (run inside _writing); the snapshot is replaced only
         if it all succeeded."""
         t0 = time.perf_counter()
         epoch = Epoch(self.spark, self.pt, self.snap, base, mode=self.mode, switch=self.switch,
                       switch_floor=self.switch_floor, bootstrap=bootstrap,
                       large_change=self.large_change, progress=progress,
-                      arranged=self.arranged)
+                      arranged=self.arranged, change=change)
         epoch.run(self.scheduler, self.jobs)
         snap, changed, changed_base = epoch.snapshot()
         if self.statedir is not None:
@@ -267,6 +276,8 @@ class IncrementalSession:
             # start again from them (their old bases may be files of collected epochs).
             snap.arranged = {task: dataclasses.replace(h, logs={}) for task, h in held.items()}
         result = epoch.result(time.perf_counter() - t0)
+        if change is not None:  # a program change: what became of each task
+            result.status = change.statuses(epoch)
         self.snap = snap
         self.last = result
         return result

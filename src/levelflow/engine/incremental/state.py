@@ -12,7 +12,9 @@ column `_cnt` for relations of counted (non-recursive) tasks, a rank column `_it
     STATEDIR/epochs/<n>/base/<name>/   Parquet, only for base facts that changed in epoch n
 
 The manifest names the epoch directory holding each relation, so unchanged relations are never
-copied. Constant: the program text. Changes: one new epoch directory per commit, then CURRENT.
+copied. Each manifest holds the program text of its epoch (a program change is an epoch like
+any other, so the state's program is the current epoch's; older states read the same way).
+Changes: one new epoch directory per commit, then CURRENT.
 """
 
 from __future__ import annotations

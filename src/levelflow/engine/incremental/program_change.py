@@ -1,0 +1,364 @@
+"""A program change as one epoch: which tasks keep their state, which run, and how.
+
+Tasks are matched across programs by their set of relations. Per task of the new program:
+
+- kept: same relations, declarations, input directives, storage (counted or ranked), rules
+  (compared with locations ignored and variables renamed in order); it runs only if an input
+  changed, like any task in any epoch;
+- updated: as kept, but its rules differ and some rule with a body stays: it is maintained
+  from the difference of its rules (below), under the elastic switch like any update;
+- recomputed: anything else of which some relation existed (the task was regrouped, a
+  relation was redeclared, it reads a redeclared relation, ...): evaluated from scratch, then
+  diffed against its old tuples so its dependents get a net change;
+- new: none of its relations existed.
+
+Old tasks none of whose relations remain are dropped. A relation whose declaration changed is
+dropped and rebuilt (its old tuples are treated as empty).
+
+The rule difference is maintained by the unchanged counting and DRed code through two gates:
+stand-in unary relations joined in front of the changed rules. `@on` goes from empty to one
+row (rules added), `@off` from one row to empty (rules removed). Counting then adds the added
+rules' derivations over the new inputs and subtracts the removed rules' over the old ones;
+DRed takes the removed rules' old heads as deletion candidates (re-checked for support under
+the rules that stay) and seeds its insertion with the added rules' heads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import ChainMap, Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from levelflow.engine.incremental.state import COUNT, Snapshot
+from levelflow.engine.incremental.versions import TaskContext, Versions
+from levelflow.errors import LevelflowError
+from levelflow.tasks.ast import Atom, BinOp, Comparison, Decl, Negation, Rule, Var
+
+if TYPE_CHECKING:
+    from levelflow.engine.incremental.maintain import Epoch, EpochResult
+    from levelflow.tasks.tasks import ProgramTasks, Task
+
+STATUSES = ("kept", "updated", "recomputed", "new", "dropped")
+GATE_ON = "@on"  # stand-in relation: empty before the epoch, one row after (rules added)
+GATE_OFF = "@off"  # stand-in relation: one row before the epoch, empty after (rules removed)
+GATE_VAR = "@g"  # a variable the parser cannot produce
+_GATE_DECL = {g: Decl(g, ("g",), ("number",)) for g in (GATE_ON, GATE_OFF)}
+
+
+# -- comparing rules ----------------------------------------------------------------------------
+
+def _term(t, names: dict):
+    """Return a term with its variables renamed in order of first appearance."""
+    if isinstance(t, Var):
+        return Var(names.setdefault(t.name, f"v{len(names)}"))
+    if isinstance(t, BinOp):
+        return BinOp(t.op, _term(t.left, names), _term(t.right, names))
+    return t  # constants and wildcards compare without their locations
+
+
+def _atom(a: Atom, names: dict) -> Atom:
+    return Atom(a.relation, tuple(_term(t, names) for t in a.args))
+
+
+def normalized(rule: Rule) -> Rule:
+    """Return the rule with locations dropped and variables renamed v0, v1.. in order."""
+    names: dict[str, str] = {}
+    heads = tuple(_atom(h, names) for h in rule.heads)
+    body = []
+    for lit in rule.body:
+        if isinstance(lit, Atom):
+            body.append(_atom(lit, names))
+        elif isinstance(lit, Negation):
+            body.append(Negation(_atom(lit.atom, names)))
+        else:
+            body.append(Comparison(lit.op, _term(lit.left, names), _term(lit.right, names)))
+    return Rule(heads, tuple(body))
+
+
+def rule_difference(old: tuple[Rule, ...], new: tuple[Rule, ...]) -> tuple[list, list]:
+    """Return (rules added, rules removed) as multisets: a duplicated rule counts twice."""
+    old_n, new_n = Counter(map(normalized, old)), Counter(map(normalized, new))
+    added_n, removed_n = new_n - old_n, old_n - new_n
+    added, removed = [], []
+    for rules, want, out in ((new, added_n, added), (old, removed_n, removed)):
+        for rule in rules:
+            key = normalized(rule)
+            if want[key] > 0:
+                want[key] -= 1
+                out.append(rule)
+    return added, removed
+
+
+# -- the diff of two programs -------------------------------------------------------------------
+
+@dataclass
+class ProgramChange:
+    """What moving from `old` to `new` does: per new task its plan, and what is dropped."""
+
+    old: ProgramTasks
+    new: ProgramTasks
+    counted: set[str]  # the new program's counted relations
+    plan: dict[int, str]  # new task id -> kept | updated | recomputed | new
+    diffs: dict[int, tuple[list[Rule], list[Rule]]]  # updated task -> (added, removed)
+    dropped: list[str]  # old task names none of whose relations remain
+    dropped_relations: list[str]
+    rebuilt: set[str]  # relations in both programs whose declaration changed
+    new_inputs: list[str]  # input relations whose base facts start from --facts
+    gates: dict = field(default_factory=dict)  # gate name -> Versions (set by `prepare`)
+
+    @property
+    def same(self) -> bool:
+        """Return whether the programs define the same tasks with the same rules."""
+        return not self.dropped and all(p == "kept" for p in self.plan.values())
+
+    def activated(self) -> set[int]:
+        """Return the tasks that run whatever the facts: updated, recomputed and new ones."""
+        return {v for v, p in self.plan.items() if p != "kept"}
+
+    def forced(self, v: int) -> bool:
+        """Return whether task v is evaluated from scratch (recomputed or new)."""
+        return self.plan[v] in ("recomputed", "new")
+
+    def prepare(self, spark) -> None:
+        """Make the gates' Versions (one-row frames) before the epoch's workers start."""
+        from levelflow.engine.types import empty_relation, rows_frame
+
+        for name, decl in _GATE_DECL.items():
+            one, none = rows_frame(spark, decl, [(0,)]), empty_relation(spark, decl)
+            ver = Versions(decl, none if name == GATE_ON else one, 0 if name == GATE_ON else 1)
+            if name == GATE_ON:
+                ver.set_change(one, 1, one, 1, None, 0)
+            else:
+                ver.set_change(none, 0, None, 0, one, 1)
+            self.gates[name] = ver
+
+    def task_context(self, epoch: Epoch, v: int) -> tuple[Task, TaskContext]:
+        """Return the task an update maintains and its context: gated rules if they changed."""
+        task = epoch.pt.tasks[v]
+        if v not in self.diffs:
+            return task, epoch.ctx
+        added, removed = self.diffs[v]
+        kept = list(task.rules)
+        for rule in added:
+            kept.remove(rule)
+        rules = tuple(kept) + tuple(_gated(r, GATE_ON) for r in added) + \
+            tuple(_gated(r, GATE_OFF) for r in removed)
+        gated = dataclasses.replace(task, rules=rules, reads=task.reads | set(_GATE_DECL))
+        program = dataclasses.replace(epoch.program, decls={**epoch.program.decls, **_GATE_DECL})
+        c = epoch.ctx
+        ctx = TaskContext(c.spark, program, ChainMap(self.gates, epoch.versions), c.old_counts,
+                          c.base, c.old_ranked, c.max_rank)
+        return gated, ctx
+
+    def statuses(self, epoch: Epoch) -> dict[str, str]:
+        """Return per task name kept / updated / recomputed / new / dropped, as it ran."""
+        out = {}
+        for task in self.new.tasks:
+            upd = epoch.updates.get(task.id)
+            if self.plan[task.id] == "new":
+                out[task.name] = "new"
+            elif upd is None:
+                out[task.name] = "kept"
+            else:
+                out[task.name] = "updated" if upd.strategy in ("counting", "dred") \
+                    else "recomputed"
+        out.update(dict.fromkeys(self.dropped, "dropped"))
+        return out
+
+
+def _gated(rule: Rule, gate: str) -> Rule:
+    """Return the rule with the gate joined in front of its body (a fact gets a body)."""
+    return Rule(rule.heads, (Atom(gate, (Var(GATE_VAR),)),) + rule.body, rule.loc)
+
+
+def diff_programs(old: ProgramTasks, new: ProgramTasks) -> ProgramChange:
+    """Return the ProgramChange from `old` to `new` (pure: no Spark)."""
+    from levelflow.engine.incremental.maintain import counted_relations
+
+    op, np_ = old.program, new.program
+    old_counted, new_counted = counted_relations(old), counted_relations(new)
+    rebuilt = {n for n in set(op.decls) & set(np_.decls) if op.decls[n] != np_.decls[n]}
+    by_set = {frozenset(t.relations): t for t in old.tasks}
+    plan, diffs = {}, {}
+    for task in new.tasks:
+        before = by_set.get(frozenset(task.relations))
+        plan[task.id] = _classify(task, before, op, np_, rebuilt, old_counted, new_counted)
+        if plan[task.id] == "updated":
+            added, removed = diffs[task.id] = rule_difference(before.rules, task.rules)
+            if not added and not removed:
+                plan[task.id] = "kept"
+                del diffs[task.id]
+            elif any(r not in np_.decls or r in rebuilt for rule in removed for r in rule.reads()):
+                # A removed rule read a relation that is gone: its old derivations cannot be
+                # evaluated (the relation is not in the new program's versions).
+                plan[task.id] = "recomputed"
+                del diffs[task.id]
+        if plan[task.id] in ("kept", "updated") and rebuilt & set(task.reads_from):
+            plan[task.id] = "recomputed"  # a relation it reads was rebuilt: its old is void
+            diffs.pop(task.id, None)
+    remaining = set(np_.decls)
+    dropped = [t.name for t in old.tasks if not remaining & set(t.relations)]
+    new_inputs = [n for n in np_.inputs if n not in op.inputs or n in rebuilt]
+    return ProgramChange(old, new, new_counted, plan, diffs, dropped,
+                         [n for n in op.decls if n not in np_.decls], rebuilt, new_inputs)
+
+
+def _classify(task: Task, before: Task | None, op, np_, rebuilt, old_counted,
+              new_counted) -> str:
+    """Return the plan of one new task before its rules are compared: new, recomputed or
+    updated (which becomes kept when its rules turn out equal)."""
+    rels = task.relations
+    if not any(n in op.decls for n in rels):
+        return "new"
+    if before is None or rebuilt & set(rels) or before.recursive != task.recursive:
+        return "recomputed"
+    if any((n in op.inputs) != (n in np_.inputs) or (n in old_counted) != (n in new_counted)
+           for n in rels):
+        return "recomputed"
+    added, removed = rule_difference(before.rules, task.rules)
+    stay = len([r for r in task.rules if r.body]) - len([r for r in added if r.body])
+    if (added or removed) and stay <= 0:
+        return "recomputed"  # nothing of the old evaluation survives: scratch is cheaper
+    return "updated"
+
+
+# -- the snapshot under the new program ---------------------------------------------------------
+
+def adapt_snapshot(spark, snap: Snapshot, change: ProgramChange) -> Snapshot:
+    """Return the old epoch's snapshot seen through the new program (same epoch number).
+
+    Dropped relations are left out; new and rebuilt ones are empty; a relation whose storage
+    changed (counted <-> ranked) keeps its tuples with a placeholder count or rank: its task
+    is recomputed, so the placeholder is never read.
+    """
+    import pyspark.sql.functions as F
+
+    from levelflow.engine.evaluate import RANK
+    from levelflow.engine.types import empty_relation
+
+    prog, old = change.new.program, change.old.program
+    counted = change.counted
+    rel, rows, where, pieces, max_rank = {}, {}, {}, {}, {}
+    for n, decl in prog.decls.items():
+        extra = COUNT if n in counted else RANK
+        if n in old.decls and n not in change.rebuilt:
+            same = (n in snap.counted) == (n in counted)
+            rel[n] = snap.rel[n] if same else \
+                snap.tuples(n).withColumn(extra, F.lit(0).cast("bigint"))
+            rows[n], where[n] = snap.rows[n], snap.where.get(n)
+            pieces[n] = snap.pieces.get(n, 1)
+            if extra == RANK:
+                max_rank[n] = snap.max_rank.get(n, 0) if same else 0
+        else:
+            rel[n] = empty_relation(spark, decl).withColumn(extra, F.lit(0).cast("bigint"))
+            rows[n], where[n] = 0, None
+            if extra == RANK:
+                max_rank[n] = 0
+    base, base_rows, base_where = {}, {}, {}
+    for n in prog.inputs:
+        if n in snap.base and n not in change.new_inputs:
+            base[n], base_rows[n], base_where[n] = snap.base[n], snap.base_rows[n], \
+                snap.base_where.get(n)
+        else:
+            base[n], base_rows[n], base_where[n] = empty_relation(spark, prog.decls[n]), 0, None
+    keep = {change.new.tasks[v].name for v, p in change.plan.items() if p in ("kept", "updated")}
+    scratch = {t: s for t, s in snap.scratch_seconds.items() if t in keep}
+    return Snapshot(snap.epoch, rel, base, rows, base_rows, set(counted), scratch, where,
+                    base_where, pieces, max_rank)
+
+
+def seed_new_inputs(spark, change: ProgramChange, base: dict, factdir) -> list[str]:
+    """Add the facts of each new input relation (from `factdir`) to its base change; notes."""
+    from levelflow.engine.evaluate import cut
+    from levelflow.engine.facts import input_path, io_delimiter, io_headers, read_facts
+
+    prog = change.new.program
+    notes = []
+    for name in change.new_inputs:
+        io, ver = prog.inputs[name], base[name]
+        path = input_path(io, factdir) if factdir is not None else None
+        if path is None or not path.is_file():
+            where = f" ({path} not found)" if path is not None else ""
+            notes.append(f"note: new input relation {name} starts empty{where}")
+            continue
+        cols = [f"c{i}" for i in range(ver.decl.arity)]
+        new = read_facts(spark, ver.decl, path, io_delimiter(io), io_headers(io))
+        if ver.plus_rows:
+            new = new.unionByName(ver.plus)
+        if ver.minus_rows:
+            new = new.join(ver.minus, cols, "left_anti")
+        new, rows = cut(new.distinct())
+        if rows:  # the old base is empty: every fact is an insertion
+            ver.set_change(new, rows, new, rows, None, 0)
+    return notes
+
+
+def change_notes(change: ProgramChange) -> list[str]:
+    """Return the notes a program change prints: relations dropped and rebuilt."""
+    notes = []
+    if change.dropped_relations:
+        notes.append("note: dropped relation(s) " + ", ".join(change.dropped_relations))
+    if change.rebuilt:
+        notes.append("note: rebuilt relation(s) with a new declaration " +
+                     ", ".join(sorted(change.rebuilt)))
+    return notes
+
+
+def status_lines(result: EpochResult) -> list[str]:
+    """Return the report's lines per status: 'kept: a, b' (only statuses some task has)."""
+    by: dict[str, list[str]] = {s: [] for s in STATUSES}
+    for name, s in result.status.items():
+        by[s].append(name)
+    return [f"{s}: {', '.join(names)}" for s, names in by.items() if names]
+
+
+class ProgramChangeError(LevelflowError):
+    """A new program's facts directory is unusable."""
+
+
+def load_new_program(path, factdir=None) -> ProgramTasks:
+    """Return the new program's tasks, checked as `run` checks a program (no Spark)."""
+    from levelflow.tasks import build_tasks, load_program
+
+    program_tasks = build_tasks(load_program(path))  # DatalogError: one line, as `run` says
+    if factdir is not None and not Path(factdir).is_dir():
+        raise ProgramChangeError(f"{factdir}: error: --facts: not a directory")
+    return program_tasks
+
+
+# -- the epoch ------------------------------------------------------------------------------------
+
+def replace_program(session, program, factdir=None, *, progress=None,
+                    before_switch=None) -> EpochResult:
+    """Return the EpochResult of moving `session` to `program`, with its pending ops, as one
+    epoch (atomic: on any error the session and the state stay at the old program)."""
+    from levelflow.engine.incremental.session_api import IncrementalSession, _load
+    from levelflow.engine.incremental.updates import Op, coerce_row
+
+    pt, text = _load(program)  # parse and type errors: before anything runs
+    change = diff_programs(session.pt, pt)
+    # The queued ops were checked against the old program: they must fit the new one too.
+    ops = [Op(op.sign, op.relation, coerce_row(pt.program, op.relation, op.row))
+           for op in session.pending]
+    pending, session.pending = session.pending, []
+    try:
+        with session._writing():
+            snap = adapt_snapshot(session.spark, session.snap, change)
+            staged = IncrementalSession(
+                session.spark, pt, text, snap, session.statedir, scheduler=session.scheduler,
+                jobs=session.jobs, mode=session.mode, switch=session.switch,
+                switch_floor=session.switch_floor, large_change=session.large_change)
+            base, notes = staged._net_change(ops)
+            notes += seed_new_inputs(session.spark, change, base, factdir)
+            change.prepare(session.spark)
+            result = staged._run_epoch(base, before_switch=before_switch, progress=progress,
+                                       change=change)
+    except BaseException:
+        session.pending = pending + session.pending  # nothing applied: the ops stay queued
+        raise
+    result.notes[:0] = change_notes(change) + notes
+    session.pt, session.program, session.program_text = pt, pt.program, text
+    session.snap, session.last = staged.snap, result
+    return result
