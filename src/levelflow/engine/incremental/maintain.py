@@ -145,7 +145,7 @@ class Epoch:
             return self._scratch(v, counted, "scratch", t0)
         # Under a program change, a task whose rules changed is maintained with them gated
         # (on the Spark side: its executors' copy was derived by the old rules).
-        task, ctx = self.change.task_context(self, v) if self.change else (task, self.ctx)
+        gated, ctx = self.change.task_context(self, v) if self.change else (task, self.ctx)
         plan = plan_for(ctx, task) if self.arranged and not counted and ctx is self.ctx \
             else None
         large, switch = ((self.large_change, self.switch) if plan is None else
@@ -172,10 +172,10 @@ class Epoch:
             if timer is not None:
                 timer.start()
             if counted:
-                out = count_update(ctx, task)
+                out = count_update(ctx, gated)
                 upd = self._apply_counts(v, out, "counting", t0)
             else:
-                upd = self._dred(v, task, ctx, plan, cancel, t0)
+                upd = self._dred(v, gated, ctx, plan, cancel, t0)
             if cancel.is_set():  # finished, but the timer fired during the last job
                 raise TimeoutError
             return upd
