@@ -146,7 +146,7 @@ def test_a_missing_executor_copy_is_shipped_again(spark, tmp_path):
         edges = now
         held = session.snap.arranged.get("path")
         if held is not None:  # a version no executor has: every share misses
-            session.snap.arranged["path"] = Held(held.lineage, "no-such-version", held.parts)
+            session.snap.arranged["path"] = Held(held.lineage, "9999999999-none", held.parts)
         for e in gone:
             session.remove("edge", e)
         for e in fresh:

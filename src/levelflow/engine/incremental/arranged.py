@@ -148,7 +148,14 @@ def _spec(ctx: TaskContext, task: Task, plan, held: Held | None, parts: int, sou
                 decls=decls, sources=tuple(sources), facts=facts,
                 key=plan.key if parts > 1 else None, parts=parts,
                 lineage=held.lineage if same else uuid.uuid4().hex[:16],
-                old_token=held.token if same else None, new_token=uuid.uuid4().hex[:12])
+                old_token=held.token if same else None,
+                new_token=_next_token(held.token if same else None))
+
+
+def _next_token(token: str | None) -> str:
+    """Return the next version token: a sequence number (which file is newer), then noise."""
+    seq = int(token[:10]) + 1 if token else 0
+    return f"{seq:010d}{uuid.uuid4().hex[:6]}"
 
 
 def _schema(spec: Spec):

@@ -16,6 +16,7 @@ import contextlib
 import os
 import pickle
 import tempfile
+import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ TOP_REL = -2  # `_it` holds the share's highest rank after the update
 MISS_REL = -3  # the share's state was not on this executor
 _MEMORY_ENTRIES = 16  # states one worker process keeps in memory (oldest dropped first)
 _MEMORY: dict[tuple[str, int], tuple[str, Entry]] = {}
+_WRITER: threading.Thread | None = None  # the file write of the last stored entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,18 +104,35 @@ def _remember(lineage: str, share: int, token: str, entry: Entry) -> None:
 
 
 def _store(spec: Spec, share: int, entry: Entry) -> None:
-    """Keep the share's new state in memory and in the executor's file (written, then renamed)."""
+    """Keep the share's new state in memory, and write it to the executor's file after the
+    task: the next epoch usually finds it in this process, and the copy is O(state)."""
+    global _WRITER
     _remember(spec.lineage, share, spec.new_token, entry)
-    path = _cache_file(spec, share, spec.new_token)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if _WRITER is not None:
+        _WRITER.join()  # one write at a time: a late older write must not follow a newer one
+    _WRITER = threading.Thread(target=_write, args=(_cache_file(spec, share, spec.new_token),
+                                                    entry), daemon=True)
+    _WRITER.start()
+
+
+def _write(path: Path, entry: Entry) -> None:
+    """Write an entry (to a temporary name, then renamed) and delete older versions' files.
+
+    A failed write only costs a later miss, so it is not an error.
+    """
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    with tmp.open("wb") as f:
-        pickle.dump(entry, f, protocol=5)
-    os.replace(tmp, path)
-    for old in path.parent.glob(f"{spec.lineage}-{share}.*"):
-        if old != path and ".tmp" not in old.name:
-            with contextlib.suppress(OSError):
-                old.unlink()
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tmp.open("wb") as f:
+            pickle.dump(entry, f, protocol=5)
+        os.replace(tmp, path)
+        lineage_share, token = path.name.split(".", 1)
+        for old in path.parent.glob(f"{lineage_share}.*"):
+            version = old.name.split(".")[1]
+            # Another process may have written a newer version meanwhile: keep newer ones,
+            # and other processes' files being written.
+            if old != path and "tmp" not in old.name and version[:10] < token[:10]:
+                old.unlink(missing_ok=True)
 
 
 def forget(lineages: Iterable[str]) -> None:
