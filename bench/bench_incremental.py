@@ -2,22 +2,20 @@
 
 Workload: transitive closure of a layered DAG (W nodes per layer, D random edges from each node
 to the next layer), >= 1,000,000 derived `path` tuples at the default size, plus a non-recursive
-`cyclic` task. Measured, each as a ratio to a from-scratch run of the same engine:
-  1. a 10-fact insertion                      goal: >= 10x faster than from scratch
-  2. an update of 10% of the input facts      goal: no slower than 1.25x from scratch
-  3. 10 deletions against 10 insertions       goal: within 2x
-  4. the elastic workload of Zhao et al.: an initial epoch, 6 small updates, 1 large, 4 small,
-     1 large; total time against 13 from-scratch runs (13 x the measured from-scratch time).
-The reference is the same engine's from-scratch run (run_program, auto plans; the round-by-round
-evaluate_program is printed beside it). Per epoch it prints which strategy each task ran
-(counting, dred, switched, bootstrap, scratch) and the Spark jobs the epoch started. Goals are
-measured with the defaults (elastic switch at 0.2); measurements 1 and 3 are repeated with the
-switch off (every task updated incrementally) to show what the update itself costs, with the
-number of Spark jobs it ran and what those jobs cost at the floor of a trivial job on this
-machine (a lower bound that no change to the update's Spark plans can beat without running fewer
-jobs).
+`cyclic` task. The recursive task runs its epochs where its state lives (one Spark job per
+epoch, engine/incremental/arranged.py). Measured, each as a ratio to a from-scratch run of the
+same engine (run_program, auto plans), with the defaults (elastic switch on):
+  1. a 10-edge insertion                        goal: >= 5x faster than from scratch
+  2. a 10-edge deletion                         goal: within 1.5x of the insertion
+  3. an update of 10% of the edges (mixed)      goal: no slower than 1.25x from scratch
+  4. Zhao et al.'s elastic workload: an initial epoch, 6 small updates (10 edges), 1 large
+     (10%), 4 small, 1 large; the total                     goal: <= 4x one from-scratch run
+  5. Spark jobs per epoch of the closure task   goal: 1 (+1 for the durable write)
+Every epoch prints its time, the Spark jobs of each task and of the whole epoch, the strategy of
+each task and whether it ran arranged. 5 also commits one epoch into a state directory.
+With --large, 1 runs again on a closure of >= 10,000,000 tuples (goal: >= 10x).
 
-    .venv/bin/python bench/bench_incremental.py [--layers 12 --width 150 --degree 6]
+    .venv/bin/python bench/bench_incremental.py [--layers 12 --width 150 --degree 6] [--large]
 """
 
 from __future__ import annotations
@@ -92,16 +90,60 @@ def jobs_started(spark) -> int:
     return max(ids) + 1 if ids else 0
 
 
-def job_floor(spark) -> float:
-    """Return the seconds of a trivial Spark job here: cut 10 rows, best of 5."""
-    from levelflow.engine.evaluate import cut
+def _epoch(spark, s, inserts=(), removes=()):
+    """Commit one epoch; print and return (seconds, the path task's Spark jobs)."""
+    for e in inserts:
+        s.insert("edge", e)
+    for e in removes:
+        s.remove("edge", e)
+    before = jobs_started(spark)
+    r = s.commit()
+    jobs = jobs_started(spark) - before
+    tasks = ", ".join(f"{k}={v}" + ("/arranged" if k in r.arranged else "") +
+                      f" ({r.spark_jobs.get(k, 0)} jobs)" for k, v in r.strategies.items())
+    d = r.deltas.get("path")
+    change = f"path +{d.added_rows} -{d.removed_rows}" if d else "path unchanged"
+    print(f"    epoch {r.epoch}: {r.seconds:.2f} s, {jobs} Spark jobs, {change}; {tasks}")
+    return r.seconds, r.spark_jobs.get("path", 0)
+
+
+def _scratch_time(spark, pt, facts, derived, runs=2) -> float:
+    """Return the best from-scratch time of the same engine (auto plans)."""
+    from levelflow.engine.runner import run_program
 
     times = []
-    for _ in range(5):
+    for _ in range(runs):  # the JVM is still warming up: the faster run is the reference
         t = time.perf_counter()
-        cut(spark.range(10))
+        res = run_program(spark, pt, facts, None, jobs=2)
         times.append(time.perf_counter() - t)
+        assert res.task_stats[pt.task_of("path").id].rows["path"] == derived
+    print(f"from scratch, the same engine (run_program, auto plans, best of {runs}): "
+          f"{min(times):.2f} s ({', '.join(f'{t:.2f}' for t in times)}); ratios are against it")
     return min(times)
+
+
+def _insertion(spark, pt, tmp, args, layers, width, goal) -> None:
+    """Measure a 10-edge insertion on a fresh closure of the given size against scratch."""
+    from levelflow.engine.incremental import IncrementalSession
+
+    rng = random.Random(args.seed)
+    edges = layered_edges(rng, layers, width, args.degree)
+    derived = closure_size(edges, layers * width)
+    print(f"workload: layered TC, {layers} layers x {width} nodes, {len(edges)} edges, "
+          f"{derived:,} path tuples")
+    write_facts(tmp / f"f{width}", edges)
+    scratch = _scratch_time(spark, pt, tmp / f"f{width}", derived)
+    s = IncrementalSession.bootstrap(spark, pt, tmp / f"f{width}", switch=args.switch)
+    first = fresh_edges(rng, edges, 10, layers, width)
+    _epoch(spark, s, inserts=first)  # the session's first epoch ships the state
+    edges |= set(first)
+    new = fresh_edges(rng, edges, 10, layers, width)
+    print("1. insert 10 edges")
+    t, _ = _epoch(spark, s, inserts=new)
+    assert s.size("path") == closure_size(edges | set(new), layers * width)
+    print(f"   speed-up vs from scratch: {scratch / t:.1f}x (goal >= {goal}x) "
+          f"{verdict(scratch / t >= goal)}")
+    s.close()
 
 
 def main() -> None:
@@ -111,137 +153,103 @@ def main() -> None:
     parser.add_argument("--degree", type=int, default=6)
     parser.add_argument("--switch", type=float, default=0.2)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--skip-elastic", action="store_true", help="skip measurement 4")
+    parser.add_argument("--large", action="store_true",
+                        help="also a 10-edge insertion on >= 10M tuples (14 x 420 nodes)")
     args = parser.parse_args()
 
-    from levelflow.engine.evaluate import evaluate_program
     from levelflow.engine.incremental import IncrementalSession
-    from levelflow.engine.runner import run_program
     from levelflow.engine.session import make_session
     from levelflow.tasks import build_tasks, parse_program
 
     rng = random.Random(args.seed)
-    edges = layered_edges(rng, args.layers, args.width, args.degree)
-    derived = closure_size(edges, args.layers * args.width)
-    print(f"workload: layered TC, {args.layers} layers x {args.width} nodes, "
-          f"{len(edges)} edges, {derived} path tuples")
+    layers, width = args.layers, args.width
+    edges = layered_edges(rng, layers, width, args.degree)
+    nodes = layers * width
+    derived = closure_size(edges, nodes)
+    print(f"workload: layered TC, {layers} layers x {width} nodes, {len(edges)} edges, "
+          f"{derived:,} path tuples")
     tmp = Path(tempfile.mkdtemp(prefix="levelflow-bench-inc-"))
     write_facts(tmp / "f0", edges)
     pt = build_tasks(parse_program(PROGRAM, "tc_layered.dl"))
-    spark = make_session(master="local[2]", shuffle_partitions=2, driver_memory="2g")
-
-
-    def session_on(facts_dir):
-        t = time.perf_counter()
-        s = IncrementalSession.bootstrap(spark, pt, facts_dir, mode="elastic",
-                                         switch=args.switch)
-        return s, time.perf_counter() - t
-
-    def epoch(s, inserts=(), removes=(), mode=None):
-        for e in inserts:
-            s.insert("edge", e)
-        for e in removes:
-            s.remove("edge", e)
-        default, s.mode = s.mode, mode or s.mode
-        before = jobs_started(spark)
-        try:
-            r = s.commit()
-        finally:
-            s.mode = default
-        strategies = ", ".join(f"{k}={v}" for k, v in r.strategies.items())
-        d = r.deltas.get("path")
-        change = f"path +{d.added_rows} -{d.removed_rows}" if d else "path unchanged"
-        print(f"    epoch {r.epoch}: {r.seconds:.2f} s, {jobs_started(spark) - before} Spark "
-              f"jobs, {change}; {strategies}")
-        return r.seconds
-
-    def jobs_line(jobs, seconds):
-        return (f"   {jobs} Spark jobs; at {floor * 1000:.0f} ms each (a trivial job here) they "
-                f"cost >= {jobs * floor:.2f} s of the {seconds:.2f} s")
-
-    session, boot = session_on(tmp / "f0")  # first: it also warms the JVM up
-    print(f"bootstrap (epoch 0, from scratch with counts): {boot:.2f} s")
-    runs, auto = [], []
-    for _ in range(2):  # the JVM is still warming up: the faster run is the reference
-        t = time.perf_counter()
-        rels = evaluate_program(spark, pt, tmp / "f0")
-        runs.append(time.perf_counter() - t)
-        assert rels["path"].count() == derived
-        t = time.perf_counter()
-        res = run_program(spark, pt, tmp / "f0", None, jobs=2)
-        auto.append(time.perf_counter() - t)
-        assert res.task_stats[pt.task_of("path").id].rows["path"] == derived
-    floor = job_floor(spark)
-    print(f"from scratch, round by round (evaluate_program, the global plan, best of 2): "
-          f"{min(runs):.2f} s ({', '.join(f'{r:.2f}' for r in runs)})")
-    scratch = min(auto)  # the reference: the same engine's from-scratch run
-    print(f"from scratch, the same engine (run_program, auto plans, best of 2): {scratch:.2f} s "
-          f"({', '.join(f'{r:.2f}' for r in auto)}); ratios below are against it")
+    spark = make_session(master="local[2]", shuffle_partitions=2, driver_memory="4g")
+    t = time.perf_counter()
+    session = IncrementalSession.bootstrap(spark, pt, tmp / "f0", switch=args.switch)
+    print(f"bootstrap (epoch 0, from scratch with ranks and counts): "
+          f"{time.perf_counter() - t:.2f} s")
+    scratch = _scratch_time(spark, pt, tmp / "f0", derived)
     current = set(edges)
 
-    # 1. a 10-fact insertion
-    new = fresh_edges(rng, current, 10, args.layers, args.width)
+    def check():
+        assert session.size("path") == closure_size(current, nodes)
+
+    print("0. insert 10 edges (the first epoch of a session ships the state to the executors)")
+    new = fresh_edges(rng, current, 10, layers, width)
+    _epoch(spark, session, inserts=new)
+    current |= set(new)
+    check()
     print("1. insert 10 edges")
-    t_ins = epoch(session, inserts=new)
+    new = fresh_edges(rng, current, 10, layers, width)
+    t_ins, jobs_ins = _epoch(spark, session, inserts=new)
     current |= set(new)
-    assert session.size("path") == closure_size(current, args.layers * args.width)
+    check()
     r1 = scratch / t_ins
-    print(f"   speed-up vs from scratch: {r1:.1f}x (goal >= 10x) {verdict(r1 >= 10)}")
-    new = fresh_edges(rng, current, 10, args.layers, args.width)
-    print("1b. insert 10 more edges with the switch off")
-    before = jobs_started(spark)
-    t_ins_off = epoch(session, inserts=new, mode="incremental")
-    print(jobs_line(jobs_started(spark) - before, t_ins_off))
-    current |= set(new)
-    assert session.size("path") == closure_size(current, args.layers * args.width)
-    print(f"   speed-up vs from scratch: {scratch / t_ins_off:.1f}x")
-
-    # 3. 10 deletions against the 10 insertions
+    print(f"   speed-up vs from scratch: {r1:.1f}x (goal >= 5x) {verdict(r1 >= 5)}")
+    print("2. remove 10 edges")
     gone = rng.sample(sorted(current), 10)
-    print("3. remove 10 edges")
-    t_del = epoch(session, removes=gone)
+    t_del, jobs_del = _epoch(spark, session, removes=gone)
     current -= set(gone)
-    assert session.size("path") == closure_size(current, args.layers * args.width)
-    r3 = t_del / t_ins
-    print(f"   deletions / insertions: {r3:.2f}x (goal <= 2x) {verdict(r3 <= 2)}")
-    gone = rng.sample(sorted(current), 10)
-    print("3b. remove 10 more edges with the switch off")
-    before = jobs_started(spark)
-    t_del_off = epoch(session, removes=gone, mode="incremental")
-    print(jobs_line(jobs_started(spark) - before, t_del_off))
-    current -= set(gone)
-    assert session.size("path") == closure_size(current, args.layers * args.width)
-    print(f"   deletions / insertions (both switch off): {t_del_off / t_ins_off:.2f}x; "
-          f"speed-up vs from scratch: {scratch / t_del_off:.1f}x")
-
-    # 2. an update of 10% of the input facts (half removed, half inserted)
+    check()
+    r2 = t_del / t_ins
+    print(f"   deletion / insertion: {r2:.2f}x (goal <= 1.5x) {verdict(r2 <= 1.5)}; "
+          f"speed-up vs from scratch: {scratch / t_del:.1f}x")
     k = len(current) // 10
     gone = rng.sample(sorted(current), k // 2)
-    new = fresh_edges(rng, current, k - k // 2, args.layers, args.width)
-    print(f"2. update 10% of the input facts ({k} edges: {len(gone)} removed, {len(new)} added)")
-    t_big = epoch(session, inserts=new, removes=gone)
+    new = fresh_edges(rng, current, k - k // 2, layers, width)
+    print(f"3. update 10% of the edges ({k}: {len(gone)} removed, {len(new)} added)")
+    t_big, jobs_big = _epoch(spark, session, inserts=new, removes=gone)
     current = (current - set(gone)) | set(new)
-    assert session.size("path") == closure_size(current, args.layers * args.width)
-    r2 = t_big / scratch
-    print(f"   update / from scratch: {r2:.2f}x (goal <= 1.25x) {verdict(r2 <= 1.25)}")
+    check()
+    r3 = t_big / scratch
+    print(f"   update / from scratch: {r3:.2f}x (goal <= 1.25x) {verdict(r3 <= 1.25)}")
+    session.close()
 
-    if not args.skip_elastic:
-        # 4. Zhao et al.'s elastic workload: initial, 6 small, 1 large, 4 small, 1 large.
-        print("4. elastic workload: initial + 6 small + 1 large + 4 small + 1 large")
-        write_facts(tmp / "f4", current)
-        s4, total = session_on(tmp / "f4")
-        print(f"    epoch 0: {total:.2f} s (initial)")
-        plan = ["small"] * 6 + ["large"] + ["small"] * 4 + ["large"]
-        for size in plan:
-            k = 10 if size == "small" else len(current) // 10
-            gone = rng.sample(sorted(current), k // 2)
-            new = fresh_edges(rng, current, k - k // 2, args.layers, args.width)
-            total += epoch(s4, inserts=new, removes=gone)
-            current = (current - set(gone)) | set(new)
-        assert s4.size("path") == closure_size(current, args.layers * args.width)
-        r4 = total / (13 * scratch)
-        print(f"   total {total:.2f} s vs 13 from-scratch runs {13 * scratch:.2f} s: "
-              f"{r4:.2f}x ({1 / r4:.1f}x faster) {verdict(r4 < 1)}")
+    print("4. elastic workload: initial + 6 small + 1 large + 4 small + 1 large")
+    write_facts(tmp / "f4", current)
+    t = time.perf_counter()
+    s4 = IncrementalSession.bootstrap(spark, pt, tmp / "f4", switch=args.switch)
+    total = time.perf_counter() - t
+    print(f"    epoch 0: {total:.2f} s (initial, from scratch)")
+    path_jobs = []
+    for size in ["small"] * 6 + ["large"] + ["small"] * 4 + ["large"]:
+        k = 10 if size == "small" else len(current) // 10
+        gone = rng.sample(sorted(current), k // 2)
+        new = fresh_edges(rng, current, k - k // 2, layers, width)
+        seconds, jobs = _epoch(spark, s4, inserts=new, removes=gone)
+        total += seconds
+        path_jobs.append(jobs)
+        current = (current - set(gone)) | set(new)
+    assert s4.size("path") == closure_size(current, nodes)
+    r4 = total / scratch
+    print(f"   total {total:.2f} s = {r4:.2f}x one from-scratch run (goal <= 4x) "
+          f"{verdict(r4 <= 4)}")
+    s4.close()
+
+    print("5. Spark jobs per epoch of the closure task, and with a durable write")
+    jobs = [jobs_ins, jobs_del, jobs_big, *path_jobs[1:]]  # the first epoch ships the state
+    state = tmp / "state"
+    s5 = IncrementalSession.bootstrap(spark, pt, tmp / "f4", statedir=state, switch=args.switch)
+    for _ in range(3):
+        new = fresh_edges(rng, current, 10, layers, width)
+        before = jobs_started(spark)
+        seconds, path = _epoch(spark, s5, inserts=new)
+        current |= set(new)
+    durable = jobs_started(spark) - before
+    s5.close()
+    print(f"   closure task, per epoch: {sorted(set(jobs))} (goal 1) {verdict(set(jobs) == {1})}; "
+          f"a durable epoch: {path} for the closure task, {durable} in all ({seconds:.2f} s)")
+    if args.large:
+        print("1L. the 10-edge insertion on >= 10,000,000 tuples")
+        _insertion(spark, pt, tmp, args, 14, 420, 10)
     spark.stop()
     shutil.rmtree(tmp, ignore_errors=True)
 

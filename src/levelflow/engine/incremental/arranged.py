@@ -152,6 +152,11 @@ def _spec(ctx: TaskContext, task: Task, plan, held: Held | None, parts: int, sou
                 new_token=_next_token(held.token if same else None))
 
 
+def fresh_held(ctx: TaskContext, task: Task, plan) -> Held:
+    """Return where a from-scratch run under `plan` leaves the task's state (a new lineage)."""
+    return Held(uuid.uuid4().hex[:16], _next_token(None), _parts(ctx, task, plan))
+
+
 def _next_token(token: str | None) -> str:
     """Return the next version token: a sequence number (which file is newer), then noise."""
     seq = int(token[:10]) + 1 if token else 0

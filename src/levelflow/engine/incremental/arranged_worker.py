@@ -1,9 +1,9 @@
 """The Python side of an arranged task's epoch: the share's state, the update, the change out.
 
 Runs in a PySpark worker. A share's state (its ranked tuples, sorted keys and symbol dictionary)
-stays on the executor between epochs, under a token naming the epoch that made it: first in
-this worker process's memory, then in a file in the executor's temporary directory, which every
-Python worker of the executor reads (Spark hands a partition to any idle worker). The entry also
+stays on the executor between epochs, under a token naming the epoch that made it
+(plans/resident.py: this worker process's memory, then a file every Python worker of the
+executor reads). A from-scratch run of the task leaves it there too. The entry also
 keeps the lower relations the state was derived from, so an epoch ships only their change. A
 share whose state is not there under the expected token answers MISS, and the driver runs the
 epoch again with the state and the lower relations shipped. Only the removed and added tuples
@@ -12,20 +12,15 @@ go back to the JVM.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import pickle
-import tempfile
-import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
 from levelflow.engine.incremental.local_dred import RANK, Arranged, Inputs, arrange, update
+from levelflow.engine.plans import resident
 from levelflow.engine.plans.columnar import frame_schema
 from levelflow.engine.plans.encode import decode, dictionary, encode, encode_decl, encode_rule
 from levelflow.engine.plans.worker import _ARROW_TYPES, _batch, _share
@@ -34,9 +29,6 @@ from levelflow.tasks.ast import Decl, Rule
 STATS_REL = -1  # `_it` holds the rounds run
 TOP_REL = -2  # `_it` holds the share's highest rank after the update
 MISS_REL = -3  # the share's state was not on this executor
-_MEMORY_ENTRIES = 16  # states one worker process keeps in memory (oldest dropped first)
-_MEMORY: dict[tuple[str, int], tuple[str, Entry]] = {}
-_WRITER: threading.Thread | None = None  # the file write of the last stored entry
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,73 +67,16 @@ def output_schema(spec: Spec) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _cache_file(spec: Spec, share: int, token: str) -> Path:
-    return Path(tempfile.gettempdir()) / "levelflow-arranged" / f"{spec.lineage}-{share}.{token}"
-
-
 def _cached(spec: Spec, share: int) -> Entry | None:
     """Return the share's state under the epoch's starting token, or None."""
     if spec.old_token is None:
         return None
-    hit = _MEMORY.get((spec.lineage, share))
-    if hit is not None and hit[0] == spec.old_token:
-        return hit[1]
-    path = _cache_file(spec, share, spec.old_token)
-    try:
-        with path.open("rb") as f:
-            entry = pickle.load(f)
-    except (OSError, pickle.UnpicklingError, EOFError):
-        return None
-    _remember(spec.lineage, share, spec.old_token, entry)
-    return entry
-
-
-def _remember(lineage: str, share: int, token: str, entry: Entry) -> None:
-    _MEMORY.pop((lineage, share), None)
-    _MEMORY[(lineage, share)] = (token, entry)
-    while len(_MEMORY) > _MEMORY_ENTRIES:
-        del _MEMORY[next(iter(_MEMORY))]
-
-
-def _store(spec: Spec, share: int, entry: Entry) -> None:
-    """Keep the share's new state in memory, and write it to the executor's file after the
-    task: the next epoch usually finds it in this process, and the copy is O(state)."""
-    global _WRITER
-    _remember(spec.lineage, share, spec.new_token, entry)
-    if _WRITER is not None:
-        _WRITER.join()  # one write at a time: a late older write must not follow a newer one
-    _WRITER = threading.Thread(target=_write, args=(_cache_file(spec, share, spec.new_token),
-                                                    entry), daemon=True)
-    _WRITER.start()
-
-
-def _write(path: Path, entry: Entry) -> None:
-    """Write an entry (to a temporary name, then renamed) and delete older versions' files.
-
-    A failed write only costs a later miss, so it is not an error.
-    """
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tmp.open("wb") as f:
-            pickle.dump(entry, f, protocol=5)
-        os.replace(tmp, path)
-        lineage_share, token = path.name.split(".", 1)
-        for old in path.parent.glob(f"{lineage_share}.*"):
-            version = old.name.split(".")[1]
-            # Another process may have written a newer version meanwhile: keep newer ones,
-            # and other processes' files being written.
-            if old != path and "tmp" not in old.name and version[:10] < token[:10]:
-                old.unlink(missing_ok=True)
-
-
-def forget(lineages: Iterable[str]) -> None:
-    """Delete the cache files of the given lineages (this machine's; a session closing)."""
-    root = Path(tempfile.gettempdir()) / "levelflow-arranged"
-    for lineage in lineages:
-        for path in root.glob(f"{lineage}-*"):
-            with contextlib.suppress(OSError):
-                path.unlink()
+    found = resident.lookup(spec.lineage, share, spec.old_token)
+    if isinstance(found, tuple):  # left by a from-scratch run: (ranked, symbols, lower)
+        ranked, symbols, lower = found
+        found = Entry(arrange(ranked), symbols, lower)
+        resident.remember(spec.lineage, share, spec.old_token, found)
+    return found
 
 
 def _sources(part: pl.DataFrame, spec: Spec) -> dict[str, dict[str, pl.DataFrame]]:
@@ -273,7 +208,8 @@ def update_partition(spec: Spec, batches: Iterable[pa.RecordBatch]) -> Iterator[
             continue
         inputs = _inputs(spec, share, src, entry)
         out = update(entry.state, inputs)
-        _store(spec, share, Entry(out.state, entry.symbols, dict(inputs.lower_new)))
+        resident.store(spec.lineage, share, spec.new_token,
+                       Entry(out.state, entry.symbols, dict(inputs.lower_new)))
         yield from _changes(spec, out, entry.symbols, schema)
         yield _stat(STATS_REL, out.rounds, schema)
         yield _stat(TOP_REL, out.state.top(), schema)

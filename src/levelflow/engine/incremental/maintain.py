@@ -22,7 +22,7 @@ from pathlib import Path
 
 from levelflow.driver import drive
 from levelflow.engine.evaluate import cut
-from levelflow.engine.incremental.arranged import arranged_update, plan_for
+from levelflow.engine.incremental.arranged import arranged_update, fresh_held, plan_for
 from levelflow.engine.incremental.counting import count_scratch, count_update, countable
 from levelflow.engine.incremental.dred import dred_update
 from levelflow.engine.incremental.scratch import diff, scratch_sets
@@ -195,7 +195,7 @@ class Epoch:
         if plan is None:
             out, rounds = dred_update(ctx, task, cancel)
             return self._apply_sets(v, out, "dred", t0, rounds)
-        out, rounds, held, stored = arranged_update(self.ctx, task, plan,
+        out, rounds, held, stored = arranged_update(ctx, task, plan,
                                                     self.snap.arranged.get(task.name), cancel)
         upd = self._apply_sets(v, out, "dred", t0, rounds)
         upd.held, upd.stored = held, stored
@@ -235,7 +235,9 @@ class Epoch:
             counts = count_scratch(self.ctx, task)
             fresh = {n: cut(counts[n]) for n in task.relations}
         else:
-            sets, rounds = scratch_sets(self.ctx, task)
+            plan = plan_for(self.ctx, task) if self.arranged else None
+            held = fresh_held(self.ctx, task, plan) if plan is not None else None
+            sets, rounds = scratch_sets(self.ctx, task, held=held and (plan, held))
         seconds = time.perf_counter() - t1
         out = {}
         for n in task.relations:
@@ -252,6 +254,7 @@ class Epoch:
         upd = self._apply_counts(v, out, strategy, t0) if counted else \
             self._apply_sets(v, out, strategy, t0, rounds)
         upd.scratch_seconds = seconds
+        upd.held = None if counted else held
         return upd
 
     def _apply_counts(self, v, out, strategy, t0) -> TaskUpdate:

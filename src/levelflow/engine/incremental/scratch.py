@@ -20,8 +20,12 @@ if TYPE_CHECKING:
 BASE = "@base:"  # prefix of the stand-in relation that holds an input relation's base facts
 
 
-def scratch_sets(ctx: TaskContext, task: Task, cancel=None) -> tuple[dict, int]:
-    """Return each relation's new tuples (with RANK) evaluated from scratch, and the rounds."""
+def scratch_sets(ctx: TaskContext, task: Task, cancel=None, held=None) -> tuple[dict, int]:
+    """Return each relation's new tuples (with RANK) evaluated from scratch, and the rounds.
+
+    With `held` (plan, arranged.Held) the task runs under that plan and leaves its state on
+    the executors where its next epochs find it.
+    """
     import dataclasses
 
     decls = dict(ctx.decls)
@@ -45,8 +49,12 @@ def scratch_sets(ctx: TaskContext, task: Task, cancel=None) -> tuple[dict, int]:
                                                            if n in ctx.base})
     # From scratch, a task runs as `run` would run it: under the plan its shape and size give.
     plan = choose_plan(run_task, program.decls, sum(counts.values()))
+    keep = {}
+    if held is not None:
+        plan, where = held
+        keep = {"parts": where.parts, "keep": (where.lineage, where.token)}
     result = evaluate_planned(ctx.spark, program, run_task, relations, None, plan=plan,
-                              cancel=cancel, counts=counts, ranked=True)
+                              cancel=cancel, counts=counts, ranked=True, **keep)
     return {n: (result[n], result.stats.rows[n]) for n in task.relations}, \
         result.stats.iterations
 

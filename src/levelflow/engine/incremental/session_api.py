@@ -284,7 +284,7 @@ class IncrementalSession:
 
     def close(self) -> None:
         """Let later commits by others delete this session's epoch files; read nothing after."""
-        from levelflow.engine.incremental.arranged_worker import forget
+        from levelflow.engine.plans.resident import forget
 
         forget(h.lineage for h in self.snap.arranged.values())
         if self.statedir is not None:

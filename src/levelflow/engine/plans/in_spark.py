@@ -33,6 +33,9 @@ class Layout:
     facts: dict[str, list[tuple]]  # the program's own facts, per relation of the task
     key: dict[str, int] | None  # partitioned plan: the carried position per relation
     parts: int
+    # (lineage, token): also leave each share's result on its executor (plans/resident.py),
+    # where the task's incremental epochs find it (incremental/arranged.py).
+    keep: tuple[str, str] | None = None
 
 
 def _packed_schema(layout: Layout):

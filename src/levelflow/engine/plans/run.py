@@ -36,7 +36,8 @@ def input_rows(program: Program, task: Task, counts: Mapping[str, int],
     return rows
 
 
-def _layout(program: Program, task: Task, sources, plan: Plan, parts: int) -> Layout:
+def _layout(program: Program, task: Task, sources, plan: Plan, parts: int,
+            keep: tuple[str, str] | None = None) -> Layout:
     """Return what the workers need to run the task (rules, declarations, sources, key)."""
     decls = program.decls
     touched = set(task.relations) | set(task.reads_from)
@@ -48,14 +49,18 @@ def _layout(program: Program, task: Task, sources, plan: Plan, parts: int) -> La
     return Layout(rules=tuple(r for r in task.rules if r.body), names=task.relations,
                   decls={n: decls[n] for n in touched}, sources=sources, facts=facts,
                   key=plan.key if plan.kind == "partitioned" else None,
-                  parts=parts if plan.kind == "partitioned" else 1)
+                  parts=parts if plan.kind == "partitioned" else 1, keep=keep)
 
 
 def evaluate_planned(spark, program: Program, task: Task, relations: Mapping,
                      factdir: str | Path | None = None, *, plan: Plan, counts=None,
                      ranked: bool = False, cancel=None, checkpoint: str = "local",
-                     parts: int | None = None) -> TaskResult:
-    """Return the task's relations (a TaskResult with `.stats`) evaluated under `plan`."""
+                     parts: int | None = None, keep: tuple[str, str] | None = None
+                     ) -> TaskResult:
+    """Return the task's relations (a TaskResult with `.stats`) evaluated under `plan`.
+
+    `keep` (lineage, token): leave each share's result on its executor (plans/resident.py).
+    """
     if plan.kind == "global":
         return evaluate_task(spark, program, task, relations, factdir, checkpoint=checkpoint,
                              cancel=cancel, counts=counts, ranked=ranked)
@@ -73,7 +78,7 @@ def evaluate_planned(spark, program: Program, task: Task, relations: Mapping,
                                      io_delimiter(io), io_headers(io)))
     # At least two shares, so that a one-core session still splits (and tests the split).
     parts = parts or max(spark.sparkContext.defaultParallelism, 2)
-    layout = _layout(program, task, tuple(specs), plan, parts)
+    layout = _layout(program, task, tuple(specs), plan, parts, keep)
     packed, rows, rounds = run_packed(spark, layout, frames, checkpoint)
     out = TaskResult(unpack(packed, layout, ranked))
     out.stats = EvalStats(task=task.name, iterations=rounds, rows=rows,

@@ -13,6 +13,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from levelflow.engine.plans import resident
 from levelflow.engine.plans.columnar import frame_schema
 from levelflow.engine.plans.encode import decode, dictionary, encode, encode_decl, encode_rule
 from levelflow.engine.plans.fixpoint import TaskOutcome, run_task
@@ -104,18 +105,24 @@ def evaluate_partition(layout: Layout, batches: Iterable[pa.RecordBatch]
     for index, rows in shares:
         lower, facts = _sources(rows, layout)
         share = _share(layout, index) if layout.key is not None else None
-        yield from _run_encoded(layout, lower, facts, share, schema)
+        yield from _run_encoded(layout, lower, facts, share, schema, index)
 
 
-def _run_encoded(layout: Layout, lower: dict, facts: dict, share, schema: pa.Schema
-                 ) -> Iterator[pa.RecordBatch]:
+def _run_encoded(layout: Layout, lower: dict, facts: dict, share, schema: pa.Schema,
+                 index: int) -> Iterator[pa.RecordBatch]:
     """Yield a share's packed relations, its fixpoint run over symbols encoded as integers."""
     decls = layout.decls
     symbols = dictionary([(decls[n], df) for n, df in (*lower.items(), *facts.items())],
                          layout.rules)
     codes = {s: i for i, s in enumerate(symbols.to_list())}
+    coded = {n: encode(df, decls[n], symbols) for n, df in lower.items()}
     outcome = run_task(tuple(encode_rule(r, codes) for r in layout.rules), layout.names,
-                       {n: encode_decl(d) for n, d in decls.items()},
-                       {n: encode(df, decls[n], symbols) for n, df in lower.items()},
+                       {n: encode_decl(d) for n, d in decls.items()}, coded,
                        {n: encode(df, decls[n], symbols) for n, df in facts.items()}, share)
+    if layout.keep is not None:
+        ranked = {n: outcome.relation(n, ranked=True) for n in layout.names}
+        # The relations the program reads; stand-ins for base facts ('@...') are shipped.
+        kept = {n: df for n, df in coded.items() if not n.startswith("@")}
+        lineage, token = layout.keep
+        resident.store(lineage, index, token, (ranked, symbols, kept))
     yield from _pack(outcome, layout, schema, symbols)

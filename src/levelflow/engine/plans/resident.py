@@ -1,0 +1,89 @@
+"""State kept on an executor between Spark jobs, keyed by lineage, share and version token.
+
+Spark hands a partition to any idle Python worker of an executor, so a share's state is kept
+twice: in this worker process's memory (found again when the same process gets the share) and
+in a file in the executor's temporary directory, written after the task in the background (any
+process of the executor reads it). A token is a 10-digit sequence number and some noise: a
+lookup wants one exact token, and a late write of an older version never deletes a newer one.
+What is kept is any picklable object; missing or unreadable is a miss, never an error.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import tempfile
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+_MEMORY_ENTRIES = 16  # states one worker process keeps in memory (oldest dropped first)
+_MEMORY: dict[tuple[str, int], tuple[str, object]] = {}
+_WRITER: threading.Thread | None = None  # the file write of the last stored state
+
+
+def _root() -> Path:
+    return Path(tempfile.gettempdir()) / "levelflow-resident"
+
+
+def _file(lineage: str, share: int, token: str) -> Path:
+    return _root() / f"{lineage}-{share}.{token}"
+
+
+def remember(lineage: str, share: int, token: str, value: object) -> None:
+    """Keep a share's state in this process's memory."""
+    _MEMORY.pop((lineage, share), None)
+    _MEMORY[(lineage, share)] = (token, value)
+    while len(_MEMORY) > _MEMORY_ENTRIES:
+        del _MEMORY[next(iter(_MEMORY))]
+
+
+def lookup(lineage: str, share: int, token: str):
+    """Return the share's state stored under exactly `token`, or None."""
+    hit = _MEMORY.get((lineage, share))
+    if hit is not None and hit[0] == token:
+        return hit[1]
+    try:
+        with _file(lineage, share, token).open("rb") as f:
+            value = pickle.load(f)
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+        return None
+    remember(lineage, share, token, value)
+    return value
+
+
+def store(lineage: str, share: int, token: str, value: object) -> None:
+    """Keep a share's new state in memory now, and in the executor's file after the task."""
+    global _WRITER
+    remember(lineage, share, token, value)
+    if _WRITER is not None:
+        _WRITER.join()  # one write at a time: a late older write must not follow a newer one
+    _WRITER = threading.Thread(target=_write, args=(_file(lineage, share, token), value),
+                               daemon=True)
+    _WRITER.start()
+
+
+def _write(path: Path, value: object) -> None:
+    """Write a state (to a temporary name, then renamed) and delete older versions' files."""
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tmp.open("wb") as f:
+            pickle.dump(value, f, protocol=5)
+        os.replace(tmp, path)
+        lineage_share, token = path.name.split(".", 1)
+        for old in path.parent.glob(f"{lineage_share}.*"):
+            version = old.name.split(".")[1]
+            # Another process may have written a newer version meanwhile: keep newer ones,
+            # and other processes' files being written.
+            if old != path and "tmp" not in old.name and version[:10] < token[:10]:
+                old.unlink(missing_ok=True)
+
+
+def forget(lineages: Iterable[str]) -> None:
+    """Delete the files of the given lineages (this machine's; a session closing)."""
+    for lineage in lineages:
+        for path in _root().glob(f"{lineage}-*"):
+            with contextlib.suppress(OSError):
+                path.unlink()
