@@ -203,10 +203,12 @@ class IncrementalSession:
 
     # -- epochs --------------------------------------------------------------------------------
 
-    def commit(self, *, before_switch=None, progress=None) -> EpochResult:
+    def commit(self, *, before_switch=None, progress=None, compact: bool = True) -> EpochResult:
         """Return the EpochResult of applying the pending ops as one epoch (atomic).
 
         `progress` (engine.progress) is told which tasks start and finish, as `run` tells it.
+        With `compact`, chains past the policy are then compacted (`compact()`); a caller
+        that answers first (serve) passes False and compacts after.
         """
         ops, self.pending = self.pending, []
         try:
@@ -217,7 +219,27 @@ class IncrementalSession:
             self.pending = ops + self.pending  # nothing applied: the ops stay queued
             raise
         result.notes[:0] = notes
+        if compact:
+            try:
+                self.compact()
+            except StateError as e:  # the epoch is applied; its chains stay as they are
+                result.notes.append(f"note: not compacted: {e}")
         return result
+
+    def compact(self, *, force: bool = False, before_swap=None) -> list[str]:
+        """Return the relations (`rel/NAME`, `base/NAME`) whose segment chains were folded
+        into new bases: those past the policy (segments.py), or every chain with `force`."""
+        from levelflow.engine.incremental.compact import compact
+
+        if self.statedir is None:
+            return []
+        with self._writing():
+            done = compact(self.spark, self.statedir, self.program, force=force,
+                           before_swap=before_swap)
+            if done:  # read the new bases from now on; then the old chains may go
+                self.snap = self.statedir.load(self.spark, self.program, check=False)
+                self.statedir.collect_garbage()
+        return done
 
     def discard(self) -> list[Op]:
         """Return and drop the pending ops."""
@@ -249,10 +271,13 @@ class IncrementalSession:
         snap, changed, changed_base = epoch.snapshot()
         if self.statedir is not None:
             snap = self.statedir.commit(self.spark, self.program, self.program_text, snap,
-                                        changed, changed_base, before_switch=before_switch)
+                                        changed, changed_base, before_switch=before_switch,
+                                        collect=False)
         result = epoch.result(time.perf_counter() - t0)
         self.snap = snap
         self.last = result
+        if self.statedir is not None:  # after the swap: nothing reads the old epoch's files
+            self.statedir.collect_garbage()
         return result
 
     def close(self) -> None:
