@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from levelflow.engine.incremental.integrity import Stored, cause, observed
 from levelflow.engine.incremental.segments import needs_compaction
-from levelflow.engine.incremental.state import StateDir, StateError, stored_schema
+from levelflow.engine.incremental.state import StateDir, StateError, stored_schema, write_all
 from levelflow.errors import LevelflowError
 
 if TYPE_CHECKING:
@@ -76,16 +76,17 @@ def _write_bases(spark, state: StateDir, program: Program, data: dict, todo, tmp
     snap = state.load(spark, program, check=False)
     epoch = int(data["epoch"])
     new = json.loads(json.dumps(data))
-    written = []
+    written, frames = [], []
     for kind, key, name in todo:
         rows = int(data[key][name]["rows"])
         df, obs = observed(snap.rel[name] if kind == "rel" else snap.base[name])
-        df.write.parquet(str(tmp / kind / name))
+        frames.append((df, tmp / kind / name))
         entry = {"epoch": epoch, "rows": rows, "base_rows": rows, "segments": []}
         new[key][name] = entry
         label = f"relation {name}" if kind == "rel" else f"base facts of {name}"
         written.append((entry, Stored(label, tmp / kind / name,
                                       stored_schema(program, name, kind, set(data["counted"])),
                                       rows, None, None), obs))
+    write_all(frames)
     state.read_back(spark, epoch, written)  # rows must be the manifest's: else nothing moves
     return new

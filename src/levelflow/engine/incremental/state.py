@@ -340,28 +340,32 @@ class StateDir:
         into `tmp` and reading it back: a mismatch raises StateError and nothing switches."""
         tables: dict[str, dict] = {"relations": {}, "base": {}}
         written: list[tuple[dict, Stored, object]] = []  # (entry to complete, item, observation)
+        frames: list[tuple] = []  # (DataFrame, directory) to write
         for kind, key, names, rows, where in (
                 ("rel", "relations", program.decls, snap.rows, snap.where),
                 ("base", "base", program.inputs, snap.base_rows, snap.base_where)):
             todo = changed if kind == "rel" else changed_base
             for name in sorted(names):
                 if name in todo and rows[name]:
-                    entry, *done = self._write_one(program, snap, tmp, epoch, kind, name,
-                                                   prev[key].get(name) if prev else None)
+                    entry, target, item, obs, df = self._plan_one(
+                        program, snap, tmp, epoch, kind, name,
+                        prev[key].get(name) if prev else None)
                     tables[key][name] = entry
-                    written.append(tuple(done))
+                    written.append((target, item, obs))
+                    frames.append((df, item.path))
                 elif name in todo or where[name] is None:
                     tables[key][name] = {"epoch": None, "rows": 0}
                 else:  # unchanged: the previous manifest already describes its files
                     tables[key][name] = dict(prev[key][name])
+        write_all(frames)
         self.read_back(spark, snap.epoch - 1, written)
         return tables
 
-    def _write_one(self, program: Program, snap: Snapshot, tmp: Path, epoch: int, kind: str,
-                   name: str, old: dict | None) -> tuple[dict, dict, Stored, object]:
-        """Return (manifest entry, the part of it describing the files, what was written, its
-        observation) after writing one changed relation into `tmp`: a segment on its chain if
-        the epoch gave one, else a new base."""
+    def _plan_one(self, program: Program, snap: Snapshot, tmp: Path, epoch: int, kind: str,
+                  name: str, old: dict | None) -> tuple[dict, dict, Stored, object, DataFrame]:
+        """Return (manifest entry, the part of it describing the files, what is to be written,
+        its observation, the frame to write) of one changed relation: a segment on its chain
+        if the epoch gave one, else a new base."""
         schema = stored_schema(program, name, kind, snap.counted)
         label = f"relation {name}" if kind == "rel" else f"base facts of {name}"
         rows = snap.rows[name] if kind == "rel" else snap.base_rows[name]
@@ -370,16 +374,13 @@ class StateDir:
                 and old["epoch"] is not None:
             df, obs = observed(segment_frame(*seg, schema))
             path = tmp / "seg" / kind / name  # tmp becomes epochs/<epoch>: segment_path
-            df.write.parquet(str(path))
             entry = {**old, "rows": rows, "base_rows": int(old.get("base_rows", old["rows"])),
                      "segments": [*old.get("segments", []), {"epoch": epoch}]}
             return entry, entry["segments"][-1], Stored(f"{label} (segment of epoch {epoch})", path,
-                                 segment_schema(schema), -1, None, None), obs
+                                 segment_schema(schema), -1, None, None), obs, df
         df, obs = observed((snap.rel if kind == "rel" else snap.base)[name])
-        path = tmp / kind / name
-        df.write.parquet(str(path))
         entry = {"epoch": epoch, "rows": rows, "base_rows": rows, "segments": []}
-        return entry, entry, Stored(label, path, schema, rows, None, None), obs
+        return entry, entry, Stored(label, tmp / kind / name, schema, rows, None, None), obs, df
 
     def read_back(self, spark, current: int, written: list) -> None:
         """Record the part files of every base and segment written, verified as read back
@@ -454,6 +455,21 @@ class StateDir:
                         shutil.rmtree(sub, ignore_errors=True)
             if not referenced_here:
                 shutil.rmtree(child, ignore_errors=True)
+
+
+def write_all(frames: list[tuple]) -> None:
+    """Write each (DataFrame, directory) as Parquet, concurrently: a small segment's write
+    costs Spark's fixed overhead of a job more than its rows, so they overlap."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if len(frames) <= 1:
+        for df, path in frames:
+            df.write.parquet(str(path))
+        return
+    with ThreadPoolExecutor(max_workers=min(len(frames), 8),
+                            thread_name_prefix="levelflow-write") as pool:
+        for f in [pool.submit(df.write.parquet, str(path)) for df, path in frames]:
+            f.result()
 
 
 def referenced(data: dict) -> set[str]:
