@@ -75,7 +75,11 @@ def test_unchanged_relations_are_not_copied(tc):
     assert sd.current() == 1
     manifest = sd.manifest()
     assert manifest["relations"]["cyclic"]["epoch"] == 0
-    assert manifest["relations"]["path"]["epoch"] == 1
+    # path changed: its base stays, the epoch's change is a segment on its chain
+    assert manifest["relations"]["path"]["epoch"] == 0
+    assert [s["epoch"] for s in manifest["relations"]["path"]["segments"]] == [1]
+    assert (state / "epochs" / "1" / "seg" / "rel" / "path").exists()
+    assert not (state / "epochs" / "1" / "rel" / "path").exists()
     assert not (state / "epochs" / "1" / "rel" / "cyclic").exists()
     assert (state / "epochs" / "0" / "rel" / "cyclic").exists()  # still referenced: kept
 
@@ -166,6 +170,7 @@ def test_open_reader_keeps_its_epoch_while_another_session_commits(spark, tc, tm
         reader.commit()
     assert "\n" not in str(e.value) and len(reader.pending) == 1
     reader.close()
+    assert sorted(session.compact(force=True)) == ["base/edge", "rel/edge", "rel/path"]
     session.insert("edge", (6, 7))
     session.commit()
     # With no other reader, the commit deleted what no kept manifest (epochs 2 and 1: the

@@ -11,6 +11,7 @@ import typer
 from levelflow.cli import (  # noqa: F401 (registers)
     graph_cmd,
     run_cmd,
+    serve_cmd,
     shell_cmd,
     simulate_cmd,
     state_cmd,

@@ -148,8 +148,10 @@ def _fold(ctx: TaskContext, name: str, signed: list[DataFrame]) -> Change:
                             .select(*cols))
     ukeys = upd.select(*cols)
     ukeys = F.broadcast(ukeys) if rows <= BROADCAST_ROWS else ukeys
-    new_c = old_c.join(ukeys, cols, "left_anti").unionByName(
-        upd.filter(F.col("_new") > 0).select(*cols, F.col("_new").alias(COUNT)))
+    added = upd.filter(F.col("_new") > 0).select(*cols, F.col("_new").alias(COUNT))
+    new_c = old_c.join(ukeys, cols, "left_anti").unionByName(added)
+    # The segment: the touched tuples' old rows go, their new counts come (upd is cut).
+    stored = (upd.filter(F.col("_old") > 0).select(*cols), added)
     return Change(new_c, plus, plus_rows, minus, minus_rows,
-                  old.old_rows + plus_rows - minus_rows, dirty=True)
+                  old.old_rows + plus_rows - minus_rows, dirty=True, stored=stored)
 

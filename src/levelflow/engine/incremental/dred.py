@@ -378,7 +378,7 @@ def _result(ctx, n, old, deleted, kept, kept_ranked, rel: RankedRelation, cols,
     # The added rounds become one small piece; the old pieces are only copied (merged) when
     # there are too many of them, so a small update never copies the whole relation.
     pieces = old.pieces + (1 if d_rows else 0)
-    new = kept_ranked
+    new, fresh = kept_ranked, None
     if added:
         fresh = rel.ranked(offset=top + 1)
         if len(added) > 1:
@@ -387,8 +387,10 @@ def _result(ctx, n, old, deleted, kept, kept_ranked, rel: RankedRelation, cols,
         top += added[-1][2] + 1
     if pieces > MERGE_PIECES:
         new, pieces = merge_pieces(new), 1
+    # The segment: suspects go (matched on their tuples), the added rounds come, ranked.
+    stored = (d if d_rows else None, fresh)
     return Change(new, plus, plus_rows, minus, minus_rows, kept[1] + a_rows, pieces=pieces,
-                  top=top)
+                  top=top, stored=stored)
 
 
 def _rederive(ctx, rule, head, d, d_rows, decls2, frames_new, rows_new) -> DataFrame:

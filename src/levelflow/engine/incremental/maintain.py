@@ -215,16 +215,20 @@ class Epoch:
         """Return the update of a task of input relations without rules: its base facts' change."""
         import pyspark.sql.functions as F
 
-        versions, counts = {}, {}
+        versions, counts, stored = {}, {}, {}
+        one = F.lit(1).cast("bigint")
         for n in self.pt.tasks[v].relations:
             b = self.base[n]
             ver = Versions(b.decl, self.versions[n].old, self.versions[n].old_rows)
             if b.changed:
                 ver.set_change(b.new, b.new_rows, b.plus, b.plus_rows, b.minus, b.minus_rows)
-                counts[n] = b.new.withColumn(COUNT, F.lit(1).cast("bigint"))
+                counts[n] = b.new.withColumn(COUNT, one)
+                stored[n] = (b.minus if b.minus_rows else None,
+                             b.plus.withColumn(COUNT, one) if b.plus_rows else None)
             versions[n] = ver
         strategy = "scratch" if self.mode == "scratch" else "counting"
-        return TaskUpdate(v, strategy, time.perf_counter() - t0, versions, counts)
+        return TaskUpdate(v, strategy, time.perf_counter() - t0, versions, counts,
+                          stored=stored)
 
     def _scratch(self, v: int, counted: bool, strategy: str, t0: float) -> TaskUpdate:
         """Return task v recomputed from scratch and diffed against its old version.
@@ -261,7 +265,7 @@ class Epoch:
 
     def _apply_counts(self, v, out, strategy, t0) -> TaskUpdate:
         """Return the TaskUpdate of a counted task from its relations' Changes."""
-        versions, counts = {}, {}
+        versions, counts, stored = {}, {}, {}
         for n, ch in out.items():
             ver = Versions(self.program.decls[n], self.versions[n].old, self.versions[n].old_rows)
             if ch.dirty:
@@ -269,12 +273,15 @@ class Epoch:
                 counts[n] = new_c
                 ver.set_change(new_c.drop(COUNT), ch.rows, ch.plus, ch.plus_rows, ch.minus,
                                ch.minus_rows)
+                if ch.stored is not None:
+                    stored[n] = ch.stored
             versions[n] = ver
-        return TaskUpdate(v, strategy, time.perf_counter() - t0, versions, counts)
+        return TaskUpdate(v, strategy, time.perf_counter() - t0, versions, counts,
+                          stored=stored)
 
     def _apply_sets(self, v, out, strategy, t0, rounds) -> TaskUpdate:
         """Return the TaskUpdate of a set-maintained (DRed, ranked) task."""
-        versions, ranked = {}, {}
+        versions, ranked, stored = {}, {}, {}
         for n, ch in out.items():
             old = self.versions[n]
             ver = Versions(self.program.decls[n], old.old, old.old_rows, old.pieces)
@@ -287,9 +294,11 @@ class Epoch:
                 # re-derived later): keep them, or a later deletion trusts a stale rank.
                 ver.pieces = ch.pieces
                 ranked[n] = (ch.new, ch.top)
+                if ch.stored is not None:
+                    stored[n] = ch.stored
             versions[n] = ver
         return TaskUpdate(v, strategy, time.perf_counter() - t0, versions, ranked=ranked,
-                          iterations=rounds)
+                          iterations=rounds, stored=stored)
 
     # -- the driver ----------------------------------------------------------------------------
 
@@ -352,6 +361,7 @@ class Epoch:
         rel, rows, pieces = dict(old.rel), dict(old.rows), dict(old.pieces)
         max_rank = dict(old.max_rank)
         changed: set[str] = set()
+        stored = {}
         scratch = dict(old.scratch_seconds)
         arranged = dict(old.arranged)
         for v, upd in self.updates.items():
@@ -370,14 +380,19 @@ class Epoch:
                     (rel[n], max_rank[n]), rows[n] = upd.ranked[n], ver.new_rows
                     pieces[n] = ver.pieces
                     changed.add(n)
+                if n in upd.stored:
+                    stored[n] = upd.stored[n]
         base, base_rows = dict(old.base), dict(old.base_rows)
-        changed_base = set()
+        changed_base, base_stored = set(), {}
         for n, ver in self.base.items():
             if ver.changed:
                 base[n], base_rows[n] = ver.new, ver.new_rows
                 changed_base.add(n)
+                base_stored[n] = (ver.minus if ver.minus_rows else None,
+                                  ver.plus if ver.plus_rows else None)
         snap = Snapshot(old.epoch + 1, rel, base, rows, base_rows, set(old.counted), scratch,
-                        dict(old.where), dict(old.base_where), pieces, max_rank, arranged)
+                        dict(old.where), dict(old.base_where), pieces, max_rank,
+                        stored=stored, base_stored=base_stored, arranged=arranged)
         return snap, changed, changed_base
 
     def result(self, seconds: float) -> EpochResult:

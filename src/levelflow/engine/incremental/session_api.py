@@ -46,6 +46,12 @@ def _load(program) -> tuple[ProgramTasks, str]:
     return build_tasks(load_program(program)), text
 
 
+def _restarted(held: dict) -> dict:
+    """Return where arranged tasks' states live, their Spark-side logs restarted from a
+    snapshot just read from disk (its files hold the same tuples)."""
+    return {task: dataclasses.replace(h, logs={}) for task, h in held.items()}
+
+
 class IncrementalSession:
     """A maintained program on a SparkSession: pending base-fact ops and the current snapshot."""
 
@@ -212,10 +218,12 @@ class IncrementalSession:
 
     # -- epochs --------------------------------------------------------------------------------
 
-    def commit(self, *, before_switch=None, progress=None) -> EpochResult:
+    def commit(self, *, before_switch=None, progress=None, compact: bool = True) -> EpochResult:
         """Return the EpochResult of applying the pending ops as one epoch (atomic).
 
         `progress` (engine.progress) is told which tasks start and finish, as `run` tells it.
+        With `compact`, chains past the policy are then compacted (`compact()`); a caller
+        that answers first (serve) passes False and compacts after.
         """
         ops, self.pending = self.pending, []
         self._changed = {}
@@ -228,6 +236,11 @@ class IncrementalSession:
             raise
         self.base_index.committed(self.snap.epoch, self._changed)
         result.notes[:0] = notes
+        if compact:
+            try:
+                self.compact()
+            except StateError as e:  # the epoch is applied; its chains stay as they are
+                result.notes.append(f"note: not compacted: {e}")
         return result
 
     def replace_program(self, program, factdir=None, *, progress=None,
@@ -238,6 +251,23 @@ class IncrementalSession:
 
         return replace_program(self, program, factdir, progress=progress,
                                before_switch=before_switch)
+
+    def compact(self, *, force: bool = False, before_swap=None) -> list[str]:
+        """Return the relations (`rel/NAME`, `base/NAME`) whose segment chains were folded
+        into new bases: those past the policy (segments.py), or every chain with `force`."""
+        from levelflow.engine.incremental.compact import compact
+
+        if self.statedir is None:
+            return []
+        with self._writing():
+            done = compact(self.spark, self.statedir, self.program, force=force,
+                           before_swap=before_swap)
+            if done:  # read the new bases from now on; then the old chains may go
+                held = self.snap.arranged
+                self.snap = self.statedir.load(self.spark, self.program, check=False)
+                self.snap.arranged = _restarted(held)
+                self.statedir.collect_garbage()
+        return done
 
     def discard(self) -> list[Op]:
         """Return and drop the pending ops."""
@@ -271,15 +301,18 @@ class IncrementalSession:
         if self.statedir is not None:
             held = snap.arranged
             snap = self.statedir.commit(self.spark, self.program, self.program_text, snap,
-                                        changed, changed_base, before_switch=before_switch)
+                                        changed, changed_base, before_switch=before_switch,
+                                        collect=False)
             # The files hold the same tuples as the executors' copies; the Spark-side logs
             # start again from them (their old bases may be files of collected epochs).
-            snap.arranged = {task: dataclasses.replace(h, logs={}) for task, h in held.items()}
+            snap.arranged = _restarted(held)
         result = epoch.result(time.perf_counter() - t0)
         if change is not None:  # a program change: what became of each task
             result.status = change.statuses(epoch)
         self.snap = snap
         self.last = result
+        if self.statedir is not None:  # after the swap: nothing reads the old epoch's files
+            self.statedir.collect_garbage()
         return result
 
     def close(self) -> None:

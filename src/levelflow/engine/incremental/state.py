@@ -8,12 +8,17 @@ column `_cnt` for relations of counted (non-recursive) tasks, a rank column `_it
     STATEDIR/LOCK                flock'ed by the one writer
     STATEDIR/READERS             flock'ed shared by every open session (its epoch's files stay)
     STATEDIR/epochs/<n>/manifest.json
-    STATEDIR/epochs/<n>/rel/<name>/    Parquet, only for relations that changed in epoch n
-    STATEDIR/epochs/<n>/base/<name>/   Parquet, only for base facts that changed in epoch n
+    STATEDIR/epochs/<n>/rel/<name>/    Parquet: a base of a relation written in epoch n
+    STATEDIR/epochs/<n>/base/<name>/   Parquet: a base of an input's base facts
+    STATEDIR/epochs/<n>/seg/rel/<name>/, seg/base/<name>/   a delta segment of epoch n
 
-The manifest names the epoch directory holding each relation, so unchanged relations are never
-copied. Each manifest holds the program text of its epoch (a program change is an epoch like
-any other, so the state's program is the current epoch's; older states read the same way).
+The manifest names, per relation, the epoch directory holding its base and the chain of
+segments since (segments.py), so unchanged relations are never copied and a changed one costs
+what changed: a commit appends a segment when the epoch's update says which stored rows it
+removed and added (TaskUpdate.stored), else writes a new base. `compact` folds long chains
+into new bases of the same epoch, swapping its manifest by one rename.
+Each manifest holds the program text of its epoch (a program change is an epoch like any
+other, so the state's program is the current epoch's).
 Changes: one new epoch directory per commit, then CURRENT.
 """
 
@@ -41,7 +46,13 @@ from levelflow.engine.incremental.integrity import (
     scan,
     verify,
 )
-from levelflow.engine.types import empty_relation, relation_schema
+from levelflow.engine.incremental.segments import (
+    compose,
+    segment_frame,
+    segment_path,
+    segment_schema,
+)
+from levelflow.engine.types import column_names, empty_relation, relation_schema
 from levelflow.errors import LevelflowError
 
 if TYPE_CHECKING:
@@ -54,13 +65,15 @@ if TYPE_CHECKING:
 # break the invariant (a later deletion then keeps unsupported tuples), so it is refused.
 # 4: each stored relation records its part files, row counts and checksums (integrity.py). A
 # format-3 state is still read: its row counts are verified, its content cannot be.
-FORMAT = "levelflow-state/4"
-READABLE = ("levelflow-state/3", FORMAT)
+# 5: a relation is a base plus a chain of delta segments (segments.py); an entry's `rows` is
+# the relation's size, `base_rows` its base's. Formats 3 and 4 read as bases without chains.
+FORMAT = "levelflow-state/5"
+READABLE = ("levelflow-state/3", "levelflow-state/4", FORMAT)
 COUNT = "_cnt"
 KEEP = 2  # epochs garbage collection keeps by default: the current one and the one before
 
 
-def _schema(program: Program, name: str, kind: str, counted: set[str]):
+def stored_schema(program: Program, name: str, kind: str, counted: set[str]):
     """Return the Parquet schema of a stored relation (`rel`: + _cnt or _it) or base facts."""
     from pyspark.sql.types import LongType, StructField
 
@@ -91,6 +104,9 @@ class Snapshot:
     max_rank: dict[str, int] = field(default_factory=dict)  # ranked relation -> highest rank
     # task name -> arranged.Held: where the task's state also lives on the executors
     arranged: dict = field(default_factory=dict)
+    # Changed relation -> (removed, added) stored rows, written as a segment (else a new base).
+    stored: dict[str, tuple] = field(default_factory=dict)
+    base_stored: dict[str, tuple] = field(default_factory=dict)  # input -> (Δ-, Δ+) base facts
 
     def tuples(self, name: str) -> DataFrame:
         """Return the tuples of relation `name` (columns c0.., no count or rank)."""
@@ -201,17 +217,22 @@ class StateDir:
             os.close(fd)
 
     def stored(self, program: Program, data: dict) -> list[Stored]:
-        """Return every relation directory an epoch's manifest names, with what it recorded."""
+        """Return every directory an epoch's manifest names (bases, segments), with what it
+        recorded."""
         items = []
         for kind, table in (("rel", data["relations"]), ("base", data["base"])):
             for name, info in table.items():
                 if info["epoch"] is None or name not in program.decls:
                     continue
                 label = f"relation {name}" if kind == "rel" else f"base facts of {name}"
+                schema = stored_schema(program, name, kind, set(data["counted"]))
                 items.append(Stored(label, self.epochs / str(info["epoch"]) / kind / name,
-                                    _schema(program, name, kind, set(data["counted"])),
-                                    int(info["rows"]), info.get("checksum"),
-                                    info.get("files")))
+                                    schema, int(info.get("base_rows", info["rows"])),
+                                    info.get("checksum"), info.get("files")))
+                items += [Stored(f"{label} (segment of epoch {seg['epoch']})",
+                                 segment_path(self.epochs, kind, name, seg["epoch"]),
+                                 segment_schema(schema), int(seg["rows"]), seg.get("checksum"),
+                                 seg.get("files")) for seg in info.get("segments", [])]
         return items
 
     def verify(self, spark: SparkSession | None, program: Program, data: dict) -> None:
@@ -253,13 +274,16 @@ class StateDir:
                         max_rank=max_rank)
 
     def _read(self, spark, program: Program, name: str, kind: str, info: dict, counted: set):
-        """Return the DataFrame of one stored relation directory."""
+        """Return the DataFrame of one stored relation: its base, then its segments applied."""
         path = self.epochs / str(info["epoch"]) / kind / name
-        return spark.read.schema(_schema(program, name, kind, counted)).parquet(str(path))
+        schema = stored_schema(program, name, kind, counted)
+        base = spark.read.schema(schema).parquet(str(path))
+        cols = column_names(program.decls[name].arity)
+        return compose(spark, base, self.epochs, kind, name, info, schema, cols)
 
     def commit(self, spark: SparkSession, program: Program, program_text: str, snap: Snapshot,
                changed: set[str], changed_base: set[str], extra: dict | None = None,
-               before_switch=None) -> Snapshot:
+               before_switch=None, collect: bool = True) -> Snapshot:
         """Return `snap` as re-read from disk after writing it as the next epoch and switching.
 
         Only relations in `changed` / `changed_base` are written; the rest stay where they are.
@@ -297,7 +321,8 @@ class StateDir:
         if before_switch is not None:
             before_switch()  # a test hook: a crash here must leave the old epoch current
         self.switch(epoch)
-        self.collect_garbage()
+        if collect:  # else the caller collects once it dropped the old snapshot
+            self.collect_garbage()
         return self.load(spark, program, check=False)  # just verified; the rest was on open
 
     def switch(self, epoch: int) -> None:
@@ -318,43 +343,70 @@ class StateDir:
         """Return the manifest's `relations` and `base` tables after writing what changed
         into `tmp` and reading it back: a mismatch raises StateError and nothing switches."""
         tables: dict[str, dict] = {"relations": {}, "base": {}}
-        written = []
-        for kind, key, names, frames, rows, where in (
-                ("rel", "relations", program.decls, snap.rel, snap.rows, snap.where),
-                ("base", "base", program.inputs, snap.base, snap.base_rows, snap.base_where)):
+        written: list[tuple[dict, Stored, object]] = []  # (entry to complete, item, observation)
+        frames: list[tuple] = []  # (DataFrame, directory) to write
+        for kind, key, names, rows, where in (
+                ("rel", "relations", program.decls, snap.rows, snap.where),
+                ("base", "base", program.inputs, snap.base_rows, snap.base_where)):
             todo = changed if kind == "rel" else changed_base
             for name in sorted(names):
                 if name in todo and rows[name]:
-                    df, obs = observed(frames[name])
-                    df.write.parquet(str(tmp / kind / name))
-                    written.append((key, name, kind, obs))
-                    tables[key][name] = {"epoch": epoch, "rows": rows[name]}
+                    entry, target, item, obs, df = self._plan_one(
+                        program, snap, tmp, epoch, kind, name,
+                        prev[key].get(name) if prev else None)
+                    tables[key][name] = entry
+                    written.append((target, item, obs))
+                    frames.append((df, item.path))
                 elif name in todo or where[name] is None:
                     tables[key][name] = {"epoch": None, "rows": 0}
                 else:  # unchanged: the previous manifest already describes its files
                     tables[key][name] = dict(prev[key][name])
-        self._read_back(spark, program, snap, tmp, written, tables)
+        write_all(frames)
+        self.read_back(spark, snap.epoch - 1, written)
         return tables
 
-    def _read_back(self, spark, program: Program, snap: Snapshot, tmp: Path, written: list,
-                   tables: dict) -> None:
-        """Record the part files of every relation written into `tmp`, verified as read back."""
-        items = [Stored(f"relation {n}" if kind == "rel" else f"base facts of {n}",
-                        tmp / kind / n, _schema(program, n, kind, snap.counted),
-                        tables[key][n]["rows"], None, None) for key, n, kind, _ in written]
-        found = scan(spark, items)
-        for i, (key, name, _kind, obs) in enumerate(written):
+    def _plan_one(self, program: Program, snap: Snapshot, tmp: Path, epoch: int, kind: str,
+                  name: str, old: dict | None) -> tuple[dict, dict, Stored, object, DataFrame]:
+        """Return (manifest entry, the part of it describing the files, what is to be written,
+        its observation, the frame to write) of one changed relation: a segment on its chain
+        if the epoch gave one, else a new base."""
+        schema = stored_schema(program, name, kind, snap.counted)
+        label = f"relation {name}" if kind == "rel" else f"base facts of {name}"
+        rows = snap.rows[name] if kind == "rel" else snap.base_rows[name]
+        seg = (snap.stored if kind == "rel" else snap.base_stored).get(name)
+        if seg is not None and any(df is not None for df in seg) and old is not None \
+                and old["epoch"] is not None:
+            df, obs = observed(segment_frame(*seg, schema))
+            path = tmp / "seg" / kind / name  # tmp becomes epochs/<epoch>: segment_path
+            entry = {**old, "rows": rows, "base_rows": int(old.get("base_rows", old["rows"])),
+                     "segments": [*old.get("segments", []), {"epoch": epoch}]}
+            return entry, entry["segments"][-1], Stored(f"{label} (segment of epoch {epoch})", path,
+                                 segment_schema(schema), -1, None, None), obs, df
+        df, obs = observed((snap.rel if kind == "rel" else snap.base)[name])
+        entry = {"epoch": epoch, "rows": rows, "base_rows": rows, "segments": []}
+        return entry, entry, Stored(label, tmp / kind / name, schema, rows, None, None), obs, df
+
+    def read_back(self, spark, current: int, written: list) -> None:
+        """Record the part files of every base and segment written, verified as read back
+        (`current`: the epoch a mismatch leaves current).
+
+        A base must hold the relation's rows; a segment, the rows Spark counted writing it.
+        """
+        found = scan(spark, [item for _, item, _ in written])
+        for i, (target, item, obs) in enumerate(written):
             expected = observed_result(obs)  # what Spark wrote, counted as it wrote it
-            sizes = part_files(items[i].path)
+            sizes = part_files(item.path)
             files = {f: [sizes[f], *found[i].get(f, (0, "0"))] for f in sizes}
             got = (sum(v[1] for v in files.values()),
                    f"{sum(int(v[2], 16) for v in files.values()):x}")
-            if got != expected or got[0] != items[i].rows:
-                raise StateError(f"{items[i].path}: error: {items[i].label} read back as "
-                                 f"{got[0]} rows, {items[i].rows} were written; the state is "
-                                 f"unchanged at epoch {snap.epoch - 1}")
-            checksum = got[1]
-            tables[key][name].update(checksum=checksum, files=files)
+            want = item.rows if item.rows >= 0 else expected[0]
+            if got != expected or got[0] != want:
+                raise StateError(f"{item.path}: error: {item.label} read back as "
+                                 f"{got[0]} rows, {want} were written; the state is "
+                                 f"unchanged at epoch {current}")
+            target.update(checksum=got[1], files=files)
+            if item.rows < 0:
+                target["rows"] = got[0]
 
     def collect_garbage(self) -> None:
         """Delete epoch directories the current manifest no longer references (and temp dirs).
@@ -391,21 +443,45 @@ class StateDir:
         return {str(e) for e in window}, manifests
 
     def _delete_unreferenced(self) -> None:
-        """Delete what no kept manifest names: older epochs, or the relations in them."""
+        """Delete what no kept manifest names: older epochs, or the bases and segments in them."""
         epochs, kept = self.kept()  # a kept epoch whose manifest is unreadable stays whole
-        named = {(kind, n, str(i["epoch"])) for d in kept
-                 for kind, key in (("rel", "relations"), ("base", "base"))
-                 for n, i in d[key].items()}
+        named = set().union(*(referenced(d) for d in kept))
         for child in self.epochs.iterdir():
             if child.name in epochs or not child.name.isdigit() and not child.name.startswith(
                     ".tmp-"):
                 continue
-            referenced = False
-            for kind in ("rel", "base"):
+            referenced_here = False
+            for kind in ("rel", "base", "seg/rel", "seg/base"):
                 for sub in sorted((child / kind).glob("*")):
-                    if (kind, sub.name, child.name) in named:
-                        referenced = True
+                    if f"{child.name}/{kind}/{sub.name}" in named:
+                        referenced_here = True
                     else:  # e.g. epoch 0's `path` once later epochs rewrote it
                         shutil.rmtree(sub, ignore_errors=True)
-            if not referenced:
+            if not referenced_here:
                 shutil.rmtree(child, ignore_errors=True)
+
+
+def write_all(frames: list[tuple]) -> None:
+    """Write each (DataFrame, directory) as Parquet, concurrently: a small segment's write
+    costs Spark's fixed overhead of a job more than its rows, so they overlap."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if len(frames) <= 1:
+        for df, path in frames:
+            df.write.parquet(str(path))
+        return
+    with ThreadPoolExecutor(max_workers=min(len(frames), 8),
+                            thread_name_prefix="levelflow-write") as pool:
+        for f in [pool.submit(df.write.parquet, str(path)) for df, path in frames]:
+            f.result()
+
+
+def referenced(data: dict) -> set[str]:
+    """Return the directories a manifest names, as `<epoch>/<kind>/<name>` under epochs/."""
+    out = set()
+    for kind, key in (("rel", "relations"), ("base", "base")):
+        for name, info in data[key].items():
+            if info["epoch"] is not None:
+                out.add(f"{info['epoch']}/{kind}/{name}")
+            out.update(f"{seg['epoch']}/seg/{kind}/{name}" for seg in info.get("segments", []))
+    return out

@@ -218,16 +218,22 @@ def read_update_file(program: Program, path: str | Path, sign: int) -> list[Op]:
     if path.name.endswith(".facts"):
         check_input(program, stem, f"{path}:1")
         return [Op(sign, stem, row) for row in _fact_file_rows(program, stem, path)]
-    ops = []
     try:
         text = path.read_text(encoding="utf-8-sig")  # a byte order mark is not a change
     except (OSError, UnicodeDecodeError) as e:
         raise UpdateError(f"{path}:1: error: cannot read update file ({e})") from None
+    return parse_diff(program, text, str(path), sign)
+
+
+def parse_diff(program: Program, text: str, source: str, sign: int = 1) -> list[Op]:
+    """Return the ops of a diff's text (`+rel(..)` / `-rel(..)` lines, `//` or `#` comments);
+    errors name `source:LINE`."""
+    ops = []
     for lineno, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith(("//", "#")):
             continue
-        where = f"{path}:{lineno}"
+        where = f"{source}:{lineno}"
         if line[0] not in "+-":
             raise UpdateError(f"{where}: error: a diff line starts with + or -, got {line!r}")
         name, row = parse_literal(program, line[1:], where)

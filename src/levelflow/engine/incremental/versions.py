@@ -108,6 +108,7 @@ class Change:
     dirty: bool = False
     pieces: int = 1
     top: int = 0
+    stored: tuple | None = None  # (removed, added) stored rows, when known cheaply: TaskUpdate
 
 
 @dataclass
@@ -123,8 +124,12 @@ class TaskUpdate:
     scratch_seconds: float | None = None
     iterations: int = 0
     held: object = None  # arranged.Held: the task's state on the executors, if updated there
-    # relation -> (removed, added) stored rows (tuples + rank): the change as a delta segment
-    stored: dict = field(default_factory=dict)
+    # Changed relation -> (removed, added) stored rows: the commit appends them as a delta
+    # segment (state.py, segments.py) instead of rewriting the relation. `added`: the new rows
+    # (c0.. + _cnt or _it) of tuples added or whose count or rank changed; `removed`: the old
+    # tuples gone or replaced (c0.., the count or rank column optional: removal matches on
+    # the tuple columns); either may be None for none. Absent: the commit writes a new base.
+    stored: dict[str, tuple[DataFrame | None, DataFrame | None]] = field(default_factory=dict)
 
 
 class TaskContext:

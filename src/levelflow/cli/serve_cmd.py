@@ -1,0 +1,118 @@
+"""CLI commands: serve (hold a state warm and take epochs over local HTTP; see server.py)."""
+
+from __future__ import annotations
+
+import signal
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from levelflow.cli import defaults
+from levelflow.cli.app import app
+from levelflow.errors import LevelflowError
+
+PORT = 7341
+
+
+class ServeArgsError(LevelflowError):
+    """A bad flag given to `levelflow serve`, or an address it cannot listen on."""
+
+
+class _Stop(Exception):  # noqa: N818 - a signal, not an error
+    """SIGTERM or Ctrl-C: stop taking requests, finish the running epoch, close."""
+
+
+def _raise_stop(signum, frame) -> None:
+    raise _Stop
+
+
+def _bind(host: str, port: int):
+    """Return the HTTP server bound to host:port, before Spark starts; one line if it cannot."""
+    from levelflow.server import make_server
+
+    if not 0 <= port <= 65535:
+        raise ServeArgsError(f"--port: must be 0..65535, got {port}")
+    try:
+        return make_server(None, host, port)  # type: ignore[arg-type] - set once open
+    except OSError as e:
+        raise ServeArgsError(f"--host/--port: error: cannot listen on {host}:{port} "
+                             f"({e.strerror or e})") from None
+
+
+def _serve(server, session, statedir: Path) -> None:
+    """Serve until SIGTERM or Ctrl-C, then let the running epoch finish and close."""
+    from levelflow.server import EpochService
+
+    server.service = service = EpochService(session, str(statedir))
+    host, port = server.server_address[:2]
+    print(f"levelflow serve: listening on http://{host}:{port} (state {statedir}, epoch "
+          f"{session.epoch})", flush=True)
+    previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        server.serve_forever(poll_interval=0.2)
+    except _Stop:
+        pass
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        server.server_close()
+    with service.lock:  # an epoch under way completes (or fails whole) first
+        session.close()
+    print(f"levelflow serve: stopped at epoch {session.epoch}", flush=True)
+
+
+@app.command("serve")
+def serve_command(
+    statedir: Annotated[Path, typer.Argument(help="State directory made by `run --state`.")],
+    host: Annotated[str, typer.Option("--host", help="Address to listen on (local only by "
+                                      "default).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to listen on; 0 picks a free one "
+                                      "(printed).")] = PORT,
+    switch: Annotated[float, typer.Option("--switch", help=defaults.SWITCH_HELP)] = defaults.SWITCH,
+    strategy: Annotated[str, typer.Option(
+        "--strategy", help="elastic, incremental (never switch) or scratch.")
+    ] = defaults.STRATEGY,
+    large_change: Annotated[float, typer.Option(
+        "--large-change", help="Elastic: recompute a recursive task at once when this fraction "
+        "of the tuples it reads changed.")] = defaults.LARGE_CHANGE,
+    scheduler: Annotated[str, typer.Option("--scheduler", "-s", help=defaults.SCHEDULER_HELP)
+                         ] = defaults.SCHEDULER,
+    jobs: Annotated[int, typer.Option("-j", "--jobs", help=defaults.JOBS_HELP)] = defaults.JOBS,
+    master: Annotated[str, typer.Option("--master", help=defaults.MASTER_HELP)
+                      ] = defaults.MASTER,
+    driver_memory: Annotated[str, typer.Option(
+        "--driver-memory", help=defaults.DRIVER_MEMORY_HELP)] = defaults.DRIVER_MEMORY,
+    keep_epochs: Annotated[int | None, typer.Option(
+        "--keep-epochs", help="Keep this many of the last epochs on disk from now on (the "
+        "state remembers it; 2 unless set).")] = None,
+) -> None:
+    """Hold the state warm; take epochs as HTTP POSTs of diffs (one at a time, the others
+    queued); GET relations and sizes. Stops cleanly on SIGTERM or Ctrl-C."""
+    from levelflow.cli.run_cmd import scheduler_from_flag
+    from levelflow.cli.spark import spark_session
+    from levelflow.cli.update_cmd import check_switch
+    from levelflow.engine.incremental.session_api import IncrementalSession
+    from levelflow.engine.incremental.state import StateDir
+    from levelflow.tasks import build_tasks, parse_program
+
+    check_switch(switch, strategy, large_change)
+    if jobs < 1:
+        raise ServeArgsError(f"--jobs: must be a positive integer, got {jobs}")
+    state = StateDir(statedir, keep=keep_epochs)
+    data = state.manifest()  # one line if there is no state
+    pt = build_tasks(parse_program(data["program"], data["program_file"]))
+    state.verify(None, pt.program, data)  # missing or cut files: before Spark
+    scheduler_from_flag(scheduler, pt.graph)
+    server = _bind(host, port)
+    log = Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
+    try:
+        with spark_session(master, driver_memory, log) as spark:
+            session = IncrementalSession.open(spark, state, scheduler=scheduler, jobs=jobs,
+                                              mode=strategy, switch=switch,
+                                              large_change=large_change)
+            _serve(server, session, statedir)
+    finally:
+        server.server_close()
+        log.unlink(missing_ok=True)
