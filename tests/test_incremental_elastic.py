@@ -82,12 +82,17 @@ def test_large_change_recomputes_at_once_small_one_updates(spark, tmp_path):
     edges = {(i, i + 1) for i in range(40)}
     session = bootstrap(spark, tmp_path, edges, mode="elastic", switch=1000.0,
                         large_change=0.05)
-    session.remove("edge", (3, 4))  # 1 of 40 edges: 2.5%
+    session.remove("edge", (3, 4))  # 5 of 40 edges: 12.5%, not large for path (25%)
+    session.remove("edge", (20, 21))
+    session.remove("edge", (30, 31))
+    session.remove("edge", (35, 36))
+    session.remove("edge", (36, 37))
     result = session.commit()
     assert result.strategies["path"] == "dred"
-    edges -= {(3, 4)}
+    edges -= {(3, 4), (20, 21), (30, 31), (35, 36), (36, 37)}
     check(session, edges, tmp_path / "ref1")
-    new = {(40, 0), (7, 3)}  # 2 of 39 edges: 5.1%
+    # path runs arranged (incremental/arranged.py), whose threshold is 5x the setting: 25%.
+    new = {(40, 0), (7, 3)} | {(i, i + 2) for i in range(10, 19)}  # 11 of 35 edges: 31%
     for e in new:
         session.insert("edge", e)
     result = session.commit()

@@ -92,6 +92,7 @@ def test_failure_in_a_task_leaves_previous_epoch_current(spark, tc, tmp_path, mo
         raise RuntimeError("injected failure")
 
     monkeypatch.setattr(maintain, "dred_update", boom)
+    monkeypatch.setattr(maintain, "arranged_update", boom)  # path's epochs run arranged
     session.remove("edge", (3, 1))
     with pytest.raises(EpochError, match="task path failed: injected failure"):
         session.commit()

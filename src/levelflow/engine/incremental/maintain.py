@@ -48,8 +48,9 @@ LARGE_CHANGE = 0.05
 # cost as much as the fallback would (the ski-rental rule): the fixpoint, then the diff against
 # the old version, measured at 2.5-3x the fixpoint alone on that bench; a lower budget fired
 # under load spikes and tripled those epochs.
-ARRANGED_LARGE_CHANGE = 0.25
-ARRANGED_SWITCH = 3.0
+# They scale the session's settings (5% -> 25%, 0.2x -> 3x at the defaults; 0 stays 0).
+ARRANGED_LARGE_CHANGE = 5.0
+ARRANGED_SWITCH = 15.0
 
 
 class EpochError(LevelflowError):
@@ -150,9 +151,10 @@ class Epoch:
         gated, ctx = self.change.task_context(self, v) if self.change else (task, self.ctx)
         plan = plan_for(ctx, task) if self.arranged and not counted and ctx is self.ctx \
             else None
-        large, switch = ((self.large_change, self.switch) if plan is None else
-                         (ARRANGED_LARGE_CHANGE if self.large_change is not None else None,
-                          ARRANGED_SWITCH))
+        large, switch = self.large_change, self.switch
+        if plan is not None:
+            large = None if large is None else large * ARRANGED_LARGE_CHANGE
+            switch *= ARRANGED_SWITCH
         if self.mode == "elastic" and not counted and large is not None and \
                 self.change_fraction(task) >= large:
             return self._scratch(v, counted, "bootstrap", t0)
