@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from levelflow.tasks.ast import Program, Rule
 from levelflow.tasks.graph import TaskGraph
+from levelflow.tasks.regpath import is_closure
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +20,11 @@ class Task:
     recursive: bool
     input: bool
     reads: frozenset[str]  # relations its rules' bodies read (its own included)
+
+    @property
+    def closure(self) -> bool:
+        """Return whether the task is a path expression's closure (a native operator runs it)."""
+        return is_closure(self.relations)
 
     @property
     def reads_from(self) -> list[str]:
