@@ -193,6 +193,8 @@ class Program:
     more_outputs: tuple[IO, ...] = ()  # further .output directives (Soufflé allows several)
     # Relations generated from path atoms: (name, the expression it holds), in creation order.
     paths: tuple[tuple[str, str], ...] = ()
+    # Relations that are the closure `e+` of a path expression: a native operator runs them.
+    closures: frozenset[str] = frozenset()
     # The relations' precedence graph, built once by the checker (a tasks.strata.Precedence).
     precedence: Precedence | None = field(default=None, compare=False, repr=False)
 

@@ -75,7 +75,7 @@ class Problems:
 def check(parsed: Parsed, file: str) -> Program:
     """Return the checked Program; raise DatalogError naming the earliest problem."""
     report = Problems(parsed.error)
-    parsed, paths = expand_paths(parsed, report)
+    parsed, paths, closures = expand_paths(parsed, report)
     types = resolve_types(parsed.types, report)
     decls = _check_decls(parsed, types, report)
     inputs, outputs, more_outputs, printsize = _check_ios(parsed.ios, decls, report)
@@ -86,7 +86,7 @@ def check(parsed: Parsed, file: str) -> Program:
     if error is not None:
         raise error
     return Program(file, decls, inputs, outputs, printsize, rules, more_outputs,
-                   paths=paths, precedence=prec)
+                   paths=paths, closures=closures, precedence=prec)
 
 
 def _check_decls(parsed: Parsed, types: dict[str, str], report: Problems) -> dict[str, Decl]:

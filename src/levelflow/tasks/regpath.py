@@ -6,16 +6,17 @@ closure `e+` is `@plus<n>(x, y) :- E(x, y).  @plus<n>(x, y) :- @plus<n>(x, z), E
 task of its own that the plans layer runs with a native operator (plans/closure.py); `e*` and
 `e?` add the identity over the nodes of the relations in `e`; inverses are pushed down to the
 relations (`^(a . b)` = `^b . ^a`), so an inverse is only an atom with its arguments swapped.
-Equal subexpressions (by their text) share one relation, across rules.
+Equal subexpressions (by their text) share one relation, across rules. A relation whose only
+rule is `v(x, y) :- [e+](x, y).` is itself the closure (no copy of a generated one).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 
 from levelflow.tasks.ast import Atom, Loc, PathAtom, PathExpr, Rule, Var, Wildcard
 
-CLOSURE_PREFIX = "@plus"
 _KINDS = {".": "seq", "|": "alt", "+": "plus", "*": "star", "?": "opt"}
 
 
@@ -61,21 +62,43 @@ def relations_in(expr: PathExpr) -> list[str]:
 class Expander:
     """Turns path atoms into atoms; collects the generated declarations and rules."""
 
-    def __init__(self, raw_decls, report) -> None:
+    def __init__(self, raw_decls, report, heads: Counter) -> None:
         self.raw = {d.name: d for d in raw_decls}
         self.report = report
+        self.heads = heads  # relation -> the rules (facts included) whose head it is
+        self.closures: set[str] = set()
         self.names: dict[str, str] = {}  # canonical text -> generated relation
         self.decls: list = []
         self.rules: list[Rule] = []
         self.paths: list[tuple[str, str]] = []
 
-    def rule(self, rule: Rule) -> Rule:
-        """Return the rule with each path atom replaced by an ordinary atom."""
+    def rule(self, rule: Rule) -> list[Rule]:
+        """Return the rule(s) replacing `rule`: each path atom replaced by an ordinary atom."""
         if not any(isinstance(lit, PathAtom) for lit in rule.body):
-            return rule
+            return [rule]
+        direct = self.direct_closure(rule)
+        if direct is not None:
+            return direct
         body = tuple(self.atom(normal(lit.expr), *lit.args, lit.loc)
                      if isinstance(lit, PathAtom) else lit for lit in rule.body)
-        return replace(rule, body=body)
+        return [replace(rule, body=body)]
+
+    def direct_closure(self, rule: Rule) -> list[Rule] | None:
+        """Return the closure rules of `v(x, y) :- [e+](x, y).` when that is v's only rule."""
+        (head, *more), body = rule.heads, rule.body
+        lit = body[0]
+        if more or len(body) != 1 or self.heads[head.relation] != 1:
+            return None
+        expr = normal(lit.expr)
+        x, y = lit.args
+        if not (expr.op == "+" and isinstance(x, Var) and isinstance(y, Var)
+                and x.name != y.name and head.args == (x, y)):
+            return None
+        self.types(expr)
+        self.names.setdefault(show(expr), head.relation)  # later `[e+]` atoms read v itself
+        self.closures.add(head.relation)
+        self.paths.append((head.relation, show(expr)))
+        return self._rules(head.relation, expr)
 
     def atom(self, expr: PathExpr, a, b, loc: Loc | None) -> Atom:
         """Return an atom over terms a, b that holds exactly when expr(a, b) does."""
@@ -120,6 +143,8 @@ class Expander:
         self.names[key] = name
         self._declare(name, types, expr.loc)
         self.paths.append((name, key))
+        if expr.op == "+":
+            self.closures.add(name)
         self.rules += self._rules(name, expr)
         return name
 
@@ -169,13 +194,10 @@ class Expander:
 
 
 def expand_paths(parsed, report):
-    """Return (Parsed with path atoms replaced and generated relations added, their texts)."""
-    ex = Expander(parsed.decls, report)
-    rules = [ex.rule(r) for r in parsed.rules]
+    """Return (Parsed with path atoms replaced and generated relations added, (relation,
+    expression) per generated relation, the closure relations)."""
+    heads = Counter(h.relation for r in parsed.rules for h in r.heads)
+    ex = Expander(parsed.decls, report, heads)
+    rules = [new for r in parsed.rules for new in ex.rule(r)]
     out = replace(parsed, decls=parsed.decls + ex.decls, rules=rules + ex.rules)
-    return out, tuple(ex.paths)
-
-
-def is_closure(relations: tuple[str, ...]) -> bool:
-    """Return whether a task's relations are one generated closure `@plus<n>`."""
-    return len(relations) == 1 and relations[0].startswith(CLOSURE_PREFIX)
+    return out, tuple(ex.paths), frozenset(ex.closures)

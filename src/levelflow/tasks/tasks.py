@@ -6,7 +6,6 @@ from dataclasses import dataclass
 
 from levelflow.tasks.ast import Program, Rule
 from levelflow.tasks.graph import TaskGraph
-from levelflow.tasks.regpath import is_closure
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,11 +19,7 @@ class Task:
     recursive: bool
     input: bool
     reads: frozenset[str]  # relations its rules' bodies read (its own included)
-
-    @property
-    def closure(self) -> bool:
-        """Return whether the task is a path expression's closure (a native operator runs it)."""
-        return is_closure(self.relations)
+    closure: bool = False  # a path expression's `e+` (Program.closures): a native operator runs it
 
     @property
     def reads_from(self) -> list[str]:

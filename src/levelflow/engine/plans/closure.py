@@ -131,8 +131,12 @@ def run_closure(rules: tuple[Rule, ...], names: tuple[str, ...], decls: Mapping[
                 share: Share | None = None) -> TaskOutcome:
     """Return the closure task's outcome (as run_task's: tuples by round) computed by BFS."""
     (name,) = names
+    # Only the shape regpath generates (a base rule and a step rule, no facts) is a closure of
+    # its base rule; anything else (floats too) goes to the generic evaluator.
+    if len(rules) != 2 or name in facts:
+        return run_task(rules, names, decls, lower, facts, share)
     edges = _base(rules, names, decls, lower, facts)[name]
-    if edges.dtypes != [pl.Int64, pl.Int64]:  # floats: the generic evaluator
+    if edges.dtypes != [pl.Int64, pl.Int64]:
         return run_task(rules, names, decls, lower, facts, share)
     adj = Adjacency(edges["c0"].to_numpy(), edges["c1"].to_numpy())
     starts = edges.select(pl.col("c0").unique().alias("c0"), pl.col("c0").unique().alias("c1"))

@@ -33,6 +33,7 @@ class Layout:
     facts: dict[str, list[tuple]]  # the program's own facts, per relation of the task
     key: dict[str, int] | None  # partitioned plan: the carried position per relation
     parts: int
+    closure: bool = False  # the task is a path expression's closure: plans/closure.py runs it
 
 
 def _packed_schema(layout: Layout):

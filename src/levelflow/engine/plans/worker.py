@@ -18,7 +18,6 @@ from levelflow.engine.plans.columnar import frame_schema
 from levelflow.engine.plans.encode import decode, dictionary, encode, encode_decl, encode_rule
 from levelflow.engine.plans.fixpoint import TaskOutcome, run_task
 from levelflow.engine.plans.in_spark import STATS_REL, Layout
-from levelflow.tasks.regpath import is_closure
 
 _ARROW_TYPES = {"number": pa.int64(), "unsigned": pa.int64(), "float": pa.float64(),
                 "symbol": pa.string()}
@@ -117,7 +116,7 @@ def _run_encoded(layout: Layout, lower: dict, facts: dict, share, schema: pa.Sch
                          layout.rules)
     codes = {s: i for i, s in enumerate(symbols.to_list())}
     # A path expression's closure runs the native BFS operator, with the same outcome shape.
-    evaluate = run_closure if is_closure(layout.names) else run_task
+    evaluate = run_closure if layout.closure else run_task
     outcome = evaluate(tuple(encode_rule(r, codes) for r in layout.rules), layout.names,
                        {n: encode_decl(d) for n, d in decls.items()},
                        {n: encode(df, decls[n], symbols) for n, df in lower.items()},
