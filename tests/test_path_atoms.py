@@ -193,3 +193,20 @@ def test_operators_equal_networkx_on_random_labelled_graphs(spark, tmp_path, pla
     for name, expr in EXPRESSIONS.items():
         got = {tuple(r) for r in result.relation(name).collect()}
         assert got == reference(expr, edges), f"{name} = [{expr}]"
+
+
+def test_graph_command_shows_what_each_expression_became(tmp_path, capsys):
+    from levelflow.cli import main
+
+    path = tmp_path / "p.dl"
+    path.write_text(DECLS + ".decl v(x:number, y:number)\nv(x, y) :- [a+ . ^b](x, y).\n")
+    with pytest.raises(SystemExit) as e:
+        main(["graph", str(path)])
+    out = capsys.readouterr().out
+    assert e.value.code == 0
+    assert "@seq1 = a+ . ^b" in out and "@plus2 = a+" in out and "closure" in out
+    path.write_text(DECLS + ".decl v(x:number, y:number)\nv(x, y) :- [a . ](x, y).\n")
+    with pytest.raises(SystemExit) as e:
+        main(["graph", str(path)])
+    err = capsys.readouterr().err
+    assert e.value.code == 1 and err.startswith(f"{path}:9:17: error: expected a relation")
