@@ -12,12 +12,15 @@ rule is `v(x, y) :- [e+](x, y).` is itself the closure (no copy of a generated o
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from dataclasses import replace
 
 from levelflow.tasks.ast import Atom, Loc, PathAtom, PathExpr, Rule, Var, Wildcard
 
 _KINDS = {".": "seq", "|": "alt", "+": "plus", "*": "star", "?": "opt"}
+# A rule's top-level alternatives are expanded into at most this many rules (else relations).
+MAX_INLINE_RULES = 8
 
 
 def show(expr: PathExpr) -> str:
@@ -79,9 +82,31 @@ class Expander:
         direct = self.direct_closure(rule)
         if direct is not None:
             return direct
-        body = tuple(self.atom(normal(lit.expr), *lit.args, lit.loc)
-                     if isinstance(lit, PathAtom) else lit for lit in rule.body)
-        return [replace(rule, body=body)]
+        # A path atom's top level is inlined: a chain becomes atoms joined on fresh variables
+        # (named `1p`, `2p`..., which no program can write) and alternatives become rules, so
+        # a view is one task, not one per subexpression.
+        fresh = itertools.count(1)
+        options = [self.inline(lit, fresh) if isinstance(lit, PathAtom) else [(lit,)]
+                   for lit in rule.body]
+        if sum(len(o) > 1 for o in options) and _product(options) > MAX_INLINE_RULES:
+            options = [[(self.atom(normal(lit.expr), *lit.args, lit.loc),)]
+                       if isinstance(lit, PathAtom) else [(lit,)] for lit in rule.body]
+        return [replace(rule, body=tuple(itertools.chain.from_iterable(combo)))
+                for combo in itertools.product(*options)]
+
+    def inline(self, lit: PathAtom, fresh) -> list[tuple[Atom, ...]]:
+        """Return the alternatives (each a tuple of atoms) holding lit's expression."""
+        expr = normal(lit.expr)
+        alts = expr.parts if expr.op == "|" else (expr,)
+        return [self.chain(alt, *lit.args, lit.loc, fresh) for alt in alts]
+
+    def chain(self, expr: PathExpr, a, b, loc, fresh) -> tuple[Atom, ...]:
+        """Return the atoms of a concatenation between terms a and b (one atom otherwise)."""
+        if expr.op != ".":
+            return (self.atom(expr, a, b, loc),)
+        inner = [Var(f"{next(fresh)}p", expr.loc) for _ in expr.parts[1:]]
+        ends = [a, *inner, b]
+        return tuple(self.atom(p, ends[k], ends[k + 1], loc) for k, p in enumerate(expr.parts))
 
     def direct_closure(self, rule: Rule) -> list[Rule] | None:
         """Return the closure rules of `v(x, y) :- [e+](x, y).` when that is v's only rule."""
@@ -159,8 +184,9 @@ class Expander:
         x, y, z = Var("x", loc), Var("y", loc), Var("z", loc)
         head = Atom(name, (x, y), loc)
         op, parts = expr.op, expr.parts
-        if op == "|":
-            return [Rule((head,), (self.atom(p, x, y, loc),), loc) for p in parts]
+        if op == "|":  # one rule per alternative, a chain inlined as its atoms
+            fresh = itertools.count(1)
+            return [Rule((head,), self.chain(p, x, y, loc, fresh), loc) for p in parts]
         if op == ".":
             ends = [x] + [Var(f"z{k}", loc) for k in range(1, len(parts))] + [y]
             body = tuple(self.atom(p, ends[k], ends[k + 1], loc) for k, p in enumerate(parts))
@@ -191,6 +217,14 @@ class Expander:
             for args in ((x, w), (w, x)):
                 self.rules.append(Rule((Atom(name, (x,), loc),), (Atom(rel, args, loc),), loc))
         return name
+
+
+def _product(options: list[list]) -> int:
+    """Return how many rules the options per literal expand into."""
+    out = 1
+    for o in options:
+        out *= len(o)
+    return out
 
 
 def expand_paths(parsed, report):
