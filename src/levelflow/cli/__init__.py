@@ -17,6 +17,7 @@ from levelflow.cli import (  # noqa: F401 (registers)
     state_cmd,
     trace_cmd,
     update_cmd,
+    workload_cmd,
 )
 from levelflow.cli.app import app, humanize
 from levelflow.errors import LevelflowError

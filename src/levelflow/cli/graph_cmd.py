@@ -27,7 +27,7 @@ def graph_json(pt: ProgramTasks) -> dict:
     """Return the task DAG as `{"tasks": [...], "edges": [[u, v]], "levels": n}`."""
     g = pt.graph
     plans = _plans(pt)
-    return {
+    out = {
         "tasks": [{"id": t.id, "name": t.name, "relations": list(t.relations),
                    "level": g.level[t.id], "recursive": t.recursive, "input": t.input,
                    "plan": plans[t.id].kind, "plan_reason": plans[t.id].reason}
@@ -35,6 +35,11 @@ def graph_json(pt: ProgramTasks) -> dict:
         "edges": [[u, v] for u in range(len(g)) for v in g.children[u]],
         "levels": g.num_levels,
     }
+    if pt.program.paths:  # only then: a program without path atoms keeps the schema it had
+        for task in out["tasks"]:
+            task["closure"] = pt.tasks[task["id"]].closure
+        out["paths"] = [{"relation": name, "expression": text} for name, text in pt.program.paths]
+    return out
 
 
 def _dot_quote(text: str) -> str:
@@ -70,7 +75,8 @@ def _table(pt: ProgramTasks) -> Table:
         table.add_column(column, justify="right" if column in ("id", "level") else "left")
     plans = _plans(pt)
     for t in pt.tasks:
-        flags = " ".join(f for f, on in (("recursive", t.recursive), ("input", t.input)) if on)
+        flags = " ".join(f for f, on in (("recursive", t.recursive), ("input", t.input),
+                                         ("closure", t.closure)) if on)
         parents = ", ".join(str(p) for p in sorted(g.parents[t.id]))
         plan = plans[t.id]
         table.add_row(str(t.id), str(g.level[t.id]), for_rich(t.name),
@@ -104,6 +110,10 @@ def graph(
                   f"{sum(t.input for t in tasks)} input), {_count(pt.graph.num_edges, 'edge')}, "
                   f"{_count(pt.graph.num_levels, 'level')}, "
                   f"{_count(len(pt.program.rules), 'rule')}", highlight=False)
+    if pt.program.paths:  # what each path expression became
+        console.print("path expressions (closures run a native operator):", highlight=False)
+        for name, text in pt.program.paths:
+            console.print(f"  {for_rich(name)} = {for_rich(text)}", highlight=False)
 
 
 def _count(n: int, noun: str) -> str:

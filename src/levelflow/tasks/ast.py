@@ -91,6 +91,29 @@ class Comparison:
     loc: Loc | None = field(default=None, compare=False)
 
 
+@dataclass(frozen=True, slots=True)
+class PathExpr:
+    """A regular expression over binary relations: op in rel ^ . | + * ? (tasks/regpath.py).
+
+    `rel` holds the relation name in `name`; `^`, `+`, `*`, `?` have one part; `.` and `|`
+    have two or more (flattened).
+    """
+
+    op: str
+    parts: tuple[PathExpr, ...] = ()
+    name: str = ""
+    loc: Loc | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class PathAtom:
+    """`[EXPR](a, b)` in a rule body; replaced by ordinary atoms before checking."""
+
+    expr: PathExpr
+    args: tuple[Term, Term]
+    loc: Loc | None = field(default=None, compare=False)
+
+
 Literal = Atom | Negation | Comparison
 
 
@@ -168,6 +191,10 @@ class Program:
     printsize: tuple[str, ...]
     rules: tuple[Rule, ...]
     more_outputs: tuple[IO, ...] = ()  # further .output directives (Soufflé allows several)
+    # Relations generated from path atoms: (name, the expression it holds), in creation order.
+    paths: tuple[tuple[str, str], ...] = ()
+    # Relations that are the closure `e+` of a path expression: a native operator runs them.
+    closures: frozenset[str] = frozenset()
     # The relations' precedence graph, built once by the checker (a tasks.strata.Precedence).
     precedence: Precedence | None = field(default=None, compare=False, repr=False)
 

@@ -27,6 +27,7 @@ from levelflow.tasks.ast import (
 )
 from levelflow.tasks.errors import DatalogError
 from levelflow.tasks.parser import Parsed
+from levelflow.tasks.regpath import expand_paths
 from levelflow.tasks.strata import Precedence, precedence
 from levelflow.tasks.typecheck import (
     INT64_MAX,
@@ -74,6 +75,7 @@ class Problems:
 def check(parsed: Parsed, file: str) -> Program:
     """Return the checked Program; raise DatalogError naming the earliest problem."""
     report = Problems(parsed.error)
+    parsed, paths, closures = expand_paths(parsed, report)
     types = resolve_types(parsed.types, report)
     decls = _check_decls(parsed, types, report)
     inputs, outputs, more_outputs, printsize = _check_ios(parsed.ios, decls, report)
@@ -83,7 +85,8 @@ def check(parsed: Parsed, file: str) -> Program:
     error = report.first()
     if error is not None:
         raise error
-    return Program(file, decls, inputs, outputs, printsize, rules, more_outputs, prec)
+    return Program(file, decls, inputs, outputs, printsize, rules, more_outputs,
+                   paths=paths, closures=closures, precedence=prec)
 
 
 def _check_decls(parsed: Parsed, types: dict[str, str], report: Problems) -> dict[str, Decl]:

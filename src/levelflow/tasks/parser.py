@@ -19,6 +19,8 @@ from levelflow.tasks.ast import (
     Literal,
     Loc,
     Negation,
+    PathAtom,
+    PathExpr,
     Rule,
     Term,
     Var,
@@ -359,6 +361,8 @@ class _Parser:
                     and self.peek().text == "("):
                 raise self.expected("an atom after '!'")
             return [(Negation(self.atom(), self.loc(tok)),)]
+        if self.at("["):
+            return [(self.path_atom(),)]
         if tok.kind == "ident":
             nxt = self.peek()
             if nxt.kind == "punct" and nxt.text == "(":
@@ -389,6 +393,81 @@ class _Parser:
         self.take()
         right = self.expr()
         return [(Comparison(op.text, left, right, self.loc(op)),)]
+
+    # -- path atoms: [EXPR](a, b) ----------------------------------------------------------
+    def path_atom(self) -> PathAtom:
+        start = self.take()
+        expr = self.path_alt()
+        if not self.at("]"):
+            raise self.expected("'.', '|', '+', '*', '?' or ']' in a path expression")
+        self.take()
+        self.expect("(")
+        args = [self.expr()]
+        while self.at(","):
+            self.take()
+            args.append(self.expr())
+        if len(args) != 2 or not self.at(")"):
+            raise self.error("a path atom takes two arguments: [EXPR](source, target)")
+        self.take()
+        return PathAtom(expr, (args[0], args[1]), self.loc(start))
+
+    def path_alt(self) -> PathExpr:
+        first = self.tok
+        parts = [self.path_seq()]
+        while self.at("|"):
+            self.take()
+            parts.append(self.path_seq())
+        return parts[0] if len(parts) == 1 else PathExpr("|", tuple(parts), loc=self.loc(first))
+
+    def path_seq(self) -> PathExpr:
+        first = self.tok
+        parts = [self.path_unary()]
+        while self.at(".") or self.tok.kind == "directive":
+            if self.tok.kind == "directive":  # `a.type`: the lexer took `.type` for a directive
+                tok = self.take()
+                parts.append(self.path_postfix(PathExpr("rel", name=tok.value,
+                                                        loc=self.source.loc(tok.pos + 1))))
+                continue
+            self.take()
+            parts.append(self.path_unary())
+        return parts[0] if len(parts) == 1 else PathExpr(".", tuple(parts), loc=self.loc(first))
+
+    def path_unary(self) -> PathExpr:
+        tok = self.tok
+        self.nest()
+        if self.at("^"):
+            self.take()
+            expr = PathExpr("^", (self.path_unary(),), loc=self.loc(tok))
+        elif self.at("("):
+            self.take()
+            inner = self.path_alt()
+            self.expect(")")
+            expr = self.path_postfix(inner)
+        elif tok.kind == "ident" and tok.text.rstrip("?"):
+            self.take()
+            # `knows?` is one identifier to the lexer (Soufflé names may hold '?').
+            name = tok.text.rstrip("?")
+            expr = PathExpr("rel", name=name, loc=self.loc(tok))
+            for _ in range(len(tok.text) - len(name)):
+                expr = PathExpr("?", (expr,), loc=self.loc(tok))
+            expr = self.path_postfix(expr)
+        else:
+            raise self.expected("a relation name, '^' or '(' in a path expression")
+        self.depth -= 1
+        return expr
+
+    def path_postfix(self, expr: PathExpr) -> PathExpr:
+        while True:
+            tok = self.tok
+            if tok.kind == "punct" and tok.text in ("+", "*", "**"):
+                ops = "*" if tok.text == "**" else tok.text
+            elif tok.kind == "ident" and not tok.text.strip("?"):
+                ops = tok.text
+            else:
+                return expr
+            self.take()
+            for op in ops:
+                expr = PathExpr(op, (expr,), loc=self.loc(tok))
 
     def is_group(self) -> bool:
         """Return True when the '(' at the cursor opens a body group, not an arithmetic term."""

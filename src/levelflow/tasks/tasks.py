@@ -19,6 +19,7 @@ class Task:
     recursive: bool
     input: bool
     reads: frozenset[str]  # relations its rules' bodies read (its own included)
+    closure: bool = False  # a path expression's `e+` (Program.closures): a native operator runs it
 
     @property
     def reads_from(self) -> list[str]:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from levelflow.engine.evaluate import cut
 from levelflow.engine.incremental.versions import TaskContext
 from levelflow.engine.plans import choose_plan, evaluate_planned
+from levelflow.engine.plans.in_spark import BASE_FACTS as BASE
 from levelflow.tasks.ast import Atom, Decl, Rule, Var
 
 if TYPE_CHECKING:
@@ -17,7 +18,6 @@ if TYPE_CHECKING:
 
     from levelflow.tasks.tasks import Task
 
-BASE = "@base:"  # prefix of the stand-in relation that holds an input relation's base facts
 
 
 def scratch_sets(ctx: TaskContext, task: Task, cancel=None, held=None) -> tuple[dict, int]:

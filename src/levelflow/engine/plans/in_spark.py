@@ -19,6 +19,9 @@ from dataclasses import dataclass
 from levelflow.engine.types import relation_schema
 from levelflow.tasks.ast import Decl, Rule
 
+# Prefix of the stand-in relation holding an input's base facts in an incremental from-scratch
+# run (incremental/scratch.py); shipped every epoch, so never kept on the executors.
+BASE_FACTS = "@base:"
 STATS_REL = -1  # the `_rel` of the one row per share that carries its round count in `_it`
 
 
@@ -33,6 +36,7 @@ class Layout:
     facts: dict[str, list[tuple]]  # the program's own facts, per relation of the task
     key: dict[str, int] | None  # partitioned plan: the carried position per relation
     parts: int
+    closure: bool = False  # the task is a path expression's closure: plans/closure.py runs it
     # (lineage, token): also leave each share's result on its executor (plans/resident.py),
     # where the task's incremental epochs find it (incremental/arranged.py).
     keep: tuple[str, str] | None = None

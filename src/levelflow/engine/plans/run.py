@@ -49,7 +49,8 @@ def _layout(program: Program, task: Task, sources, plan: Plan, parts: int,
     return Layout(rules=tuple(r for r in task.rules if r.body), names=task.relations,
                   decls={n: decls[n] for n in touched}, sources=sources, facts=facts,
                   key=plan.key if plan.kind == "partitioned" else None,
-                  parts=parts if plan.kind == "partitioned" else 1, keep=keep)
+                  parts=parts if plan.kind == "partitioned" else 1, keep=keep,
+                  closure=task.closure)
 
 
 def evaluate_planned(spark, program: Program, task: Task, relations: Mapping,

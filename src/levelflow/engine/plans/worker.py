@@ -14,10 +14,11 @@ import polars as pl
 import pyarrow as pa
 
 from levelflow.engine.plans import resident
+from levelflow.engine.plans.closure import run_closure
 from levelflow.engine.plans.columnar import frame_schema
 from levelflow.engine.plans.encode import decode, dictionary, encode, encode_decl, encode_rule
 from levelflow.engine.plans.fixpoint import TaskOutcome, run_task
-from levelflow.engine.plans.in_spark import STATS_REL, Layout
+from levelflow.engine.plans.in_spark import BASE_FACTS, STATS_REL, Layout
 
 _ARROW_TYPES = {"number": pa.int64(), "unsigned": pa.int64(), "float": pa.float64(),
                 "symbol": pa.string()}
@@ -116,13 +117,14 @@ def _run_encoded(layout: Layout, lower: dict, facts: dict, share, schema: pa.Sch
                          layout.rules)
     codes = {s: i for i, s in enumerate(symbols.to_list())}
     coded = {n: encode(df, decls[n], symbols) for n, df in lower.items()}
-    outcome = run_task(tuple(encode_rule(r, codes) for r in layout.rules), layout.names,
+    # A path expression's closure runs the native BFS operator, with the same outcome shape.
+    evaluate = run_closure if layout.closure else run_task
+    outcome = evaluate(tuple(encode_rule(r, codes) for r in layout.rules), layout.names,
                        {n: encode_decl(d) for n, d in decls.items()}, coded,
                        {n: encode(df, decls[n], symbols) for n, df in facts.items()}, share)
     if layout.keep is not None:
         ranked = {n: outcome.relation(n, ranked=True) for n in layout.names}
-        # The relations the program reads; stand-ins for base facts ('@...') are shipped.
-        kept = {n: df for n, df in coded.items() if not n.startswith("@")}
+        kept = {n: df for n, df in coded.items() if not n.startswith(BASE_FACTS)}
         lineage, token = layout.keep
         resident.store(lineage, index, token, (ranked, symbols, kept))
     yield from _pack(outcome, layout, schema, symbols)

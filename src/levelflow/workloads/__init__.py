@@ -1,0 +1,1 @@
+"""levelflow.workloads: generated programs and facts to run and benchmark (gMark graphs)."""
