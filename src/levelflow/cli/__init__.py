@@ -53,6 +53,8 @@ def main(argv: list[str] | None = None) -> None:
             print(f"levelflow: error: {message}", file=sys.stderr)
         sys.exit(e.exit_code)
     except LevelflowError as e:
+        if Interrupted.seen:  # e.g. a check whose reads failed as the JVM was ended
+            _aborted()
         print(str(e), file=sys.stderr)
         sys.exit(e.exit_code)
     except BrokenPipeError:
