@@ -23,7 +23,10 @@ JOBS_HELP = "Tasks evaluated at the same time."
 SCHEDULER_HELP = ("Scheduler: hybrid, levelbased, lookahead:K, logicblox, signal, "
                   "budget:HEURISTIC:BYTES or path/to/file.py:Class / pkg.mod:Class.")
 SWITCH_HELP = (f"Elastic switch: stop a task's update after this fraction of its last "
-               f"from-scratch time (at least {SWITCH_FLOOR:g} s) and recompute it from scratch. "
+               f"from-scratch time (at least {SWITCH_FLOOR:g} s) and recompute it from scratch; "
+               f"15x for a task updated where its state lives. "
                f"--strategy incremental never switches.")
+LARGE_CHANGE_HELP = ("Elastic: recompute a recursive task at once when this fraction of the "
+                     "tuples it reads changed (5x for a task updated where its state lives).")
 PLAN_HELP = "How tasks run: auto (by shape and size), local, partitioned or global."
 LOCAL_ROWS_HELP = "auto runs a task inside Spark tasks up to this many input rows."

@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from levelflow.cli import defaults
+from levelflow.cli import defaults, options
 from levelflow.cli.app import app
 from levelflow.cli.run_cmd import CONFINE_HELP
 from levelflow.engine.paths import CONFINE_DEFAULT
@@ -132,20 +132,13 @@ def update_command(
         "flipped). Repeatable.")] = None,
     outdir: Annotated[Path | None, typer.Option(
         "-D", "--output-dir", help="Write every .output relation as it now stands here.")] = None,
-    switch: Annotated[float, typer.Option("--switch", help=defaults.SWITCH_HELP)] = defaults.SWITCH,
-    strategy: Annotated[str, typer.Option(
-        "--strategy", help="elastic, incremental (never switch) or scratch.")
-    ] = defaults.STRATEGY,
-    large_change: Annotated[float, typer.Option(
-        "--large-change", help="Elastic: recompute a recursive task at once when this fraction "
-        "of the tuples it reads changed.")] = defaults.LARGE_CHANGE,
-    scheduler: Annotated[str, typer.Option("--scheduler", "-s", help=defaults.SCHEDULER_HELP)
-                         ] = defaults.SCHEDULER,
-    jobs: Annotated[int, typer.Option("-j", "--jobs", help=defaults.JOBS_HELP)] = defaults.JOBS,
-    master: Annotated[str, typer.Option("--master", help=defaults.MASTER_HELP)
-                      ] = defaults.MASTER,
-    driver_memory: Annotated[str, typer.Option(
-        "--driver-memory", help=defaults.DRIVER_MEMORY_HELP)] = defaults.DRIVER_MEMORY,
+    switch: options.Switch = defaults.SWITCH,
+    strategy: options.Strategy = defaults.STRATEGY,
+    large_change: options.LargeChange = defaults.LARGE_CHANGE,
+    scheduler: options.Scheduler = defaults.SCHEDULER,
+    jobs: options.Jobs = defaults.JOBS,
+    master: options.Master = defaults.MASTER,
+    driver_memory: options.DriverMemory = defaults.DRIVER_MEMORY,
     trace_out: Annotated[Path | None, typer.Option(
         "--trace-out", help="Write the epoch as a jobtrace/1 file: the tasks its change "
         "activated, who activated whom, how long each took.")] = None,

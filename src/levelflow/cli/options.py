@@ -1,0 +1,17 @@
+"""Options that update and serve share: one declaration each, so their help cannot drift."""
+
+from typing import Annotated
+
+import typer
+
+from levelflow.cli import defaults
+
+Switch = Annotated[float, typer.Option("--switch", help=defaults.SWITCH_HELP)]
+Strategy = Annotated[str, typer.Option(
+    "--strategy", help="elastic, incremental (never switch) or scratch.")]
+LargeChange = Annotated[float, typer.Option("--large-change", help=defaults.LARGE_CHANGE_HELP)]
+Scheduler = Annotated[str, typer.Option("--scheduler", "-s", help=defaults.SCHEDULER_HELP)]
+Jobs = Annotated[int, typer.Option("-j", "--jobs", help=defaults.JOBS_HELP)]
+Master = Annotated[str, typer.Option("--master", help=defaults.MASTER_HELP)]
+DriverMemory = Annotated[str, typer.Option("--driver-memory",
+                                           help=defaults.DRIVER_MEMORY_HELP)]
