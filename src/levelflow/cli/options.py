@@ -15,3 +15,6 @@ Jobs = Annotated[int, typer.Option("-j", "--jobs", help=defaults.JOBS_HELP)]
 Master = Annotated[str, typer.Option("--master", help=defaults.MASTER_HELP)]
 DriverMemory = Annotated[str, typer.Option("--driver-memory",
                                            help=defaults.DRIVER_MEMORY_HELP)]
+KeepEpochs = Annotated[int | None, typer.Option(
+    "--keep-epochs", help="Keep this many of the last epochs on disk from now on (the state "
+    "remembers it; 2 unless set).")]

@@ -77,9 +77,7 @@ def serve_command(
     jobs: options.Jobs = defaults.JOBS,
     master: options.Master = defaults.MASTER,
     driver_memory: options.DriverMemory = defaults.DRIVER_MEMORY,
-    keep_epochs: Annotated[int | None, typer.Option(
-        "--keep-epochs", help="Keep this many of the last epochs on disk from now on (the "
-        "state remembers it; 2 unless set).")] = None,
+    keep_epochs: options.KeepEpochs = None,
 ) -> None:
     """Hold the state warm; take epochs as HTTP POSTs of diffs (one at a time, the others
     queued); GET relations and sizes. Stops cleanly on SIGTERM or Ctrl-C."""

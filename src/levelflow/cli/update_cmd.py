@@ -145,9 +145,7 @@ def update_command(
     schedule_out: Annotated[Path | None, typer.Option(
         "--schedule", help="Write the epoch's schedule/1 CSV (wall time, slot = worker).")
     ] = None,
-    keep_epochs: Annotated[int | None, typer.Option(
-        "--keep-epochs", help="Keep this many of the last epochs on disk from now on (the "
-        "state remembers it; 2 unless set).")] = None,
+    keep_epochs: options.KeepEpochs = None,
     confine: Annotated[bool, typer.Option("--confine", help=CONFINE_HELP)] = CONFINE_DEFAULT,
     program: Annotated[Path | None, typer.Option(
         "--program", metavar="NEW.dl", help="Move the state to this program in the same epoch: "

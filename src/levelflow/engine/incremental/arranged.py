@@ -13,6 +13,7 @@ version plus the added rows minus the removed ones, compacted when it grows long
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -29,8 +30,8 @@ from levelflow.engine.incremental.arranged_worker import (
 from levelflow.engine.incremental.joins import bcast_small, check_cancel
 from levelflow.engine.incremental.versions import Change, TaskContext
 from levelflow.engine.plans import choose_plan
-from levelflow.engine.plans.in_spark import pack_inputs
-from levelflow.engine.types import column_names, relation_schema
+from levelflow.engine.plans.in_spark import pack_inputs, packed_schema
+from levelflow.engine.types import column_names
 from levelflow.tasks.ast import Negation
 
 if TYPE_CHECKING:
@@ -164,14 +165,11 @@ def _next_token(token: str | None) -> str:
 
 
 def _schema(spec: Spec):
-    from pyspark.sql.types import BooleanType, IntegerType, LongType, StructField, StructType
+    """Return the Spark schema of an epoch's output (arranged_worker's Arrow schema)."""
+    from pyspark.sql.types import BooleanType, IntegerType, StructField
 
-    fields = [StructField("_rel", IntegerType(), False), StructField("_op", IntegerType()),
-              StructField("_net", BooleanType()), StructField("_it", LongType())]
-    for r, name in enumerate(spec.names):
-        for f in relation_schema(spec.decls[name]).fields:
-            fields.append(StructField(f"o{r}_{f.name}", f.dataType, True))
-    return StructType(fields)
+    return packed_schema(spec.names, spec.decls, (StructField("_op", IntegerType()),
+                                                  StructField("_net", BooleanType())))
 
 
 def _run(ctx: TaskContext, spec: Spec, frames):
@@ -208,8 +206,7 @@ def arranged_update(ctx: TaskContext, task: Task, plan, held: Held | None, cance
     if seen["misses"]:
         check_cancel(cancel)
         specs, frames = _sources(ctx, task, ship=True)
-        spec = Spec(**{**{f: getattr(spec, f) for f in spec.__dataclass_fields__},
-                       "sources": tuple(specs)})
+        spec = dataclasses.replace(spec, sources=tuple(specs))
         out, seen = _run(ctx, spec, frames)
     top = max(int(seen["top"] or 0), max((ctx.max_rank.get(n, 0) for n in task.relations),
                                          default=0))

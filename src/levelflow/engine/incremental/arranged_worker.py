@@ -23,7 +23,13 @@ from levelflow.engine.incremental.local_dred import RANK, Arranged, Inputs, arra
 from levelflow.engine.plans import resident
 from levelflow.engine.plans.columnar import frame_schema
 from levelflow.engine.plans.encode import decode, dictionary, encode, encode_decl, encode_rule
-from levelflow.engine.plans.worker import _ARROW_TYPES, _batch, _share
+from levelflow.engine.plans.worker import (
+    batch,
+    output_schema,
+    share_filter,
+    shares_of,
+    source_frames,
+)
 from levelflow.tasks.ast import Decl, Rule
 
 STATS_REL = -1  # `_it` holds the rounds run
@@ -57,14 +63,8 @@ class Entry:
     lower: dict[str, pl.DataFrame]  # every lower relation's version (encoded), as of the state
 
 
-def output_schema(spec: Spec) -> pa.Schema:
-    """Return the Arrow schema of the output: `_rel`, `_op`, `_net`, `_it`, each relation's."""
-    fields = [pa.field("_rel", pa.int32(), False), pa.field("_op", pa.int32()),
-              pa.field("_net", pa.bool_()), pa.field("_it", pa.int64())]
-    for r, name in enumerate(spec.names):
-        types = [_ARROW_TYPES[t] for t in spec.decls[name].types]
-        fields += [pa.field(f"o{r}_c{j}", t) for j, t in enumerate(types)]
-    return pa.schema(fields)
+# Per output row besides the relation: `_op` (-1 removed, +1 added), `_net` (a net change).
+_CHANGE_FIELDS = (pa.field("_op", pa.int32()), pa.field("_net", pa.bool_()))
 
 
 def _cached(spec: Spec, share: int) -> Entry | None:
@@ -81,15 +81,10 @@ def _cached(spec: Spec, share: int) -> Entry | None:
 
 def _sources(part: pl.DataFrame, spec: Spec) -> dict[str, dict[str, pl.DataFrame]]:
     """Return kind -> relation -> frame from one share's packed input rows."""
-    by_src = part.partition_by("_src", as_dict=True)
+    schemas = [{**frame_schema(spec.decls[n]), **({RANK: pl.Int64} if kind == "state" else {})}
+               for n, kind in spec.sources]
     out: dict[str, dict[str, pl.DataFrame]] = {}
-    for s, (name, kind) in enumerate(spec.sources):
-        schema = frame_schema(spec.decls[name])
-        if kind == "state":
-            schema = {**schema, RANK: pl.Int64}
-        rows = by_src.get((s,))
-        frame = pl.DataFrame(schema=schema) if rows is None else rows.select(
-            [pl.col(f"s{s}_{c}").alias(c).cast(t) for c, t in schema.items()])
+    for (name, kind), frame in zip(spec.sources, source_frames(part, schemas), strict=True):
         out.setdefault(kind, {})[name] = frame
     return out
 
@@ -117,7 +112,7 @@ def _entry(spec: Spec, share: int, src: dict) -> Entry | None:
     if shipped is not None:
         ranked = {n: encode(shipped[n], spec.decls[n], needed) for n in spec.names}
         if spec.key is not None:
-            keep = _share(spec, share)
+            keep = share_filter(spec, share)
             ranked = {n: keep(n, df) for n, df in ranked.items()}
         lower = {n: encode(df, spec.decls[n], needed) for n, df in src["new"].items()}
         return Entry(arrange(ranked), needed, lower)
@@ -160,7 +155,7 @@ def _inputs(spec: Spec, share: int, src: dict, entry: Entry) -> Inputs:
     return Inputs(tuple(encode_rule(r, codes) for r in spec.rules), spec.names,
                   {n: encode_decl(d) for n, d in decls.items()}, lower, plus, minus, facts_new,
                   coded("fplus"), coded("fminus"),
-                  _share(spec, share) if spec.key is not None else None)
+                  share_filter(spec, share) if spec.key is not None else None)
 
 
 def _marked(df: pl.DataFrame, other: pl.DataFrame) -> pl.DataFrame:
@@ -182,25 +177,17 @@ def _changes(spec: Spec, out, symbols: pl.Series, schema: pa.Schema) -> Iterator
             cols = {f"o{r}_{c}": df[c].to_arrow() for c in frame_schema(decl)}
             cols.update(_op=pa.array(np.full(df.height, op, np.int32)),
                         _net=df["_net"].to_arrow(), _it=df[RANK].to_arrow())
-            yield _batch(cols, df.height, r, schema)
+            yield batch(cols, df.height, r, schema)
 
 
 def _stat(rel: int, value: int, schema: pa.Schema) -> pa.RecordBatch:
-    return _batch({"_it": pa.array([value], pa.int64())}, 1, rel, schema)
+    return batch({"_it": pa.array([value], pa.int64())}, 1, rel, schema)
 
 
 def update_partition(spec: Spec, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Yield each share's change (or MISS) from its packed input batches."""
-    batches = list(batches)  # to the end, always: a worker that stops early is not reused
-    if not batches:
-        return
-    data = pl.from_arrow(pa.Table.from_batches(batches))
-    schema = output_schema(spec)
-    if "_part" in data.columns:
-        shares = [(p, rows) for (p,), rows in data.partition_by("_part", as_dict=True).items()]
-    else:
-        shares = [(0, data)]
-    for share, rows in shares:
+    schema = output_schema(spec.names, spec.decls, _CHANGE_FIELDS)
+    for share, rows in shares_of(batches):
         src = _sources(rows, spec)
         entry = _entry(spec, share, src)
         if entry is None:

@@ -71,12 +71,6 @@ def packed(df: pl.DataFrame) -> np.ndarray | None:
     return df.select(pack_expr(df.columns))["_key"].to_numpy()
 
 
-def sorted_keys(df: pl.DataFrame) -> np.ndarray | None:
-    """Return the sorted packed keys of a frame of tuples, or None if they do not pack."""
-    keys = packed(df)
-    return None if keys is None else np.sort(keys)
-
-
 def _in_key_order(ranked: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray | None]:
     """Return ranked tuples sorted by packed key, and the keys (None: left as they are)."""
     keys = packed(ranked.drop(RANK))

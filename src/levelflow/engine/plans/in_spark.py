@@ -42,13 +42,14 @@ class Layout:
     keep: tuple[str, str] | None = None
 
 
-def _packed_schema(layout: Layout):
-    """Return the Spark schema of the packed output: `_rel`, `_it`, then each relation's cols."""
+def packed_schema(names, decls, extra=()):
+    """Return the Spark schema of a packed output: `_rel`, the extra fields, `_it`, then each
+    relation's columns `o<rel>_c<j>` (matches worker.output_schema)."""
     from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
-    fields = [StructField("_rel", IntegerType(), False), StructField("_it", LongType(), True)]
-    for r, name in enumerate(layout.names):
-        for f in relation_schema(layout.decls[name]).fields:
+    fields = [StructField("_rel", IntegerType(), False), *extra, StructField("_it", LongType())]
+    for r, name in enumerate(names):
+        for f in relation_schema(decls[name]).fields:
             fields.append(StructField(f"o{r}_{f.name}", f.dataType, True))
     return StructType(fields)
 
@@ -84,7 +85,8 @@ def run_packed(spark, layout: Layout, frames: Sequence, checkpoint: str = "local
     def run(batches):
         return evaluate_partition(layout, batches)
 
-    out = pack_inputs(spark, layout, frames).mapInArrow(run, _packed_schema(layout))
+    schema = packed_schema(layout.names, layout.decls)
+    out = pack_inputs(spark, layout, frames).mapInArrow(run, schema)
     seen = Observation()
     rel = F.col("_rel")
     metrics = [F.sum(F.when(rel == r, 1).otherwise(0)).alias(f"r{r}")

@@ -24,28 +24,49 @@ _ARROW_TYPES = {"number": pa.int64(), "unsigned": pa.int64(), "float": pa.float6
                 "symbol": pa.string()}
 
 
-def _output_schema(layout: Layout) -> pa.Schema:
-    """Return the Arrow schema of the packed output (matches in_spark._packed_schema)."""
-    fields = [pa.field("_rel", pa.int32(), False), pa.field("_it", pa.int64())]
-    for r, name in enumerate(layout.names):
-        decl = layout.decls[name]
+def output_schema(names, decls, extra: tuple[pa.Field, ...] = ()) -> pa.Schema:
+    """Return the Arrow schema of a packed output: `_rel`, the extra fields, `_it`, then each
+    relation's columns `o<rel>_c<j>` (matches in_spark.packed_schema)."""
+    fields = [pa.field("_rel", pa.int32(), False), *extra, pa.field("_it", pa.int64())]
+    for r, name in enumerate(names):
+        decl = decls[name]
         types = [pa.bool_()] if decl.arity == 0 else [_ARROW_TYPES[t] for t in decl.types]
         fields += [pa.field(f"o{r}_c{j}", t) for j, t in enumerate(types)]
     return pa.schema(fields)
 
 
+def shares_of(batches: Iterable[pa.RecordBatch]) -> list[tuple[int, pl.DataFrame]]:
+    """Return each share's packed input rows as (share index, rows); empty for no input.
+
+    The batches are read to the end, always (see the module docstring).
+    """
+    batches = list(batches)
+    if not batches:
+        return []
+    data = pl.from_arrow(pa.Table.from_batches(batches))
+    if "_part" not in data.columns:
+        return [(0, data)]
+    return [(p, rows) for (p,), rows in data.partition_by("_part", as_dict=True).items()]
+
+
+def source_frames(part: pl.DataFrame, schemas: list[dict]) -> list[pl.DataFrame]:
+    """Return per packed source `_src` its rows, columns `s<src>_<c>` renamed back to `c` and
+    cast to `schemas[src]` (an empty frame for a source without rows)."""
+    by_src = part.partition_by("_src", as_dict=True)
+    out = []
+    for s, schema in enumerate(schemas):
+        rows = by_src.get((s,))
+        out.append(pl.DataFrame(schema=schema) if rows is None else rows.select(
+            [pl.col(f"s{s}_{c}").alias(c).cast(t) for c, t in schema.items()]))
+    return out
+
+
 def _sources(part: pl.DataFrame, layout: Layout) -> tuple[dict, dict]:
     """Return (lower relations, facts per task relation) from one share's packed input rows."""
-    by_src = part.partition_by("_src", as_dict=True)
     lower: dict[str, pl.DataFrame] = {}
     facts: dict[str, list[pl.DataFrame]] = {}
-    for s, (name, is_facts) in enumerate(layout.sources):
-        schema = frame_schema(layout.decls[name])
-        rows = by_src.get((s,))
-        if rows is None:
-            frame = pl.DataFrame(schema=schema)
-        else:
-            frame = rows.select([pl.col(f"s{s}_{c}").alias(c).cast(t) for c, t in schema.items()])
+    frames = source_frames(part, [frame_schema(layout.decls[n]) for n, _ in layout.sources])
+    for (name, is_facts), frame in zip(layout.sources, frames, strict=True):
         if is_facts:
             facts.setdefault(name, []).append(frame)
         else:
@@ -56,7 +77,7 @@ def _sources(part: pl.DataFrame, layout: Layout) -> tuple[dict, dict]:
     return lower, {n: pl.concat(frames) for n, frames in facts.items()}
 
 
-def _share(layout: Layout, index: int):
+def share_filter(layout, index: int):
     """Return the function that keeps a relation's tuples whose carried key hashes to `index`."""
     def keep(name: str, df: pl.DataFrame) -> pl.DataFrame:
         column = pl.col(f"c{layout.key[name]}")
@@ -73,11 +94,11 @@ def _pack(outcome: TaskOutcome, layout: Layout, schema: pa.Schema,
             continue
         cols = {f"o{r}_{c}": df[c].to_arrow() for c in df.columns if c != "_it"}
         cols["_it"] = df["_it"].to_arrow()
-        yield _batch(cols, df.height, r, schema)
-    yield _batch({"_it": pa.array([outcome.iterations], pa.int64())}, 1, STATS_REL, schema)
+        yield batch(cols, df.height, r, schema)
+    yield batch({"_it": pa.array([outcome.iterations], pa.int64())}, 1, STATS_REL, schema)
 
 
-def _batch(cols: dict, rows: int, rel: int, schema: pa.Schema) -> pa.RecordBatch:
+def batch(cols: dict, rows: int, rel: int, schema: pa.Schema) -> pa.RecordBatch:
     """Return one batch of `rows` rows for relation `rel`: its columns, nulls elsewhere."""
     arrays = []
     for f in schema:
@@ -94,18 +115,10 @@ def _batch(cols: dict, rows: int, rel: int, schema: pa.Schema) -> pa.RecordBatch
 def evaluate_partition(layout: Layout, batches: Iterable[pa.RecordBatch]
                        ) -> Iterator[pa.RecordBatch]:
     """Yield the packed relations a partition's shares derive from its packed input batches."""
-    batches = list(batches)  # to the end, always (see the module docstring)
-    if not batches:
-        return
-    data = pl.from_arrow(pa.Table.from_batches(batches))
-    schema = _output_schema(layout)
-    if "_part" in data.columns:
-        shares = [(p, rows) for (p,), rows in data.partition_by("_part", as_dict=True).items()]
-    else:
-        shares = [(0, data)]
-    for index, rows in shares:
+    schema = output_schema(layout.names, layout.decls)
+    for index, rows in shares_of(batches):
         lower, facts = _sources(rows, layout)
-        share = _share(layout, index) if layout.key is not None else None
+        share = share_filter(layout, index) if layout.key is not None else None
         yield from _run_encoded(layout, lower, facts, share, schema, index)
 
 
