@@ -13,21 +13,17 @@ whole epoch, and the ratios, all on one SparkSession.
 from __future__ import annotations
 
 import argparse
-import random
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_incremental import (  # noqa: E402
-    PROGRAM,
-    closure_size,
     fresh_edges,
     jobs_started,
-    layered_edges,
-    write_facts,
+    layered_workload,
+    workload_args,
 )
 
 
@@ -76,22 +72,13 @@ def epoch_on(spark, state: Path, new, full: bool) -> tuple[float, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layers", type=int, default=12)
-    parser.add_argument("--width", type=int, default=150)
-    parser.add_argument("--degree", type=int, default=6)
-    parser.add_argument("--seed", type=int, default=7)
+    workload_args(parser)
     args = parser.parse_args()
 
     from levelflow.engine.incremental import IncrementalSession
     from levelflow.engine.session import make_session
 
-    rng = random.Random(args.seed)
-    edges = layered_edges(rng, args.layers, args.width, args.degree)
-    print(f"workload: layered TC, {len(edges)} edges, "
-          f"{closure_size(edges, args.layers * args.width)} path tuples")
-    tmp = Path(tempfile.mkdtemp(prefix="levelflow-bench-durable-"))
-    write_facts(tmp / "f0", edges)
-    (tmp / "tc.dl").write_text(PROGRAM)
+    rng, edges, tmp = layered_workload(args, "levelflow-bench-durable-")
     spark = make_session(master="local[2]", shuffle_partitions=2, driver_memory="2g")
     try:
         t = time.perf_counter()

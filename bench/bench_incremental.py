@@ -80,6 +80,27 @@ def write_facts(path: Path, edges) -> None:
     (path / "edge.facts").write_text("".join(f"{a}\t{b}\n" for a, b in sorted(edges)))
 
 
+def workload_args(parser: argparse.ArgumentParser) -> None:
+    """Add the layered workload's options (its size and seed) to a bench's parser."""
+    parser.add_argument("--layers", type=int, default=12)
+    parser.add_argument("--width", type=int, default=150)
+    parser.add_argument("--degree", type=int, default=6)
+    parser.add_argument("--seed", type=int, default=7)
+
+
+def layered_workload(args, prefix: str) -> tuple[random.Random, set, Path]:
+    """Return (rng, edges, a temp dir holding f0/edge.facts and tc.dl) for the parsed options,
+    and say what the workload is."""
+    rng = random.Random(args.seed)
+    edges = layered_edges(rng, args.layers, args.width, args.degree)
+    print(f"workload: layered TC, {len(edges)} edges, "
+          f"{closure_size(edges, args.layers * args.width)} path tuples")
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    write_facts(tmp / "f0", edges)
+    (tmp / "tc.dl").write_text(PROGRAM)
+    return rng, edges, tmp
+
+
 def verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
@@ -148,11 +169,8 @@ def _insertion(spark, pt, tmp, args, layers, width, goal) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layers", type=int, default=12)
-    parser.add_argument("--width", type=int, default=150)
-    parser.add_argument("--degree", type=int, default=6)
+    workload_args(parser)
     parser.add_argument("--switch", type=float, default=0.2)
-    parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--large", action="store_true",
                         help="also a 10-edge insertion on >= 10M tuples (14 x 420 nodes)")
     args = parser.parse_args()

@@ -16,22 +16,18 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import random
 import shutil
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_incremental import (  # noqa: E402
-    PROGRAM,
-    closure_size,
     fresh_edges,
-    layered_edges,
-    write_facts,
+    layered_workload,
+    workload_args,
 )
 
 
@@ -46,10 +42,7 @@ def post(conn: http.client.HTTPConnection, body: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layers", type=int, default=12)
-    parser.add_argument("--width", type=int, default=150)
-    parser.add_argument("--degree", type=int, default=6)
-    parser.add_argument("--seed", type=int, default=7)
+    workload_args(parser)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--stream", type=int, default=50)
     args = parser.parse_args()
@@ -58,13 +51,7 @@ def main() -> None:
     from levelflow.engine.session import make_session
     from levelflow.server import EpochService, make_server
 
-    rng = random.Random(args.seed)
-    edges = layered_edges(rng, args.layers, args.width, args.degree)
-    print(f"workload: layered TC, {len(edges)} edges, "
-          f"{closure_size(edges, args.layers * args.width)} path tuples")
-    tmp = Path(tempfile.mkdtemp(prefix="levelflow-bench-serve-"))
-    write_facts(tmp / "f0", edges)
-    (tmp / "tc.dl").write_text(PROGRAM)
+    rng, edges, tmp = layered_workload(args, "levelflow-bench-serve-")
     spark = make_session(master="local[2]", shuffle_partitions=2, driver_memory="2g")
     try:
         s = IncrementalSession.bootstrap(spark, tmp / "tc.dl", tmp / "f0", tmp / "state")
