@@ -87,12 +87,20 @@ def cut(df: DataFrame, checkpoint: str = "local") -> tuple[DataFrame, int]:
     The count is observed while the checkpoint job runs, which saves a job per delta.
     """
     import pyspark.sql.functions as F
+
+    df, seen = cut_observed(df, [F.count(F.lit(1)).alias("rows")], checkpoint)
+    return df, int(seen["rows"])
+
+
+def cut_observed(df: DataFrame, metrics: list, checkpoint: str = "local") -> tuple[DataFrame, dict]:
+    """Return df materialized with its plan cut, and the aggregate `metrics` (named Columns)
+    observed on the JVM side while the one checkpoint job ran."""
     from pyspark.sql import Observation
 
     seen = Observation()
-    df = df.observe(seen, F.count(F.lit(1)).alias("rows"))
+    df = df.observe(seen, *metrics)
     df = df.checkpoint(eager=True) if checkpoint == "reliable" else df.localCheckpoint(eager=True)
-    return _forget_stats(df), int(seen.get["rows"])
+    return _forget_stats(df), seen.get
 
 
 def _forget_stats(df: DataFrame) -> DataFrame:

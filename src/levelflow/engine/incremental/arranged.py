@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from levelflow.engine.evaluate import RANK, _forget_stats, cut, fact_rows
+from levelflow.engine.evaluate import RANK, cut, cut_observed, fact_rows
 from levelflow.engine.evaluate import cast_fact as _cast
 from levelflow.engine.incremental.arranged_worker import (
     MISS_REL,
@@ -175,13 +175,11 @@ def _schema(spec: Spec):
 def _run(ctx: TaskContext, spec: Spec, frames):
     """Return (checkpointed output, observed counts) after one Spark job."""
     import pyspark.sql.functions as F
-    from pyspark.sql import Observation
 
     def run(batches):
         return update_partition(spec, batches)
 
     out = pack_inputs(ctx.spark, spec, frames).mapInArrow(run, _schema(spec))
-    seen = Observation()
     rel, op, net = F.col("_rel"), F.col("_op"), F.col("_net")
     metrics = []
     for r in range(len(spec.names)):
@@ -191,8 +189,7 @@ def _run(ctx: TaskContext, spec: Spec, frames):
     metrics += [F.max(F.when(rel == STATS_REL, F.col("_it"))).alias("rounds"),
                 F.max(F.when(rel == TOP_REL, F.col("_it"))).alias("top"),
                 F.sum(F.when(rel == MISS_REL, 1).otherwise(0)).alias("misses")]
-    out = out.observe(seen, *metrics).localCheckpoint(True)
-    return _forget_stats(out), seen.get
+    return cut_observed(out, metrics)
 
 
 def arranged_update(ctx: TaskContext, task: Task, plan, held: Held | None, cancel=None

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from levelflow.engine.compile import BROADCAST_ROWS
 from levelflow.engine.evaluate import (
     cut,
+    cut_observed,
     union_all,
 )
 from levelflow.engine.incremental.joins import as_positive, bcast_small, heads_of, program_facts
@@ -141,11 +142,15 @@ def _fold(ctx: TaskContext, name: str, signed: list[DataFrame]) -> Change:
     keys = F.broadcast(dc.select(*cols)) if rows <= BROADCAST_ROWS else dc.select(*cols)
     before = F.coalesce(F.col(COUNT), F.lit(0))
     touched = bcast_small(old_c.join(keys, cols, "left_semi"), rows)
-    upd, _ = cut(dc.join(touched, cols, "left").select(
-        *cols, before.alias("_old"), (before + F.col("_d")).alias("_new")))
-    plus, plus_rows = cut(upd.filter((F.col("_old") <= 0) & (F.col("_new") > 0)).select(*cols))
-    minus, minus_rows = cut(upd.filter((F.col("_old") > 0) & (F.col("_new") <= 0))
-                            .select(*cols))
+    gained = (F.col("_old") <= 0) & (F.col("_new") > 0)
+    lost = (F.col("_old") > 0) & (F.col("_new") <= 0)
+    # One job: Δ+ and Δ- are filters of the cut `upd`, their sizes observed while it is cut.
+    upd, seen = cut_observed(dc.join(touched, cols, "left").select(
+        *cols, before.alias("_old"), (before + F.col("_d")).alias("_new")),
+        [F.sum(F.when(gained, 1).otherwise(0)).alias("plus"),
+         F.sum(F.when(lost, 1).otherwise(0)).alias("minus")])
+    plus_rows, minus_rows = int(seen["plus"] or 0), int(seen["minus"] or 0)
+    plus, minus = upd.filter(gained).select(*cols), upd.filter(lost).select(*cols)
     ukeys = upd.select(*cols)
     ukeys = F.broadcast(ukeys) if rows <= BROADCAST_ROWS else ukeys
     added = upd.filter(F.col("_new") > 0).select(*cols, F.col("_new").alias(COUNT))

@@ -15,12 +15,13 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
+from levelflow.engine import rules as rule_plans
 from levelflow.engine.incremental.rewrites import rederive_rule, stand_in_decls, support_rule
-from levelflow.engine.plans.columnar import body_rows, empty_frame, head_rows
+from levelflow.engine.plans.columnar import PolarsOps, body_rows, empty_frame, head_rows
 from levelflow.engine.plans.fixpoint import Relation, Share, TaskOutcome, iterate
-from levelflow.engine.plans.keys import pack_expr, packable
-from levelflow.engine.rules import CompileError, reads_own, rule_heads
-from levelflow.tasks.ast import Decl, Rule
+from levelflow.engine.plans.keys import distinct_sorted, pack_expr, packable, positions
+from levelflow.engine.rules import CompileError, reads_own, rule_heads, var_col
+from levelflow.tasks.ast import Decl, Rule, Var
 
 RANK = "_it"
 
@@ -99,14 +100,20 @@ class _Old:
         self.suspects = ranked.drop(RANK).clear()
 
     def among(self, cand: pl.DataFrame) -> pl.DataFrame:
-        """Return the old ranked tuples among distinct `cand` that are not suspect yet."""
+        """Return the old ranked tuples among `cand` that are not suspect yet, once each."""
         if not cand.height or not self.ranked.height:
             return self.ranked.clear()
         if self.keys is None:
             if self.suspects.height:
                 cand = cand.join(self.suspects, on=cand.columns, how="anti")
             return self.ranked.join(cand, on=cand.columns, how="semi")
-        pos = _present(self.keys, packed(cand))
+        keys = packed(cand)
+        if keys is None:  # a value out of the packed range, which no old tuple holds
+            hits = self.ranked.with_row_index("_pos").join(cand, on=cand.columns, how="semi")
+            pos = hits["_pos"].to_numpy().astype(np.int64)
+        else:
+            pos = positions(self.keys, distinct_sorted(keys))
+            pos = pos[pos >= 0]
         return self.ranked[pos[~self.mask[pos]]]
 
     def mark(self, lost: pl.DataFrame) -> None:
@@ -115,7 +122,7 @@ class _Old:
             return
         self.suspects = pl.concat([self.suspects, lost])
         if self.mask is not None:
-            self.mask[np.searchsorted(self.keys, packed(lost))] = True
+            self.mask[positions(self.keys, packed(lost))] = True
 
     def live(self) -> pl.DataFrame:
         """Return the old ranked tuples not suspect (suspects ranked out of reach instead)."""
@@ -125,6 +132,21 @@ class _Old:
             return self.ranked.join(self.suspects, on=self.suspects.columns, how="anti")
         ranks = np.where(self.mask, np.iinfo(np.int64).max, self.ranked[RANK].to_numpy())
         return self.ranked.with_columns(pl.Series(RANK, ranks))
+
+    def lookup(self, atom) -> tuple[list[str], np.ndarray, np.ndarray, str] | None:
+        """Return how _LiveLookups finds a live atom `r(x1..xk, rank)` of this relation: its
+        tuple's variable columns, the sorted keys, the ranks (suspects out of reach), the rank
+        variable's column. None where the tuples do not pack or the arguments are not k+1
+        distinct variables."""
+        args = atom.args
+        names = [a.name for a in args if isinstance(a, Var)]
+        if self.keys is None or not len(self.keys) or len(names) != len(args) or \
+                len(set(names)) != len(names):
+            return None
+        ranks = self.ranked[RANK].to_numpy()
+        if self.suspects.height:
+            ranks = np.where(self.mask, np.iinfo(np.int64).max, ranks)
+        return [var_col(n) for n in names[:-1]], self.keys, ranks, var_col(names[-1])
 
     def split(self) -> tuple[pl.DataFrame, pl.DataFrame]:
         """Return (kept, removed): the old ranked tuples not suspect and suspect."""
@@ -142,12 +164,28 @@ class _Old:
         return None if self.keys is None else self.keys[~self.mask]
 
 
-def _present(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Return the positions in sorted_keys of those keys it holds."""
-    pos = np.searchsorted(sorted_keys, keys)
-    inside = pos < len(sorted_keys)
-    pos, keys = pos[inside], keys[inside]
-    return pos[sorted_keys[pos] == keys]
+class _LiveLookups(PolarsOps):
+    """PolarsOps whose join with a live own atom whose tuple is bound is a binary search over
+    the state's sorted keys (the rank read from the state), not a hash join with the whole
+    relation: a support check costs what it checks, not the state's size, every round."""
+
+    __slots__ = ("live",)
+
+    def __init__(self, frames, live: Mapping[int, tuple]) -> None:
+        super().__init__(frames)
+        self.live = live
+
+    def join(self, cur, adf, on, pos):
+        spec = self.live.get(pos)
+        if spec is None:
+            return super().join(cur, adf, on, pos)
+        cols, sorted_keys, ranks, rank_col = spec
+        keys = packed(cur.select(on)) if on == cols else None
+        if keys is None:  # not bound yet: a hash join, with the suspects' ranks out of reach
+            return super().join(cur, adf.with_columns(pl.Series(rank_col, ranks)), on, pos)
+        at = positions(sorted_keys, keys)
+        hit = at >= 0
+        return cur.filter(pl.Series(hit)).with_columns(pl.Series(rank_col, ranks[at[hit]]))
 
 
 def _cols(df: pl.DataFrame) -> list[str]:
@@ -158,9 +196,11 @@ def _in_share(inp: Inputs, name: str, df: pl.DataFrame) -> pl.DataFrame:
     return df if inp.share is None or not df.height else inp.share(name, df)
 
 
-def _heads(rule: Rule, decls, frames, names, first=None) -> list[tuple[str, pl.DataFrame]]:
+def _heads(rule: Rule, decls, frames, names, first=None, ops=None
+           ) -> list[tuple[str, pl.DataFrame]]:
     """Return (relation, head tuples) for each head of `rule` among `names`."""
-    body, types = body_rows(rule, decls, frames, first=first)
+    body, types = (body_rows(rule, decls, frames, first=first) if ops is None
+                   else rule_plans.body_rows(ops, rule, decls, frames, first))
     return [(h.relation, head_rows(body, types, h, decls[h.relation]))
             for h in rule_heads(rule, names)]
 
@@ -184,7 +224,7 @@ def _through_lower(inp: Inputs, deltas: Mapping[str, pl.DataFrame],
 
 def _candidates(olds: dict[str, _Old], inp: Inputs, seeds: dict) -> dict:
     """Return per relation the distinct old tuples among the seeds not yet suspect, ranked."""
-    return {n: old.among(_in_share(inp, n, pl.concat(seeds[n]).unique())) if seeds[n]
+    return {n: old.among(_in_share(inp, n, pl.concat(seeds[n]))) if seeds[n]
             else old.ranked.clear() for n, old in olds.items()}
 
 
@@ -208,15 +248,20 @@ def _supported(olds: dict[str, _Old], inp: Inputs, cands: dict) -> dict:
         if not c.height:
             continue
         prefixed, live_at, other_at = support_rule(rule, inp.names)
-        frames = {0: _rank_last(c)}
+        frames, lookups = {0: _rank_last(c)}, {}
         for pos, n in live_at.items():
+            spec = olds[n].lookup(prefixed.body[pos])
+            if spec is not None:
+                lookups[pos], frames[pos] = spec, _rank_last(olds[n].ranked)
+                continue
             if n not in live:
                 live[n] = _rank_last(olds[n].live())
             frames[pos] = live[n]
         for pos, n in other_at.items():
             frames[pos] = inp.lower_new[n]
         try:
-            (_, heads), = _heads(prefixed, decls, frames, (head.relation,), first=0)
+            (_, heads), = _heads(prefixed, decls, frames, (head.relation,), first=0,
+                                 ops=_LiveLookups(frames, lookups))
         except CompileError:
             continue  # a head the prefix cannot bind: no support found, the tuple is suspect
         out[head.relation].append(heads)

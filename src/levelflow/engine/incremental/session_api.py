@@ -34,6 +34,10 @@ from levelflow.engine.incremental.versions import Versions
 from levelflow.engine.types import column_names, rows_frame
 from levelflow.tasks.tasks import ProgramTasks
 
+# Epochs of base-fact changes kept as an uncut plan (anti join + union per epoch) before one
+# cut: each cut is a Spark job, each stacked epoch a little more planning for its readers.
+BASE_CUT_DEPTH = 8
+
 
 def _load(program) -> tuple[ProgramTasks, str]:
     """Return (ProgramTasks, program text) for a path or ProgramTasks."""
@@ -212,7 +216,13 @@ class IncrementalSession:
                 new = new.join(F.broadcast(minus_df), cols, "left_anti")
             if plus_df is not None:
                 new = new.unionByName(plus_df)
-            new, rows = cut(new)
+            # plus holds only absent facts and minus only present ones, so the size is known
+            # without a job; the plan is cut (a job) only once BASE_CUT_DEPTH changes stack up.
+            ver.pieces = self.snap.base_depth.get(name, 0) + 1
+            rows = ver.old_rows + len(plus) - len(minus)
+            if ver.pieces >= BASE_CUT_DEPTH:
+                new, _ = cut(new)
+                ver.pieces = 0
             ver.set_change(new, rows, plus_df, len(plus), minus_df, len(minus))
         return base, notes
 

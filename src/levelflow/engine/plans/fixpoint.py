@@ -20,7 +20,14 @@ import numpy as np
 import polars as pl
 
 from levelflow.engine.plans.columnar import body_rows, empty_frame, head_rows
-from levelflow.engine.plans.keys import absent, merged, pack_expr, packable, unpack
+from levelflow.engine.plans.keys import (
+    absent,
+    distinct_sorted,
+    merged,
+    pack_expr,
+    packable,
+    unpack,
+)
 from levelflow.engine.rules import reads_own, rule_heads
 from levelflow.tasks.ast import Atom, Decl, Rule
 
@@ -73,7 +80,7 @@ class Relation:
         cand = pl.concat(candidates, rechunk=False)
         if self.keys is not None and packable(cand):
             cols = cand.columns
-            keys = cand.select(pack_expr(cols))["_key"].unique().to_numpy()
+            keys = distinct_sorted(cand.select(pack_expr(cols))["_key"].to_numpy())
             new = absent(self.keys, keys)
             self.keys = merged(self.keys, new)
             return unpack(new, cols)
