@@ -51,17 +51,24 @@ class Log:
     """
 
     base: object  # DataFrame: c0.., _it
-    added: tuple = ()  # cut pieces
-    removed: tuple = ()
+    added: object = None  # the union of the cut pieces added (a DataFrame), or None
+    removed: object = None
     removed_rows: int = 0
+    pieces: int = 0  # pieces in added and removed
+
+    def adding(self, piece, rows: int, removing: bool = False) -> Log:
+        """Return the log with one more cut piece of added (or removed) ranked rows."""
+        if removing:
+            gone = piece if self.removed is None else self.removed.union(piece)
+            return Log(self.base, self.added, gone, self.removed_rows + rows, self.pieces + 1)
+        new = piece if self.added is None else self.added.union(piece)
+        return Log(self.base, new, self.removed, self.removed_rows, self.pieces + 1)
 
     def frame(self, cols):
         """Return the relation's ranked tuples."""
-        from levelflow.engine.evaluate import union_all
-
-        out = self.base.unionByName(union_all(list(self.added))) if self.added else self.base
-        if self.removed:
-            gone = bcast_small(union_all(list(self.removed)), self.removed_rows)
+        out = self.base if self.added is None else self.base.unionByName(self.added)
+        if self.removed is not None:
+            gone = bcast_small(self.removed, self.removed_rows)
             out = out.join(gone, [*cols, RANK], "left_anti")
         return out
 
@@ -233,11 +240,10 @@ def _change(ctx: TaskContext, n: str, out, r: int, seen, top: int, log: Log
     removed_rows = removed.select(*picked, F.col(RANK))
     added_rows = added.select(*picked, F.col(RANK))
     if counts["added"]:
-        log = Log(log.base, log.added + (added_rows,), log.removed, log.removed_rows)
+        log = log.adding(added_rows, counts["added"])
     if counts["removed"]:
-        log = Log(log.base, log.added, log.removed + (removed_rows,),
-                  log.removed_rows + counts["removed"])
-    if len(log.added) + len(log.removed) > LOG_PIECES:
+        log = log.adding(removed_rows, counts["removed"], removing=True)
+    if log.pieces > LOG_PIECES:
         parts = max(ctx.spark.sparkContext.defaultParallelism, 1)
         log = Log(cut(log.frame(cols).coalesce(parts))[0])
     plus = added.filter(F.col("_net")).select(*picked)

@@ -195,9 +195,11 @@ def update_partition(spec: Spec, batches: Iterable[pa.RecordBatch]) -> Iterator[
             continue
         inputs = _inputs(spec, share, src, entry)
         out = update(entry.state, inputs)
-        resident.store(spec.lineage, share, spec.new_token,
-                       Entry(out.state, entry.symbols, dict(inputs.lower_new)))
         yield from _changes(spec, out, entry.symbols, schema)
         yield _stat(STATS_REL, out.rounds, schema)
         yield _stat(TOP_REL, out.state.top(), schema)
+        # After the rows went out (its file write would compete with them), before the task
+        # ends: the next epoch's job cannot start before this share is stored.
+        resident.store(spec.lineage, share, spec.new_token,
+                       Entry(out.state, entry.symbols, dict(inputs.lower_new)))
 

@@ -29,6 +29,11 @@ if TYPE_CHECKING:
 
     from levelflow.tasks.tasks import Task
 
+
+# Rows a counting update's plans may read at most for its fold to run in one partition.
+ONE_PARTITION_ROWS = 50_000
+
+
 def countable(program: Program, task: Task) -> bool:
     """Return whether the counting algorithm maintains this task exactly.
 
@@ -49,10 +54,6 @@ def countable(program: Program, task: Task) -> bool:
         if any(not any(isinstance(a, Var) for a in atom.args) for atom in positive):
             return False
     return True
-
-
-
-
 
 
 def count_scratch(ctx: TaskContext, task: Task) -> dict[str, DataFrame]:
@@ -82,18 +83,23 @@ def count_scratch(ctx: TaskContext, task: Task) -> dict[str, DataFrame]:
 
 def count_update(ctx: TaskContext, task: Task) -> dict[str, Change]:
     """Return per own relation its Change: new counts, Δ±, and whether any count changed."""
-    signed = _signed_changes(ctx, task)
-    return {name: _fold(ctx, name, signed[name]) for name in task.relations}
+    signed, read = _signed_changes(ctx, task)
+    return {name: _fold(ctx, name, signed[name], read[name] <= ONE_PARTITION_ROWS)
+            for name in task.relations}
 
 
-def _signed_changes(ctx: TaskContext, task: Task) -> dict[str, list[DataFrame]]:
-    """Return per own relation the tuples whose derivation count changes, with the sign `_s`."""
+def _signed_changes(ctx: TaskContext, task: Task
+                    ) -> tuple[dict[str, list[DataFrame]], dict[str, int]]:
+    """Return per own relation the tuples whose derivation count changes, with the sign `_s`,
+    and how many rows their plans read at most."""
     import pyspark.sql.functions as F
 
     signed: dict[str, list[DataFrame]] = {n: [] for n in task.relations}
+    read = dict.fromkeys(task.relations, 0)
     for name in task.relations:
         b = ctx.base.get(name)
         if b is not None and b.changed:
+            read[name] += b.plus_rows + b.minus_rows
             if b.plus_rows:
                 signed[name].append(b.plus.withColumn("_s", F.lit(1)))
             if b.minus_rows:
@@ -123,11 +129,13 @@ def _signed_changes(ctx: TaskContext, task: Task) -> dict[str, list[DataFrame]]:
                 for name, heads in heads_of(ctx, variant, task.relations, dict(frames), sizes,
                                           first=i):
                     signed[name].append(heads.withColumn("_s", F.lit(sign)))
-    return signed
+                    read[name] += sum(sizes.values())
+    return signed, read
 
 
-def _fold(ctx: TaskContext, name: str, signed: list[DataFrame]) -> Change:
-    """Return the Change of relation `name` once the signed tuples are added to its counts."""
+def _fold(ctx: TaskContext, name: str, signed: list[DataFrame], small: bool) -> Change:
+    """Return the Change of relation `name` once the signed tuples are added to its counts;
+    `small`: their plans read few rows, so one partition sums them without a shuffle."""
     import pyspark.sql.functions as F
 
     old_c = ctx.old_counts[name]
@@ -135,8 +143,10 @@ def _fold(ctx: TaskContext, name: str, signed: list[DataFrame]) -> Change:
     if not signed:
         return Change(old_c, rows=old.old_rows)
     cols = column_names(ctx.decls[name].arity)
-    dc, rows = cut(union_all(signed).groupBy(*cols).agg(F.sum("_s").alias("_d"))
-                   .filter(F.col("_d") != 0))
+    bag = union_all(signed)
+    if small:  # a shuffle stage costs more than the rows it would spread (about 2x the job)
+        bag = bag.coalesce(1)
+    dc, rows = cut(bag.groupBy(*cols).agg(F.sum("_s").alias("_d")).filter(F.col("_d") != 0))
     if not rows:
         return Change(old_c, rows=old.old_rows)
     keys = F.broadcast(dc.select(*cols)) if rows <= BROADCAST_ROWS else dc.select(*cols)
