@@ -3,10 +3,13 @@
 Which of an epoch's inserted and removed facts are base facts already is a lookup; over the
 Spark copy it is a job per epoch (0.5 s and more under load). The driver loads a relation's
 base facts once (one job), as a Polars frame, and applies each committed epoch's net change.
-Relations over INDEX_ROWS facts stay on the Spark side.
+Relations over INDEX_ROWS facts stay on the Spark side. A session that just opened loads them in
+the background (`prefetch`), so its first epoch does not wait for that job.
 """
 
 from __future__ import annotations
+
+import threading
 
 import polars as pl
 
@@ -22,22 +25,50 @@ class BaseIndex:
     def __init__(self) -> None:
         self.epoch: int | None = None
         self.frames: dict[str, pl.DataFrame] = {}
+        self._loader: threading.Thread | None = None
+        self._loaded: tuple[int, dict[str, pl.DataFrame]] | None = None
+
+    def prefetch(self, snap, decls) -> None:
+        """Start loading the base facts of `snap`'s input relations in a background thread."""
+        names = [n for n in snap.base if _kept(snap, n, decls[n])]
+        if names:
+            self._loader = threading.Thread(target=self._load_all, args=(snap, decls, names),
+                                            daemon=True)
+            self._loader.start()
+
+    def _load_all(self, snap, decls, names: list[str]) -> None:
+        try:
+            frames = {n: _load(snap, n, decls[n]) for n in names}
+        except Exception:  # noqa: BLE001 - an optimization only: present() loads on demand
+            return
+        self._loaded = (snap.epoch, frames)
+
+    def _take_prefetched(self) -> None:
+        if self._loader is None:
+            return
+        self._loader.join()
+        self._loader = None
+        if self._loaded is not None and self.epoch in (None, self._loaded[0]):
+            self.epoch, frames = self._loaded[0], self._loaded[1]
+            self.frames = {**frames, **self.frames}
+        self._loaded = None
 
     def present(self, snap, name: str, decl: Decl, rows: list[tuple]) -> set[tuple] | None:
         """Return which rows are base facts of `name` in `snap`, or None if not kept here."""
+        self._take_prefetched()
         if self.epoch != snap.epoch:
             self.frames, self.epoch = {}, snap.epoch
         if name not in self.frames:
-            if snap.base_rows[name] > INDEX_ROWS or decl.arity == 0:
+            if not _kept(snap, name, decl):
                 return None
-            self.frames[name] = pl.from_arrow(snap.base[name].toArrow()).cast(
-                frame_schema(decl))
+            self.frames[name] = _load(snap, name, decl)
         probe = pl.DataFrame(rows, schema=frame_schema(decl), orient="row")
         hits = self.frames[name].join(probe, on=probe.columns, how="semi", nulls_equal=True)
         return set(hits.rows())
 
     def committed(self, epoch: int, changes: dict[str, tuple[Decl, list, list]]) -> None:
         """Apply an epoch's net change (per relation: plus rows, minus rows); it is `epoch` now."""
+        self._take_prefetched()
         if self.epoch is None or self.epoch + 1 != epoch:
             self.frames, self.epoch = {}, None
             return
@@ -53,3 +84,13 @@ class BaseIndex:
                 df = pl.concat([df, pl.DataFrame(plus, schema=schema, orient="row")])
             self.frames[name] = df
         self.epoch = epoch
+
+
+def _kept(snap, name: str, decl: Decl) -> bool:
+    """Return whether relation `name`'s base facts are kept in the driver."""
+    return 0 < snap.base_rows[name] <= INDEX_ROWS and decl.arity > 0
+
+
+def _load(snap, name: str, decl: Decl) -> pl.DataFrame:
+    """Return relation `name`'s base facts in `snap` as a Polars frame (one Spark job)."""
+    return pl.from_arrow(snap.base[name].toArrow()).cast(frame_schema(decl))

@@ -17,6 +17,7 @@ import dataclasses
 import os
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from levelflow.engine.evaluate import cut
 from levelflow.engine.incremental.base_index import BaseIndex
@@ -39,10 +40,19 @@ from levelflow.tasks.tasks import ProgramTasks
 BASE_CUT_DEPTH = 8
 
 
-def _load(program) -> tuple[ProgramTasks, str]:
-    """Return (ProgramTasks, program text) for a path or ProgramTasks."""
-    from levelflow.tasks import build_tasks, load_program
+class ProgramText(NamedTuple):
+    """A program given as text (e.g. over HTTP), with the name its errors and state cite."""
 
+    text: str
+    name: str
+
+
+def _load(program) -> tuple[ProgramTasks, str]:
+    """Return (ProgramTasks, program text) for a path, ProgramText or ProgramTasks."""
+    from levelflow.tasks import build_tasks, load_program, parse_program
+
+    if isinstance(program, ProgramText):
+        return build_tasks(parse_program(program.text, program.name)), program.text
     if isinstance(program, ProgramTasks):
         path = Path(program.program.file)
         return program, path.read_text() if path.is_file() else ""
@@ -110,6 +120,7 @@ class IncrementalSession:
             state.hold_readers_lock()
         with session._writing():
             session.last = session._run_epoch(base, bootstrap=True)
+        session.base_index.prefetch(session.snap, prog.decls)
         return session
 
     @classmethod
@@ -121,7 +132,9 @@ class IncrementalSession:
         state.hold_readers_lock()  # before reading: the epoch read stays on disk while we live
         data = state.manifest()
         pt = build_tasks(parse_program(data["program"], data["program_file"]))
-        return cls(spark, pt, data["program"], state.load(spark, pt.program), state, **options)
+        session = cls(spark, pt, data["program"], state.load(spark, pt.program), state, **options)
+        session.base_index.prefetch(session.snap, pt.program.decls)
+        return session
 
     # -- changes -------------------------------------------------------------------------------
 
