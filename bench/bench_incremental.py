@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from levelflow.engine.session import jobs_started
+
 PROGRAM = """
 .decl edge(x:number, y:number)
 .input edge
@@ -103,12 +105,6 @@ def layered_workload(args, prefix: str) -> tuple[random.Random, set, Path]:
 
 def verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
-
-
-def jobs_started(spark) -> int:
-    """Return how many Spark jobs the session has started (job ids count up from 0)."""
-    ids = spark.sparkContext.statusTracker().getJobIdsForGroup()
-    return max(ids) + 1 if ids else 0
 
 
 def _epoch(spark, s, inserts=(), removes=()):

@@ -7,8 +7,8 @@ each program (transitive closure, same generation) and each batch size (a share 
   +    insert the batch as one epoch
   -    delete it again as one epoch
 
-with the ratios +/Mat, -/Mat and -/+. Goals: + and - each below Mat for every batch of 10% or
-less; - within 1.5x of + at every size. After - every relation must have its Mat size again,
+with the ratios +/Mat, -/Mat and -/+ (each time the median of --repeat rounds). Goals: + and -
+each below Mat for every batch of 10% or less; - within 1.5x of + at every size. After - every relation must have its Mat size again,
 and after + the size of the whole graph's materialization (the same for every batch).
 
     .venv/bin/python bench/bench_update_sizes.py [--nodes 1000 --edges 1000 --mode elastic]
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import random
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -87,22 +88,30 @@ def epoch(session, sign: int, batch) -> float:
     return time.perf_counter() - t
 
 
-def measure(spark, pt, out: str, edges, share: float, seed: int, tmp: Path, mode: str):
-    """Return (Mat, +, -) seconds and the sizes after Mat and after + for one batch."""
+def measure(spark, pt, out: str, edges, share: float, seed: int, tmp: Path, mode: str,
+            repeat: int = 1):
+    """Return (Mat, +, -) seconds (each the median of `repeat` rounds) and the sizes after Mat
+    and after + for one batch."""
     from levelflow.engine.incremental import IncrementalSession
 
     rng = random.Random(seed)
     batch = rng.sample(edges, max(1, round(share * len(edges))))
     rest = sorted(set(edges) - set(batch))
     write_edges(tmp, rest)
-    t = time.perf_counter()
-    session = IncrementalSession.bootstrap(spark, pt, tmp, mode=mode)
-    mat = time.perf_counter() - t
-    mat_size = session.size(out)
-    plus = epoch(session, +1, batch)
-    full = session.size(out)
-    minus = epoch(session, -1, batch)
-    assert session.size(out) == mat_size, f"{out}: {session.size(out)} after -, {mat_size} at Mat"
+    rounds = []
+    for _ in range(repeat):  # each round: a fresh state, then + and - on it
+        t = time.perf_counter()
+        session = IncrementalSession.bootstrap(spark, pt, tmp, mode=mode)
+        mat = time.perf_counter() - t
+        mat_size = session.size(out)
+        plus = epoch(session, +1, batch)
+        full = session.size(out)
+        minus = epoch(session, -1, batch)
+        assert session.size(out) == mat_size, \
+            f"{out}: {session.size(out)} after -, {mat_size} at Mat"
+        session.close()
+        rounds.append((mat, plus, minus))
+    mat, plus, minus = (statistics.median(r[i] for r in rounds) for i in range(3))
     return mat, plus, minus, mat_size, full, len(batch)
 
 
@@ -114,6 +123,8 @@ def main() -> None:
     parser.add_argument("--mode", default="elastic", help="elastic, incremental or scratch")
     parser.add_argument("--programs", default="tc,sg")
     parser.add_argument("--graphs", default="random,rmat")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="rounds per batch (Mat, +, -); the table shows their medians")
     args = parser.parse_args()
 
     from levelflow.engine.session import make_session
@@ -124,7 +135,8 @@ def main() -> None:
     graphs = {"random": random_graph, "rmat": rmat_graph}
     warm = build_tasks(parse_program(PROGRAMS["tc"][1], "warm.dl"))
     measure(spark, warm, "path", random_graph(50, 60, 1), 0.1, 1, tmp / "warm", args.mode)
-    print(f"{args.nodes} nodes, {args.edges} edges, mode {args.mode}; seconds, wall time")
+    print(f"{args.nodes} nodes, {args.edges} edges, mode {args.mode}; seconds, wall time, "
+          f"median of {args.repeat}")
     print(f"{'graph':7} {'prog':4} {'batch':>6} {'edges':>5} {'tuples':>8} {'Mat':>7} "
           f"{'+':>7} {'-':>7} {'+/Mat':>6} {'-/Mat':>6} {'-/+':>5}")
     failures = []
@@ -137,7 +149,7 @@ def main() -> None:
             for i, share in enumerate(BATCHES):
                 mat, plus, minus, _, full, k = measure(spark, pt, out, edges, share,
                                                        args.seed + i, tmp / f"{gname}-{pname}-{i}",
-                                                       args.mode)
+                                                       args.mode, args.repeat)
                 fulls.add(full)
                 print(f"{gname:7} {pname:4} {share:6.1%} {k:5d} {full:8d} {mat:7.2f} "
                       f"{plus:7.2f} {minus:7.2f} {plus / mat:6.2f} {minus / mat:6.2f} "

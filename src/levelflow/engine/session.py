@@ -115,3 +115,12 @@ def make_session(master: str = "local[*]", shuffle_partitions: int = 2,
     spark = SparkSession.builder.config(conf=conf).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+def jobs_started(spark) -> int:
+    """Return how many Spark jobs the session has started, in every job group."""
+    try:  # the scheduler's job id counter: jobs of every thread and group
+        return int(spark.sparkContext._jsc.sc().dagScheduler().nextJobId())
+    except Exception:  # noqa: BLE001 - no JVM gateway (Spark Connect): jobs outside groups
+        ids = spark.sparkContext.statusTracker().getJobIdsForGroup()
+        return max(ids) + 1 if ids else 0
