@@ -26,6 +26,7 @@ from test_incremental_properties import (
 
 from levelflow.engine.incremental import IncrementalSession, StateDir
 from levelflow.server import EpochService, make_server
+from levelflow.tasks import build_tasks, parse_program
 
 ROOT = Path(__file__).resolve().parent.parent
 CONVERT = {"number": int, "unsigned": int, "float": float, "symbol": str}
@@ -195,6 +196,39 @@ def test_concurrent_epochs_queue_one_at_a_time(tc_server, tmp_path):
     check_against_reference(HttpView(served, None), pt, facts, tmp_path / "ref")
     status, text = served.request("POST", "/epoch", "// nothing\n")
     assert status == 200 and json.loads(text)["epoch"] == start + 4  # no epoch for no change
+
+
+def test_a_program_change_over_http(spark, tmp_path):
+    state, pt, facts, gens, rng = bootstrap(spark, tmp_path, "tc", 24)
+    (tmp_path / "new").mkdir()
+    (tmp_path / "new" / "seed.facts").write_text("1\n3\n")
+    new_text = (FAMILIES["tc"][0] + ".decl seed(x:number)\n.input seed\n"
+                ".decl reached(y:number)\nreached(y) :- seed(x), path(x, y).\n")
+    served = Served(spark, state)
+    try:
+        before = StateDir(state).current()
+        status, text = served.request("POST", "/program", "reached(y) :- nope(y).\n")
+        assert status == 400 and "request:1:" in text and text.count("\n") == 1
+        status, text = served.request("POST", f"/program?facts={tmp_path / 'missing'}",
+                                      new_text)
+        assert status == 400 and "not a directory" in text
+        assert StateDir(state).current() == before and served.session.program_text == \
+            FAMILIES["tc"][0]
+        status, text = served.request("POST", f"/program?facts={tmp_path / 'new'}", new_text)
+        assert status == 200, text
+        answer = json.loads(text)
+        assert answer["epoch"] == before + 1
+        assert answer["tasks"]["path"] == "kept" and answer["tasks"]["reached"] == "new"
+        new_pt = build_tasks(parse_program(new_text, "new.dl"))
+        facts["seed"] = {(1,), (3,)}
+        check_against_reference(HttpView(served, spark), new_pt, facts, tmp_path / "r1")
+        for k, ops in enumerate(random_epochs(rng, gens, facts, 2), 2):  # then epochs on it
+            status, text = served.request("POST", "/epoch", diff_of(ops))
+            assert status == 200, text
+            check_against_reference(HttpView(served, spark), new_pt, facts, tmp_path / f"r{k}")
+    finally:
+        served.close()
+    assert StateDir(state).manifest()["program"] == new_text
 
 
 KILLER = """

@@ -4,6 +4,10 @@
                                  `update --insert FILE` reads): applied as one epoch; answers
                                  JSON {epoch, relations: {name: {added, removed}}, notes,
                                  strategies, seconds, spark_jobs}
+    POST /program[?facts=DIR]    body: a new program's text: the state moves to it as one
+                                 epoch (`update --program NEW.dl --facts DIR`); new input
+                                 relations read DIR (on the server's machine). Answers as
+                                 /epoch, plus {tasks: {task: kept|updated|recomputed|new}}
     GET  /relations/NAME         the relation's tuples, tab-separated and sorted (as outputs)
     GET  /relations/NAME/size    {"relation": NAME, "size": N}
     GET  /status                 {"state", "epoch", "epochs_queued", "sizes"}
@@ -24,8 +28,9 @@ import threading
 import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
+from levelflow.engine.session import jobs_started
 from levelflow.errors import LevelflowError
 
 MAX_BODY = 64 << 20  # bytes of one epoch's diff
@@ -37,12 +42,6 @@ class RequestError(LevelflowError):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
-
-
-def jobs_started(spark) -> int:
-    """Return how many Spark jobs the session has started (job ids count up from 0)."""
-    ids = spark.sparkContext.statusTracker().getJobIdsForGroup()
-    return max(ids) + 1 if ids else 0
 
 
 class EpochService:
@@ -84,6 +83,37 @@ class EpochService:
                 "relations": {n: {"added": d.added_rows, "removed": d.removed_rows}
                               for n, d in sorted(result.deltas.items())},
                 "notes": result.notes, "strategies": result.strategies,
+                "seconds": round(time.perf_counter() - t0, 4),
+                "spark_jobs": jobs_started(s.spark) - jobs}
+
+    def new_program(self, body: bytes, query: str):
+        """Return the checked new program and its facts directory (None: no new facts), or
+        raise RequestError(400) with the program's first error."""
+        from levelflow.engine.incremental.program_change import load_new_program
+        from levelflow.engine.incremental.session_api import ProgramText
+
+        try:
+            text = body.decode("utf-8-sig")
+        except UnicodeDecodeError as e:
+            raise RequestError(400, f"request: error: the body is not UTF-8 ({e})") from None
+        facts = parse_qs(query).get("facts", [None])[0]
+        try:
+            load_new_program(ProgramText(text, "request"), facts)  # errors before queuing
+        except LevelflowError as e:
+            raise RequestError(400, str(e).splitlines()[0]) from None
+        return ProgramText(text, "request"), facts
+
+    def program(self, new) -> dict:
+        """Return the answer to moving to a new program (call with the lock held)."""
+        s = self.session
+        s.discard()
+        jobs, t0 = jobs_started(s.spark), time.perf_counter()
+        result = s.replace_program(*new)
+        return {"epoch": result.epoch,
+                "relations": {n: {"added": d.added_rows, "removed": d.removed_rows}
+                              for n, d in sorted(result.deltas.items())},
+                "notes": result.notes, "strategies": result.strategies,
+                "tasks": dict(sorted(result.status.items())),
                 "seconds": round(time.perf_counter() - t0, 4),
                 "spark_jobs": jobs_started(s.spark) - jobs}
 
@@ -172,29 +202,36 @@ class Handler(BaseHTTPRequestHandler):
         return self.rfile.read(int(length))
 
     def do_POST(self) -> None:  # noqa: N802 - the base class's name
-        """Apply the body's diff as one epoch; compact after answering."""
+        """Apply the body (a diff, or a new program) as one epoch; compact after answering."""
+        url = urlsplit(self.path)
         try:
             body = self._body()
-            if urlsplit(self.path).path != "/epoch":
-                raise RequestError(404, f"error: no endpoint POST {self.path} (POST /epoch)")
-            ops = self.service.parse(body)
+            if url.path == "/epoch":
+                ops = self.service.parse(body)
+                run, changes = (lambda: self.service.epoch(ops)), bool(ops)
+            elif url.path == "/program":
+                new = self.service.new_program(body, url.query)
+                run, changes = (lambda: self.service.program(new)), True
+            else:
+                raise RequestError(404, f"error: no endpoint POST {self.path} (POST /epoch, "
+                                   f"/program)")
         except LevelflowError as e:
             self._fail(e)
             return
-        self._run_epoch(ops)
+        self._run_epoch(run, changes)
 
-    def _run_epoch(self, ops: list) -> None:
+    def _run_epoch(self, run, changes: bool) -> None:
         svc = self.service
         svc.queued += 1  # under the GIL; only status reads it
         with svc.lock:
             svc.queued -= 1
             try:
-                payload = svc.epoch(ops)
+                payload = run()
             except Exception as e:  # noqa: BLE001 - every failure is one line to the client
                 self._fail(e)
                 return
             self._json(payload)
-            if ops:
+            if changes:
                 svc.compact()
 
     def do_GET(self) -> None:  # noqa: N802 - the base class's name

@@ -318,11 +318,15 @@ class ProgramChangeError(LevelflowError):
     """A new program's facts directory is unusable."""
 
 
-def load_new_program(path, factdir=None) -> ProgramTasks:
-    """Return the new program's tasks, checked as `run` checks a program (no Spark)."""
-    from levelflow.tasks import build_tasks, load_program
+def load_new_program(program, factdir=None) -> ProgramTasks:
+    """Return the new program's tasks (from a path or ProgramText), checked as `run` checks a
+    program (no Spark)."""
+    from levelflow.engine.incremental.session_api import ProgramText
+    from levelflow.tasks import build_tasks, load_program, parse_program
 
-    program_tasks = build_tasks(load_program(path))  # DatalogError: one line, as `run` says
+    # DatalogError: one line, as `run` says
+    program_tasks = build_tasks(parse_program(program.text, program.name)
+                                if isinstance(program, ProgramText) else load_program(program))
     if factdir is not None and not Path(factdir).is_dir():
         raise ProgramChangeError(f"{factdir}: error: --facts: not a directory")
     return program_tasks
