@@ -6,6 +6,8 @@ in a file in the executor's temporary directory, written after the task in the b
 process of the executor reads it). A token is a 10-digit sequence number and some noise: a
 lookup wants one exact token, and a late write of an older version never deletes a newer one.
 What is kept is any picklable object; missing or unreadable is a miss, never an error.
+Files no session has read or written for MAX_AGE_SECONDS are swept (sessions that were never
+closed leave theirs behind); a swept state is a miss, which the caller recovers from.
 """
 
 from __future__ import annotations
@@ -15,12 +17,16 @@ import os
 import pickle
 import tempfile
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 
 _MEMORY_ENTRIES = 16  # states one worker process keeps in memory (oldest dropped first)
 _MEMORY: dict[tuple[str, int], tuple[str, object]] = {}
 _WRITER: threading.Thread | None = None  # the file write of the last stored state
+MAX_AGE_SECONDS = 6 * 3600
+_SWEEP_EVERY = 600  # seconds between one process's sweeps
+_last_sweep = 0.0
 
 
 def _root() -> Path:
@@ -44,9 +50,11 @@ def lookup(lineage: str, share: int, token: str):
     hit = _MEMORY.get((lineage, share))
     if hit is not None and hit[0] == token:
         return hit[1]
+    path = _file(lineage, share, token)
     try:
-        with _file(lineage, share, token).open("rb") as f:
+        with path.open("rb") as f:
             value = pickle.load(f)
+        os.utime(path)  # in use: not swept
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
         return None
     remember(lineage, share, token, value)
@@ -79,6 +87,21 @@ def _write(path: Path, value: object) -> None:
             # and other processes' files being written.
             if old != path and "tmp" not in old.name and version[:10] < token[:10]:
                 old.unlink(missing_ok=True)
+        _sweep(path.parent)
+
+
+def _sweep(root: Path) -> None:
+    """Delete this executor's state files untouched for MAX_AGE_SECONDS (at most every
+    _SWEEP_EVERY seconds per process)."""
+    global _last_sweep
+    now = time.time()
+    if now - _last_sweep < _SWEEP_EVERY:
+        return
+    _last_sweep = now
+    for path in root.iterdir():
+        with contextlib.suppress(OSError):
+            if now - path.stat().st_mtime > MAX_AGE_SECONDS:
+                path.unlink()
 
 
 def forget(lineages: Iterable[str]) -> None:

@@ -1,0 +1,59 @@
+"""plans/resident.py: executor-side state by lineage, share and token; files swept when stale."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from levelflow.engine.plans import resident
+
+
+@pytest.fixture
+def root(tmp_path, monkeypatch):
+    """Keep the files in tmp_path, the memory empty, and the sweep due."""
+    monkeypatch.setattr(resident, "_root", lambda: tmp_path)
+    monkeypatch.setattr(resident, "_last_sweep", 0.0)
+    resident._MEMORY.clear()
+    yield tmp_path
+    if resident._WRITER is not None:
+        resident._WRITER.join()
+    resident._MEMORY.clear()
+
+
+def stored(lineage, share, token, value):
+    resident.store(lineage, share, token, value)
+    resident._WRITER.join()
+
+
+def test_a_state_is_found_in_memory_then_in_its_file(root):
+    stored("lin", 0, "0000000001ab", {"rows": [1, 2]})
+    assert resident.lookup("lin", 0, "0000000001ab") == {"rows": [1, 2]}
+    resident._MEMORY.clear()  # another worker process of the executor: only the file
+    assert resident.lookup("lin", 0, "0000000001ab") == {"rows": [1, 2]}
+    assert resident.lookup("lin", 0, "0000000002ab") is None  # another version: a miss
+    assert resident.lookup("lin", 1, "0000000001ab") is None
+
+
+def test_a_newer_version_deletes_the_older_file_only(root):
+    stored("lin", 0, "0000000001ab", "one")
+    stored("lin", 0, "0000000002cd", "two")
+    assert sorted(p.name for p in root.iterdir()) == ["lin-0.0000000002cd"]
+    stored("lin", 0, "0000000001ef", "late older write")  # must not delete the newer one
+    assert (root / "lin-0.0000000002cd").exists()
+
+
+def test_files_untouched_for_long_are_swept_and_used_ones_kept(root):
+    stale, used = root / "gone-0.0000000001aa", root / "kept-0.0000000001aa"
+    for path in (stale, used):
+        path.write_bytes(b"not even a pickle")
+        old = time.time() - resident.MAX_AGE_SECONDS - 60
+        os.utime(path, (old, old))
+    stored("kept", 0, "0000000001aa", "read again")
+    os.utime(used, (time.time() - resident.MAX_AGE_SECONDS - 60,) * 2)
+    resident._MEMORY.clear()
+    assert resident.lookup("kept", 0, "0000000001aa") == "read again"  # touched by the read
+    resident._last_sweep = 0.0
+    stored("other", 0, "0000000001bb", "x")
+    assert not stale.exists() and used.exists()
