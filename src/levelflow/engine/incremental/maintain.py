@@ -385,18 +385,16 @@ class Epoch:
                 if n in upd.stored:
                     stored[n] = upd.stored[n]
         base, base_rows = dict(old.base), dict(old.base_rows)
-        changed_base, base_stored, base_depth = set(), {}, dict(old.base_depth)
+        changed_base, base_stored = set(), {}
         for n, ver in self.base.items():
             if ver.changed:
                 base[n], base_rows[n] = ver.new, ver.new_rows
-                base_depth[n] = ver.pieces
                 changed_base.add(n)
                 base_stored[n] = (ver.minus if ver.minus_rows else None,
                                   ver.plus if ver.plus_rows else None)
         snap = Snapshot(old.epoch + 1, rel, base, rows, base_rows, set(old.counted), scratch,
                         dict(old.where), dict(old.base_where), pieces, max_rank,
-                        stored=stored, base_stored=base_stored, arranged=arranged,
-                        base_depth=base_depth)
+                        stored=stored, base_stored=base_stored, arranged=arranged)
         return snap, changed, changed_base
 
     def result(self, seconds: float) -> EpochResult:

@@ -266,7 +266,7 @@ def adapt_snapshot(spark, snap: Snapshot, change: ProgramChange) -> Snapshot:
     keep = {change.new.tasks[v].name for v, p in change.plan.items() if p in ("kept", "updated")}
     scratch = {t: s for t, s in snap.scratch_seconds.items() if t in keep}
     return Snapshot(snap.epoch, rel, base, rows, base_rows, set(counted), scratch, where,
-                    base_where, pieces, max_rank, base_depth=dict(snap.base_depth))
+                    base_where, pieces, max_rank)
 
 
 def seed_new_inputs(spark, change: ProgramChange, base: dict, factdir) -> list[str]:

@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import os
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -35,9 +36,41 @@ from levelflow.engine.incremental.versions import Versions
 from levelflow.engine.types import column_names, rows_frame
 from levelflow.tasks.tasks import ProgramTasks
 
-# Epochs of base-fact changes kept as an uncut plan (anti join + union per epoch) before one
-# cut: each cut is a Spark job, each stacked epoch a little more planning for its readers.
-BASE_CUT_DEPTH = 8
+# Facts an input's base may differ by from its last cut frame, kept as sets in the driver,
+# before one cut (a job): the base is the cut frame minus and plus those, one anti join and one
+# union whatever the epochs (a plan stacked per epoch ran one broadcast job per epoch when cut).
+BASE_PENDING_ROWS = 20_000
+
+
+@dataclass(frozen=True)
+class _BaseDelta:
+    """An input's base facts: a cut frame, the facts since added (not in it) and removed (in
+    it), and the frame they make, as the snapshot holds it."""
+
+    cut: object  # DataFrame
+    plus: frozenset
+    minus: frozenset
+    frame: object  # DataFrame: cut - minus + plus
+
+    def then(self, spark, decl, plus: list, minus: list) -> _BaseDelta:
+        """Return the base after an epoch's net change (plus absent before, minus present)."""
+        import pyspark.sql.functions as F
+
+        added, removed = set(self.plus), set(self.minus)
+        for row in plus:
+            (removed.discard if row in removed else added.add)(row)
+        for row in minus:
+            (added.discard if row in added else removed.add)(row)
+        cols = column_names(decl.arity)
+        new = self.cut
+        if removed:
+            new = new.join(F.broadcast(rows_frame(spark, decl, list(removed))), cols, "left_anti")
+        if added:
+            new = new.unionByName(rows_frame(spark, decl, list(added)))
+        if len(added) + len(removed) > BASE_PENDING_ROWS:
+            new, _ = cut(new)
+            return _BaseDelta(new, frozenset(), frozenset(), new)
+        return _BaseDelta(self.cut, frozenset(added), frozenset(removed), new)
 
 
 class ProgramText(NamedTuple):
@@ -88,6 +121,8 @@ class IncrementalSession:
         self.last: EpochResult | None = None
         self.base_index = BaseIndex()  # base facts in the driver, for the no-op check
         self._changed: dict = {}  # the epoch being committed: relation -> (decl, plus, minus)
+        self._base_deltas: dict[str, _BaseDelta] = {}  # input -> its base as of self.snap
+        self._pending_bases: dict[str, _BaseDelta] = {}  # ... as of the epoch being committed
 
     # -- construction --------------------------------------------------------------------------
 
@@ -187,7 +222,6 @@ class IncrementalSession:
 
     def _net_change(self, ops) -> tuple[dict[str, Versions], list[str]]:
         """Return per input relation its base Versions with the net change set, and notes."""
-        import pyspark.sql.functions as F
 
         by_rel: dict[str, list[Op]] = {}
         for op in ops:
@@ -221,22 +255,15 @@ class IncrementalSession:
             if not plus and not minus:
                 continue
             self._changed[name] = (decl, plus, minus)
-            cols = column_names(decl.arity)
             plus_df = rows_frame(self.spark, decl, plus) if plus else None
             minus_df = rows_frame(self.spark, decl, minus) if minus else None
-            new = ver.old
-            if minus_df is not None:
-                new = new.join(F.broadcast(minus_df), cols, "left_anti")
-            if plus_df is not None:
-                new = new.unionByName(plus_df)
-            # plus holds only absent facts and minus only present ones, so the size is known
-            # without a job; the plan is cut (a job) only once BASE_CUT_DEPTH changes stack up.
-            ver.pieces = self.snap.base_depth.get(name, 0) + 1
-            rows = ver.old_rows + len(plus) - len(minus)
-            if ver.pieces >= BASE_CUT_DEPTH:
-                new, _ = cut(new)
-                ver.pieces = 0
-            ver.set_change(new, rows, plus_df, len(plus), minus_df, len(minus))
+            delta = self._base_deltas.get(name)
+            if delta is None or delta.frame is not ver.old:  # the base was read or rebuilt
+                delta = _BaseDelta(ver.old, frozenset(), frozenset(), ver.old)
+            self._pending_bases[name] = delta = delta.then(self.spark, decl, plus, minus)
+            # plus holds only absent facts and minus only present ones: the size needs no job
+            ver.set_change(delta.frame, ver.old_rows + len(plus) - len(minus), plus_df,
+                           len(plus), minus_df, len(minus))
         return base, notes
 
     # -- epochs --------------------------------------------------------------------------------
@@ -249,7 +276,7 @@ class IncrementalSession:
         that answers first (serve) passes False and compacts after.
         """
         ops, self.pending = self.pending, []
-        self._changed = {}
+        self._changed, self._pending_bases = {}, {}
         try:
             with self._writing():  # before reading the old base: it may have moved on
                 base, notes = self._net_change(ops)
@@ -258,6 +285,7 @@ class IncrementalSession:
             self.pending = ops + self.pending  # nothing applied: the ops stay queued
             raise
         self.base_index.committed(self.snap.epoch, self._changed)
+        self._base_deltas.update(self._pending_bases)
         result.notes[:0] = notes
         if compact:
             try:

@@ -107,8 +107,6 @@ class Snapshot:
     # Changed relation -> (removed, added) stored rows, written as a segment (else a new base).
     stored: dict[str, tuple] = field(default_factory=dict)
     base_stored: dict[str, tuple] = field(default_factory=dict)  # input -> (Δ-, Δ+) base facts
-    # input -> epochs of net changes stacked, uncut, on its base facts' last cut frame
-    base_depth: dict[str, int] = field(default_factory=dict)
 
     def tuples(self, name: str) -> DataFrame:
         """Return the tuples of relation `name` (columns c0.., no count or rank)."""
