@@ -28,9 +28,14 @@ class BaseIndex:
         self._loader: threading.Thread | None = None
         self._loaded: tuple[int, dict[str, pl.DataFrame]] | None = None
 
+    def seed(self, epoch: int, frames: dict[str, pl.DataFrame]) -> None:
+        """Take base facts already in the driver (a bootstrap's small inputs) as of `epoch`."""
+        self.epoch, self.frames = epoch, dict(frames)
+
     def prefetch(self, snap, decls) -> None:
-        """Start loading the base facts of `snap`'s input relations in a background thread."""
-        names = [n for n in snap.base if _kept(snap, n, decls[n])]
+        """Start loading, in a background thread, the base facts of `snap`'s input relations
+        not kept here yet."""
+        names = [n for n in snap.base if _kept(snap, n, decls[n]) and n not in self.frames]
         if names:
             self._loader = threading.Thread(target=self._load_all, args=(snap, decls, names),
                                             daemon=True)
@@ -94,3 +99,11 @@ def _kept(snap, name: str, decl: Decl) -> bool:
 def _load(snap, name: str, decl: Decl) -> pl.DataFrame:
     """Return relation `name`'s base facts in `snap` as a Polars frame (one Spark job)."""
     return pl.from_arrow(snap.base[name].toArrow()).cast(frame_schema(decl))
+
+
+def read_small(spark, decl: Decl, df) -> tuple[object, int, pl.DataFrame]:
+    """Return facts read by one job into the driver: a Spark frame over the driver's copy (no
+    later job re-reads the file), the row count, and the copy as a Polars frame."""
+    table = df.toArrow()
+    return (spark.createDataFrame(table, schema=df.schema), table.num_rows,
+            pl.from_arrow(table).cast(frame_schema(decl)))

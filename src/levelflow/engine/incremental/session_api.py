@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from levelflow.engine.evaluate import cut
-from levelflow.engine.incremental.base_index import BaseIndex
+from levelflow.engine.incremental.base_index import BaseIndex, read_small
 from levelflow.engine.incremental.maintain import (
     LARGE_CHANGE,
     SWITCH,
@@ -40,6 +40,9 @@ from levelflow.tasks.tasks import ProgramTasks
 # before one cut (a job): the base is the cut frame minus and plus those, one anti join and one
 # union whatever the epochs (a plan stacked per epoch ran one broadcast job per epoch when cut).
 BASE_PENDING_ROWS = 20_000
+# Fact files a bootstrap reads into the driver (one job, which also seeds the driver's index
+# of base facts) rather than into a cut frame on the executors.
+DRIVER_FACT_BYTES = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -141,12 +144,16 @@ class IncrementalSession:
             raise StateError(f"{state.path}: error: already holds a state (epoch "
                              f"{state.current()}); use `levelflow update` or remove it")
         snap = empty_snapshot(spark, prog, counted_relations(pt))
-        base = {}
+        base, indexed = {}, {}
         for name, io in prog.inputs.items():
             decl = prog.decls[name]
             ver = Versions(decl, snap.base[name], 0)
-            df, rows = cut(read_facts(spark, decl, input_path(io, factdir), io_delimiter(io),
-                                      io_headers(io)))
+            path = input_path(io, factdir)
+            df = read_facts(spark, decl, path, io_delimiter(io), io_headers(io))
+            if decl.arity and path.is_file() and path.stat().st_size <= DRIVER_FACT_BYTES:
+                df, rows, indexed[name] = read_small(spark, decl, df)
+            else:
+                df, rows = cut(df)
             if rows:
                 ver.set_change(df, rows, df, rows, None, 0)
             base[name] = ver
@@ -155,6 +162,7 @@ class IncrementalSession:
             state.hold_readers_lock()
         with session._writing():
             session.last = session._run_epoch(base, bootstrap=True)
+        session.base_index.seed(session.snap.epoch, indexed)
         session.base_index.prefetch(session.snap, prog.decls)
         return session
 
