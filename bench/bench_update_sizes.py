@@ -8,8 +8,9 @@ each program (transitive closure, same generation) and each batch size (a share 
   -    delete it again as one epoch
 
 with the ratios +/Mat, -/Mat and -/+ (each time the median of --repeat rounds). Goals: + and -
-each below Mat for every batch of 10% or less; - within 1.5x of + at every size. After - every relation must have its Mat size again,
-and after + the size of the whole graph's materialization (the same for every batch).
+each below Mat for every batch of 10% or less; - within 1.5x of + at every size. After - every
+relation must have its Mat size again, and after + the size of the whole graph's
+materialization (the same for every batch).
 
     .venv/bin/python bench/bench_update_sizes.py [--nodes 1000 --edges 1000 --mode elastic]
 """

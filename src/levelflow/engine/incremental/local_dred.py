@@ -161,7 +161,9 @@ class _Old:
 
     def kept_keys(self) -> np.ndarray | None:
         """Return the sorted keys of the tuples not suspect."""
-        return None if self.keys is None else self.keys[~self.mask]
+        if self.keys is None or not self.suspects.height:
+            return self.keys
+        return self.keys[~self.mask]
 
 
 class _LiveLookups(PolarsOps):
@@ -354,9 +356,9 @@ def update(state: Arranged, inp: Inputs) -> Outcome:
     split = {n: old.split() for n, old in olds.items()}
     kept = {n: kept.drop(RANK) for n, (kept, _) in split.items()}
     seeds = _insert_seeds(inp, {n: old.suspects for n, old in olds.items()}, kept)
-    rels = {}
+    rels, kept_keys = {}, {n: olds[n].kept_keys() for n in names}
     for n in names:
-        rel = Relation(inp.decls[n], empty_frame(inp.decls[n]), kept[n], olds[n].kept_keys())
+        rel = Relation(inp.decls[n], empty_frame(inp.decls[n]), kept[n], kept_keys[n])
         # The seeds not kept are the first round: new_tuples looks them up by key.
         rel.advance(rel.new_tuples([_in_share(inp, n, df) for df in seeds[n]]))
         rels[n] = rel
@@ -365,8 +367,22 @@ def update(state: Arranged, inp: Inputs) -> Outcome:
     iterate([r for r in inp.rules if reads_own(r, names)], rels, inp.decls, inp.lower_new, found)
     added = {n: found.relation(n, ranked=True).with_columns(pl.col(RANK) + (top + 1))
              for n in names}
-    new = arrange({n: pl.concat([split[n][0], added[n]]) for n in names})
+    pairs = {n: _extended(split[n][0], kept_keys[n], added[n]) for n in names}
+    new = Arranged({n: p[0] for n, p in pairs.items()}, {n: p[1] for n, p in pairs.items()})
     return Outcome(new, {n: split[n][1] for n in names}, added, rounds + found.iterations)
+
+
+def _extended(kept: pl.DataFrame, kept_keys: np.ndarray | None, added: pl.DataFrame
+              ) -> tuple[pl.DataFrame, np.ndarray | None]:
+    """Return the kept tuples (in key order, with their keys) plus the added ones, in key order,
+    and the keys: the few added keys are merged in, the whole relation is not sorted again."""
+    add_keys = packed(added.drop(RANK)) if kept_keys is not None and added.height else None
+    if add_keys is None:
+        return _in_key_order(pl.concat([kept, added])) if added.height else (kept, kept_keys)
+    order = np.argsort(add_keys)
+    at = np.searchsorted(kept_keys, add_keys[order])
+    index = np.insert(np.arange(kept.height), at, kept.height + order)
+    return pl.concat([kept, added])[index], np.insert(kept_keys, at, add_keys[order])
 
 
 def _old_version(inp: Inputs, name: str) -> pl.DataFrame:

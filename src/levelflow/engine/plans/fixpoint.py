@@ -54,7 +54,7 @@ class TaskOutcome:
 class Relation:
     """One relation of the fixpoint: stable and recent tuples, and their packed keys if any."""
 
-    __slots__ = ("decl", "stable", "recent", "keys")
+    __slots__ = ("decl", "stable", "recent", "keys", "fresh")
 
     def __init__(self, decl: Decl, first: pl.DataFrame, stable: pl.DataFrame | None = None,
                  known: np.ndarray | None = None) -> None:
@@ -65,6 +65,9 @@ class Relation:
         # `known` holds stable's keys (a resumed fixpoint): without them a stable part disables
         # the keys rather than sorting the whole relation again.
         self.keys = None
+        # Keys found since `keys` was last merged, sorted: a round's merge copies this small
+        # array, not the whole relation's (a resumed fixpoint over millions of tuples).
+        self.fresh = np.empty(0, np.int64)
         if packable(first) and (known is not None or not self.stable.height):
             fresh = np.sort(first.select(pack_expr(first.columns))["_key"].to_numpy())
             self.keys = fresh if known is None else merged(known, fresh)
@@ -81,12 +84,20 @@ class Relation:
         if self.keys is not None and packable(cand):
             cols = cand.columns
             keys = distinct_sorted(cand.select(pack_expr(cols))["_key"].to_numpy())
-            new = absent(self.keys, keys)
-            self.keys = merged(self.keys, new)
+            new = absent(self.fresh, absent(self.keys, keys))
+            self.fresh = merged(self.fresh, new)
+            if len(self.fresh) > len(self.keys) // 8:
+                self.keys, self.fresh = merged(self.keys, self.fresh), self.fresh[:0]
             return unpack(new, cols)
         self.keys = None
         new = cand.unique()
         return new.join(self.full(), on=new.columns, how="anti") if new.height else new
+
+    def all_keys(self) -> np.ndarray | None:
+        """Return the sorted keys of every tuple found so far (None: they do not pack)."""
+        if self.keys is not None and len(self.fresh):
+            self.keys, self.fresh = merged(self.keys, self.fresh), self.fresh[:0]
+        return self.keys
 
     def advance(self, new: pl.DataFrame) -> None:
         """Move recent into stable and make `new` the recent delta."""

@@ -26,6 +26,7 @@ _MEMORY: dict[tuple[str, int], tuple[str, object]] = {}
 _WRITER: threading.Thread | None = None  # the file write of the last stored state
 MAX_AGE_SECONDS = 6 * 3600
 _SWEEP_EVERY = 600  # seconds between one process's sweeps
+_WRITE_DELAY_SECONDS = 0.02
 _last_sweep = 0.0
 
 
@@ -74,6 +75,9 @@ def store(lineage: str, share: int, token: str, value: object) -> None:
 
 def _write(path: Path, value: object) -> None:
     """Write a state (to a temporary name, then renamed) and delete older versions' files."""
+    # Pickling holds the GIL for long stretches: let the task that stored the state finish
+    # first (its thread is then blocked in a read, which releases the GIL).
+    time.sleep(_WRITE_DELAY_SECONDS)
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     with contextlib.suppress(OSError):
         path.parent.mkdir(parents=True, exist_ok=True)
