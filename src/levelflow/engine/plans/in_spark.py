@@ -38,6 +38,9 @@ class Layout:
     key: dict[str, int] | None  # partitioned plan: the carried position per relation
     parts: int
     closure: bool = False  # the task is a path expression's closure: plans/closure.py runs it
+    # Whether the caller reads the rounds (`_it`) of the relations' tuples; when not, `_it` is
+    # null on those rows: shipping and storing a rank per tuple cost ~1/4 of a large result.
+    ranked: bool = True
     # (lineage, token): also leave each share's result on its executor (plans/resident.py),
     # where the task's incremental epochs find it (incremental/arranged.py).
     keep: tuple[str, str] | None = None
