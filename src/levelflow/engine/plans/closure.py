@@ -91,10 +91,17 @@ def bfs_layers(adj: Adjacency, sources: np.ndarray, block_cells: int = BLOCK_CEL
             layers[k].append((srcs[cand >> bits], cand & ((1 << bits) - 1)))
             frontier = cand
             k += 1
-        for cand in marked:
-            seen[cand] = False
-    return [(np.concatenate([p[0] for p in layer]), np.concatenate([p[1] for p in layer]))
-            for layer in layers]
+        if start + block < len(sources):  # the last block's marks go with the bitmap
+            for cand in marked:
+                seen[cand] = False
+    return [_joined(layer) for layer in layers]
+
+
+def _joined(pieces: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Return one layer's (source ids, target ids) from its blocks' pieces."""
+    if len(pieces) == 1:  # one block of sources (the common case): no copy of its pairs
+        return pieces[0]
+    return np.concatenate([p[0] for p in pieces]), np.concatenate([p[1] for p in pieces])
 
 
 def _layers_sorted(adj: Adjacency, sources: np.ndarray, bits: int

@@ -6,9 +6,10 @@ rows). Under the local plan that frame is coalesced into one partition; under th
 plan the frame is copied once per share (a union of one-partition copies: no shuffle), and
 share p keeps only the tuples whose carried key hashes to p. A Python function (mapInArrow) runs
 fixpoint.run_task on its partition and returns the relations packed the same way (`_rel`,
-`o<rel>_c<j>`, and `_it` the round a tuple was found in). The result is cut by one eager
-localCheckpoint; its row counts and rounds are observed on the JVM side during that same job,
-and each relation is a filter over the checkpointed rows.
+`o<rel>_c<j>`, and `_it` the round a tuple was found in). The result is cut by one job that
+stores it as column batches (cached_cut; a localCheckpoint where that is unavailable, or the
+reliable checkpoint when asked); its row counts and rounds are observed on the JVM side during
+that same job, and each relation is a filter over the stored rows.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ class Layout:
     key: dict[str, int] | None  # partitioned plan: the carried position per relation
     parts: int
     closure: bool = False  # the task is a path expression's closure: plans/closure.py runs it
+    # Whether the caller reads the rounds (`_it`) of the relations' tuples; when not, `_it` is
+    # null on those rows: shipping and storing a rank per tuple cost ~1/4 of a large result.
+    ranked: bool = True
     # (lineage, token): also leave each share's result on its executor (plans/resident.py),
     # where the task's incremental epochs find it (incremental/arranged.py).
     keep: tuple[str, str] | None = None
@@ -74,9 +78,55 @@ def pack_inputs(spark, layout: Layout, frames: Sequence):
     return out
 
 
-def run_packed(spark, layout: Layout, frames: Sequence, checkpoint: str = "local"):
-    """Return (checkpointed packed result, rows per relation, rounds) after one Spark job."""
+def cached_cut(df, observed: str):
+    """Return (df materialized as column batches, re-rooted on them; the values observed under
+    `observed`) after one Spark job; None where the JVM calls are unavailable.
+
+    What localCheckpoint does, stored as Spark's cache stores a frame (column batches, not one
+    Java-serialized object per row: that took most of a large result's time, and reading it
+    back again). Uncompressed: gathering the compression statistics (a boxed hash map per
+    value) cost more than the rest of the job. Nothing is registered with the cache manager,
+    so the batches go when the frame does (Spark's cleaner unpersists unreachable RDDs).
+    """
+    from pyspark import StorageLevel
+    from pyspark.sql import DataFrame
+
+    spark = df.sparkSession
+    try:
+        jvm, jspark = spark._jvm, spark._jsparkSession
+        level = spark.sparkContext._getJavaStorageLevel(StorageLevel.MEMORY_AND_DISK_DESER)
+        conf = jspark.sessionState().conf().clone()  # the session's own conf stays as it is
+        conf.setConfString("spark.sql.inMemoryColumnarStorage.compressed", "false")
+        serializer = jvm.org.apache.spark.sql.execution.columnar.DefaultCachedBatchSerializer()
+        plan = df._jdf.queryExecution().executedPlan()
+        metrics = getattr(jvm.org.apache.spark.sql.execution, "CollectMetricsExec$")
+        collect = metrics.__getattr__("MODULE$").collect
+        schema, output = df._jdf.schema(), plan.output()
+    except Exception:  # noqa: BLE001 - e.g. Spark Connect: the caller checkpoints instead
+        return None
+    batches = serializer.convertInternalRowToCachedBatch(plan.execute(), output, level, conf)
+    batches.persist(level).count()  # the one job: runs the plan, fills the batches
+    row = collect(plan).get(observed).get()
+    rows = serializer.convertCachedBatchToInternalRow(batches, output, output, conf)
+    out = DataFrame(jspark.internalCreateDataFrame(rows, schema, False), spark)
+    return out, [row.get(i) for i in range(row.length())]
+
+
+def _packed_metrics(layout: Layout) -> list:
+    """Return the metrics observed over a packed result: rows per relation, then rounds."""
     import pyspark.sql.functions as F
+
+    rel = F.col("_rel")
+    metrics = [F.sum(F.when(rel == r, 1).otherwise(0)).alias(f"r{r}")
+               for r in range(len(layout.names))]
+    metrics.append(F.max(F.when(rel == STATS_REL, F.col("_it"))).alias("rounds"))
+    return metrics
+
+
+def run_packed(spark, layout: Layout, frames: Sequence, checkpoint: str = "local"):
+    """Return (materialized packed result, rows per relation, rounds) after one Spark job."""
+    import uuid
+
     from pyspark.sql import Observation
 
     from levelflow.engine.evaluate import _forget_stats
@@ -87,16 +137,18 @@ def run_packed(spark, layout: Layout, frames: Sequence, checkpoint: str = "local
 
     schema = packed_schema(layout.names, layout.decls)
     out = pack_inputs(spark, layout, frames).mapInArrow(run, schema)
-    seen = Observation()
-    rel = F.col("_rel")
-    metrics = [F.sum(F.when(rel == r, 1).otherwise(0)).alias(f"r{r}")
-               for r in range(len(layout.names))]
-    metrics.append(F.max(F.when(rel == STATS_REL, F.col("_it"))).alias("rounds"))
-    out = out.observe(seen, *metrics)
-    out = out.checkpoint(eager=True) if checkpoint == "reliable" else out.localCheckpoint(True)
-    got = seen.get
-    rows = {name: int(got[f"r{r}"] or 0) for r, name in enumerate(layout.names)}
-    return _forget_stats(out), rows, int(got["rounds"] or 0)
+    name = f"packed-{uuid.uuid4().hex}"
+    cached = cached_cut(out.observe(name, *_packed_metrics(layout)), name) \
+        if checkpoint == "local" else None
+    if cached is not None:
+        out, got = cached
+    else:
+        seen = Observation()
+        out = out.observe(seen, *_packed_metrics(layout))
+        out = out.checkpoint(eager=True) if checkpoint == "reliable" else out.localCheckpoint(True)
+        out, got = _forget_stats(out), list(seen.get.values())
+    rows = {name: int(got[r] or 0) for r, name in enumerate(layout.names)}
+    return out, rows, int(got[-1] or 0)
 
 
 def unpack(packed, layout: Layout, ranked: bool) -> dict:

@@ -37,7 +37,7 @@ def input_rows(program: Program, task: Task, counts: Mapping[str, int],
 
 
 def _layout(program: Program, task: Task, sources, plan: Plan, parts: int,
-            keep: tuple[str, str] | None = None) -> Layout:
+            keep: tuple[str, str] | None = None, ranked: bool = True) -> Layout:
     """Return what the workers need to run the task (rules, declarations, sources, key)."""
     decls = program.decls
     touched = set(task.relations) | set(task.reads_from)
@@ -50,7 +50,7 @@ def _layout(program: Program, task: Task, sources, plan: Plan, parts: int,
                   decls={n: decls[n] for n in touched}, sources=sources, facts=facts,
                   key=plan.key if plan.kind == "partitioned" else None,
                   parts=parts if plan.kind == "partitioned" else 1, keep=keep,
-                  closure=task.closure)
+                  closure=task.closure, ranked=ranked)
 
 
 def evaluate_planned(spark, program: Program, task: Task, relations: Mapping,
@@ -79,7 +79,7 @@ def evaluate_planned(spark, program: Program, task: Task, relations: Mapping,
                                      io_delimiter(io), io_headers(io)))
     # At least two shares, so that a one-core session still splits (and tests the split).
     parts = parts or max(spark.sparkContext.defaultParallelism, 2)
-    layout = _layout(program, task, tuple(specs), plan, parts, keep)
+    layout = _layout(program, task, tuple(specs), plan, parts, keep, ranked)
     packed, rows, rounds = run_packed(spark, layout, frames, checkpoint)
     out = TaskResult(unpack(packed, layout, ranked))
     out.stats = EvalStats(task=task.name, iterations=rounds, rows=rows,

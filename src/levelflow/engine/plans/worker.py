@@ -89,11 +89,12 @@ def _pack(outcome: TaskOutcome, layout: Layout, schema: pa.Schema,
           symbols: pl.Series) -> Iterator[pa.RecordBatch]:
     """Yield the outcome's relations (and its round count) as batches of the packed schema."""
     for r, name in enumerate(layout.names):
-        df = decode(outcome.relation(name, ranked=True), layout.decls[name], symbols)
+        df = decode(outcome.relation(name, ranked=layout.ranked), layout.decls[name], symbols)
         if not df.height:
             continue
         cols = {f"o{r}_{c}": df[c].to_arrow() for c in df.columns if c != "_it"}
-        cols["_it"] = df["_it"].to_arrow()
+        if layout.ranked:
+            cols["_it"] = df["_it"].to_arrow()
         yield batch(cols, df.height, r, schema)
     yield batch({"_it": pa.array([outcome.iterations], pa.int64())}, 1, STATS_REL, schema)
 
