@@ -26,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
+from levelflow.engine.session import jobs_started
+
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMAS = {"shop": "follows", "social-network": "knows"}  # schema -> label of the closure
 
@@ -33,12 +35,6 @@ SCHEMAS = {"shop": "follows", "social-network": "knows"}  # schema -> label of t
 def schema_path(name: str, data: Path | None) -> Path:
     """Return the schema file: --data DIR, else the copy under tests/data/gmark."""
     return (data or ROOT / "tests" / "data" / "gmark") / f"{name}.xml"
-
-
-def jobs_started(spark) -> int:
-    """Return how many Spark jobs the session has started (job ids count up from 0)."""
-    ids = spark.sparkContext.statusTracker().getJobIdsForGroup()
-    return max(ids) + 1 if ids else 0
 
 
 def write_edges(factdir: Path, edges: dict[str, np.ndarray]) -> None:
