@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import threading
 import time
 
 import pytest
@@ -57,3 +60,19 @@ def test_files_untouched_for_long_are_swept_and_used_ones_kept(root):
     resident._last_sweep = 0.0
     stored("other", 0, "0000000001bb", "x")
     assert not stale.exists() and used.exists()
+
+
+def test_a_lookup_waits_for_a_write_in_progress_not_for_a_dead_writer(root):
+    path = root / "lin-0.0000000003aa"
+    resident._tmp(path).touch()  # this process is writing it
+    later = threading.Timer(0.3, resident._write, args=(path, "written late"))
+    later.start()
+    t = time.monotonic()
+    assert resident.lookup("lin", 0, "0000000003aa") == "written late"
+    assert time.monotonic() - t >= 0.25 and not resident._tmp(path).exists()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    (root / f"lin-1.0000000003aa.tmp{dead}").touch()  # its writer was killed
+    t = time.monotonic()
+    assert resident.lookup("lin", 1, "0000000003aa") is None
+    assert time.monotonic() - t < 1

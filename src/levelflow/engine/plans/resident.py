@@ -27,6 +27,7 @@ _WRITER: threading.Thread | None = None  # the file write of the last stored sta
 MAX_AGE_SECONDS = 6 * 3600
 _SWEEP_EVERY = 600  # seconds between one process's sweeps
 _WRITE_DELAY_SECONDS = 0.02
+_AWAIT_WRITE_SECONDS = 60.0
 _last_sweep = 0.0
 
 
@@ -52,6 +53,7 @@ def lookup(lineage: str, share: int, token: str):
     if hit is not None and hit[0] == token:
         return hit[1]
     path = _file(lineage, share, token)
+    _await_writer(path)
     try:
         with path.open("rb") as f:
             value = pickle.load(f)
@@ -62,15 +64,44 @@ def lookup(lineage: str, share: int, token: str):
     return value
 
 
+def _await_writer(path: Path) -> None:
+    """Wait while another live process of this executor is still writing `path`: reading it
+    then costs the rest of that write, a miss costs shipping the whole state (10x more)."""
+    deadline = time.monotonic() + _AWAIT_WRITE_SECONDS
+    while not path.exists() and time.monotonic() < deadline:
+        writers = [w for w in path.parent.glob(path.name + ".tmp*") if _alive(w)]
+        if not writers:
+            return
+        time.sleep(0.01)
+
+
+def _alive(tmp: Path) -> bool:
+    """Return whether the process writing `tmp` (its name ends with the pid) still runs."""
+    try:
+        os.kill(int(tmp.name.rsplit(".tmp", 1)[1]), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def store(lineage: str, share: int, token: str, value: object) -> None:
     """Keep a share's new state in memory now, and in the executor's file after the task."""
     global _WRITER
     remember(lineage, share, token, value)
     if _WRITER is not None:
         _WRITER.join()  # one write at a time: a late older write must not follow a newer one
-    _WRITER = threading.Thread(target=_write, args=(_file(lineage, share, token), value),
-                               daemon=True)
+    path = _file(lineage, share, token)
+    with contextlib.suppress(OSError):  # the writer's mark, before the task ends: see lookup
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _tmp(path).touch()
+    _WRITER = threading.Thread(target=_write, args=(path, value), daemon=True)
     _WRITER.start()
+
+
+def _tmp(path: Path) -> Path:
+    return path.with_name(path.name + f".tmp{os.getpid()}")
 
 
 def _write(path: Path, value: object) -> None:
@@ -78,12 +109,15 @@ def _write(path: Path, value: object) -> None:
     # Pickling holds the GIL for long stretches: let the task that stored the state finish
     # first (its thread is then blocked in a read, which releases the GIL).
     time.sleep(_WRITE_DELAY_SECONDS)
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    tmp = _tmp(path)
     with contextlib.suppress(OSError):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tmp.open("wb") as f:
-            pickle.dump(value, f, protocol=5)
-        os.replace(tmp, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tmp.open("wb") as f:
+                pickle.dump(value, f, protocol=5)
+            os.replace(tmp, path)
+        finally:  # a failed write leaves no mark for readers to wait on
+            tmp.unlink(missing_ok=True)
         lineage_share, token = path.name.split(".", 1)
         for old in path.parent.glob(f"{lineage_share}.*"):
             version = old.name.split(".")[1]
