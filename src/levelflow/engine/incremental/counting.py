@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from levelflow.tasks.tasks import Task
 
 
-# Rows a counting update's plans may read at most for its fold to run in one partition.
+# Rows a counting update's plans (and, to sum them in one job, its old counts) may read at most
+# for its fold to run in one partition.
 ONE_PARTITION_ROWS = 50_000
 
 
@@ -136,37 +137,87 @@ def _signed_changes(ctx: TaskContext, task: Task
 def _fold(ctx: TaskContext, name: str, signed: list[DataFrame], small: bool) -> Change:
     """Return the Change of relation `name` once the signed tuples are added to its counts;
     `small`: their plans read few rows, so one partition sums them without a shuffle."""
-    import pyspark.sql.functions as F
-
     old_c = ctx.old_counts[name]
     old = ctx.versions[name]
     if not signed:
         return Change(old_c, rows=old.old_rows)
     cols = column_names(ctx.decls[name].arity)
-    bag = union_all(signed)
+    if small and old.old_rows <= ONE_PARTITION_ROWS:
+        upd, rows = _update_small(union_all(signed), old_c, cols)
+    else:
+        upd, rows = _update(union_all(signed), old_c, cols, small)
+    if upd is None:
+        return Change(old_c, rows=old.old_rows)
+    return _counts_change(old_c, old, cols, upd, rows)
+
+
+def _update_small(bag: DataFrame, old_c: DataFrame, cols: list[str]):
+    """Return (the touched tuples with their old and new counts, observed sizes), or
+    (None, _) if no count changed: one job, one partition, the old counts read whole."""
+    import pyspark.sql.functions as F
+
+    zero = F.lit(0).cast("long")
+    signed = bag.select(*cols, F.col("_s").cast("long").alias("_s"), zero.alias("_old"))
+    counts = old_c.select(*cols, zero.alias("_s"), F.col(COUNT).alias("_old"))
+    summed = signed.unionByName(counts).coalesce(1).groupBy(*cols).agg(
+        F.sum("_s").alias("_d"), F.sum("_old").alias("_old"))
+    return _observed(summed.filter(F.col("_d") != 0).select(
+        *cols, F.col("_old"), (F.col("_old") + F.col("_d")).alias("_new")))
+
+
+def _update(bag: DataFrame, old_c: DataFrame, cols: list[str], small: bool):
+    """Return _update_small's result for old counts too many to read whole: the summed change
+    (one job), then the touched old counts joined to it (one job)."""
+    import pyspark.sql.functions as F
+
     if small:  # a shuffle stage costs more than the rows it would spread (about 2x the job)
         bag = bag.coalesce(1)
     dc, rows = cut(bag.groupBy(*cols).agg(F.sum("_s").alias("_d")).filter(F.col("_d") != 0))
     if not rows:
-        return Change(old_c, rows=old.old_rows)
+        return None, {}
     keys = F.broadcast(dc.select(*cols)) if rows <= BROADCAST_ROWS else dc.select(*cols)
     before = F.coalesce(F.col(COUNT), F.lit(0))
     touched = bcast_small(old_c.join(keys, cols, "left_semi"), rows)
-    gained = (F.col("_old") <= 0) & (F.col("_new") > 0)
-    lost = (F.col("_old") > 0) & (F.col("_new") <= 0)
-    # One job: Δ+ and Δ- are filters of the cut `upd`, their sizes observed while it is cut.
-    upd, seen = cut_observed(dc.join(touched, cols, "left").select(
-        *cols, before.alias("_old"), (before + F.col("_d")).alias("_new")),
-        [F.sum(F.when(gained, 1).otherwise(0)).alias("plus"),
-         F.sum(F.when(lost, 1).otherwise(0)).alias("minus")])
-    plus_rows, minus_rows = int(seen["plus"] or 0), int(seen["minus"] or 0)
-    plus, minus = upd.filter(gained).select(*cols), upd.filter(lost).select(*cols)
+    return _observed(dc.join(touched, cols, "left").select(
+        *cols, before.alias("_old"), (before + F.col("_d")).alias("_new")))
+
+
+def _observed(upd: DataFrame):
+    """Return (upd cut, its sizes: rows, plus (count became positive), minus), or (None, _)."""
+    import pyspark.sql.functions as F
+
+    upd, seen = cut_observed(upd, [F.count(F.lit(1)).alias("rows"),
+                                   F.sum(F.when(_gained(), 1).otherwise(0)).alias("plus"),
+                                   F.sum(F.when(_lost(), 1).otherwise(0)).alias("minus")])
+    sizes = {k: int(v or 0) for k, v in seen.items()}
+    return (upd if sizes["rows"] else None), sizes
+
+
+def _gained():
+    """Return the condition of a touched tuple whose count became positive (a Δ+ tuple)."""
+    import pyspark.sql.functions as F
+
+    return (F.col("_old") <= 0) & (F.col("_new") > 0)
+
+
+def _lost():
+    """Return the condition of a touched tuple whose count fell to zero (a Δ- tuple)."""
+    import pyspark.sql.functions as F
+
+    return (F.col("_old") > 0) & (F.col("_new") <= 0)
+
+
+def _counts_change(old_c, old, cols: list[str], upd: DataFrame, sizes: dict) -> Change:
+    """Return the Change a cut update of counts (c.., _old, _new) makes."""
+    import pyspark.sql.functions as F
+
+    # Δ+ and Δ- are filters of the cut `upd`, their sizes observed while it was cut.
+    plus, minus = upd.filter(_gained()).select(*cols), upd.filter(_lost()).select(*cols)
     ukeys = upd.select(*cols)
-    ukeys = F.broadcast(ukeys) if rows <= BROADCAST_ROWS else ukeys
+    ukeys = F.broadcast(ukeys) if sizes["rows"] <= BROADCAST_ROWS else ukeys
     added = upd.filter(F.col("_new") > 0).select(*cols, F.col("_new").alias(COUNT))
     new_c = old_c.join(ukeys, cols, "left_anti").unionByName(added)
     # The segment: the touched tuples' old rows go, their new counts come (upd is cut).
     stored = (upd.filter(F.col("_old") > 0).select(*cols), added)
-    return Change(new_c, plus, plus_rows, minus, minus_rows,
-                  old.old_rows + plus_rows - minus_rows, dirty=True, stored=stored)
-
+    return Change(new_c, plus, sizes["plus"], minus, sizes["minus"],
+                  old.old_rows + sizes["plus"] - sizes["minus"], dirty=True, stored=stored)
