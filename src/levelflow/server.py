@@ -79,12 +79,17 @@ class EpochService:
         except BaseException:
             s.discard()
             raise
+        return self._answer(result, jobs, t0)
+
+    def _answer(self, result, jobs: int, t0: float) -> dict:
+        """Return the JSON answer to an epoch: per relation its change, notes, strategies, and
+        the seconds and Spark jobs since `t0` and `jobs`."""
         return {"epoch": result.epoch,
                 "relations": {n: {"added": d.added_rows, "removed": d.removed_rows}
                               for n, d in sorted(result.deltas.items())},
                 "notes": result.notes, "strategies": result.strategies,
                 "seconds": round(time.perf_counter() - t0, 4),
-                "spark_jobs": jobs_started(s.spark) - jobs}
+                "spark_jobs": jobs_started(self.session.spark) - jobs}
 
     def new_program(self, body: bytes, query: str):
         """Return the checked new program and its facts directory (None: no new facts), or
@@ -109,13 +114,7 @@ class EpochService:
         s.discard()
         jobs, t0 = jobs_started(s.spark), time.perf_counter()
         result = s.replace_program(*new)
-        return {"epoch": result.epoch,
-                "relations": {n: {"added": d.added_rows, "removed": d.removed_rows}
-                              for n, d in sorted(result.deltas.items())},
-                "notes": result.notes, "strategies": result.strategies,
-                "tasks": dict(sorted(result.status.items())),
-                "seconds": round(time.perf_counter() - t0, 4),
-                "spark_jobs": jobs_started(s.spark) - jobs}
+        return {**self._answer(result, jobs, t0), "tasks": dict(sorted(result.status.items()))}
 
     def compact(self) -> None:
         """Fold chains past the policy (call with the lock held); a failure is only logged."""

@@ -130,8 +130,13 @@ class _Old:
             return self.ranked
         if self.mask is None:
             return self.ranked.join(self.suspects, on=self.suspects.columns, how="anti")
-        ranks = np.where(self.mask, np.iinfo(np.int64).max, self.ranked[RANK].to_numpy())
-        return self.ranked.with_columns(pl.Series(RANK, ranks))
+        return self.ranked.with_columns(pl.Series(RANK, self._live_ranks()))
+
+    def _live_ranks(self) -> np.ndarray:
+        """Return the ranks in key order, each suspect's out of reach (mask, not a join)."""
+        ranks = self.ranked[RANK].to_numpy()
+        return np.where(self.mask, np.iinfo(np.int64).max, ranks) if self.suspects.height \
+            else ranks
 
     def lookup(self, atom) -> tuple[list[str], np.ndarray, np.ndarray, str] | None:
         """Return how _LiveLookups finds a live atom `r(x1..xk, rank)` of this relation: its
@@ -143,10 +148,8 @@ class _Old:
         if self.keys is None or not len(self.keys) or len(names) != len(args) or \
                 len(set(names)) != len(names):
             return None
-        ranks = self.ranked[RANK].to_numpy()
-        if self.suspects.height:
-            ranks = np.where(self.mask, np.iinfo(np.int64).max, ranks)
-        return [var_col(n) for n in names[:-1]], self.keys, ranks, var_col(names[-1])
+        return [var_col(n) for n in names[:-1]], self.keys, self._live_ranks(), \
+            var_col(names[-1])
 
     def split(self) -> tuple[pl.DataFrame, pl.DataFrame]:
         """Return (kept, removed): the old ranked tuples not suspect and suspect."""

@@ -50,30 +50,35 @@ class _BaseDelta:
     """An input's base facts: a cut frame, the facts since added (not in it) and removed (in
     it), and the frame they make, as the snapshot holds it."""
 
-    cut: object  # DataFrame
+    saved: object  # DataFrame, cut
     plus: frozenset
     minus: frozenset
-    frame: object  # DataFrame: cut - minus + plus
+    frame: object  # DataFrame: saved - minus + plus
 
-    def then(self, spark, decl, plus: list, minus: list) -> _BaseDelta:
-        """Return the base after an epoch's net change (plus absent before, minus present)."""
+    def then(self, spark, decl, plus: list, minus: list, plus_df, minus_df) -> _BaseDelta:
+        """Return the base after an epoch's net change (plus absent before, minus present;
+        plus_df and minus_df: their frames)."""
         import pyspark.sql.functions as F
 
-        added, removed = set(self.plus), set(self.minus)
-        for row in plus:
-            (removed.discard if row in removed else added.add)(row)
-        for row in minus:
-            (added.discard if row in added else removed.add)(row)
-        cols = column_names(decl.arity)
-        new = self.cut
-        if removed:
-            new = new.join(F.broadcast(rows_frame(spark, decl, list(removed))), cols, "left_anti")
-        if added:
-            new = new.unionByName(rows_frame(spark, decl, list(added)))
+        if self.plus or self.minus:  # else the sets are the epoch's, and so are their frames
+            added, removed = set(self.plus), set(self.minus)
+            for row in plus:
+                (removed.discard if row in removed else added.add)(row)
+            for row in minus:
+                (added.discard if row in added else removed.add)(row)
+            plus_df = rows_frame(spark, decl, list(added)) if added else None
+            minus_df = rows_frame(spark, decl, list(removed)) if removed else None
+        else:
+            added, removed = set(plus), set(minus)
+        new = self.saved
+        if minus_df is not None:
+            new = new.join(F.broadcast(minus_df), column_names(decl.arity), "left_anti")
+        if plus_df is not None:
+            new = new.unionByName(plus_df)
         if len(added) + len(removed) > BASE_PENDING_ROWS:
             new, _ = cut(new)
             return _BaseDelta(new, frozenset(), frozenset(), new)
-        return _BaseDelta(self.cut, frozenset(added), frozenset(removed), new)
+        return _BaseDelta(self.saved, frozenset(added), frozenset(removed), new)
 
 
 class ProgramText(NamedTuple):
@@ -230,7 +235,6 @@ class IncrementalSession:
 
     def _net_change(self, ops) -> tuple[dict[str, Versions], list[str]]:
         """Return per input relation its base Versions with the net change set, and notes."""
-
         by_rel: dict[str, list[Op]] = {}
         for op in ops:
             by_rel.setdefault(op.relation, []).append(op)
@@ -268,7 +272,8 @@ class IncrementalSession:
             delta = self._base_deltas.get(name)
             if delta is None or delta.frame is not ver.old:  # the base was read or rebuilt
                 delta = _BaseDelta(ver.old, frozenset(), frozenset(), ver.old)
-            self._pending_bases[name] = delta = delta.then(self.spark, decl, plus, minus)
+            self._pending_bases[name] = delta = delta.then(self.spark, decl, plus, minus,
+                                                           plus_df, minus_df)
             # plus holds only absent facts and minus only present ones: the size needs no job
             ver.set_change(delta.frame, ver.old_rows + len(plus) - len(minus), plus_df,
                            len(plus), minus_df, len(minus))

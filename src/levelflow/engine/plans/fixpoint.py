@@ -93,12 +93,6 @@ class Relation:
         new = cand.unique()
         return new.join(self.full(), on=new.columns, how="anti") if new.height else new
 
-    def all_keys(self) -> np.ndarray | None:
-        """Return the sorted keys of every tuple found so far (None: they do not pack)."""
-        if self.keys is not None and len(self.fresh):
-            self.keys, self.fresh = merged(self.keys, self.fresh), self.fresh[:0]
-        return self.keys
-
     def advance(self, new: pl.DataFrame) -> None:
         """Move recent into stable and make `new` the recent delta."""
         if self.recent.height:

@@ -127,9 +127,7 @@ def run_packed(spark, layout: Layout, frames: Sequence, checkpoint: str = "local
     """Return (materialized packed result, rows per relation, rounds) after one Spark job."""
     import uuid
 
-    from pyspark.sql import Observation
-
-    from levelflow.engine.evaluate import _forget_stats
+    from levelflow.engine.evaluate import cut_observed
     from levelflow.engine.plans.worker import evaluate_partition
 
     def run(batches):
@@ -143,10 +141,8 @@ def run_packed(spark, layout: Layout, frames: Sequence, checkpoint: str = "local
     if cached is not None:
         out, got = cached
     else:
-        seen = Observation()
-        out = out.observe(seen, *_packed_metrics(layout))
-        out = out.checkpoint(eager=True) if checkpoint == "reliable" else out.localCheckpoint(True)
-        out, got = _forget_stats(out), list(seen.get.values())
+        out, seen = cut_observed(out, _packed_metrics(layout), checkpoint)
+        got = list(seen.values())
     rows = {name: int(got[r] or 0) for r, name in enumerate(layout.names)}
     return out, rows, int(got[-1] or 0)
 

@@ -82,7 +82,7 @@ def _alive(tmp: Path) -> bool:
     except (ValueError, ProcessLookupError):
         return False
     except PermissionError:
-        return True
+        pass  # another user's process, alive
     return True
 
 
@@ -111,8 +111,7 @@ def _write(path: Path, value: object) -> None:
     time.sleep(_WRITE_DELAY_SECONDS)
     tmp = _tmp(path)
     with contextlib.suppress(OSError):
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+        try:  # store made the directory
             with tmp.open("wb") as f:
                 pickle.dump(value, f, protocol=5)
             os.replace(tmp, path)
