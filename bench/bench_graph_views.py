@@ -111,6 +111,16 @@ CLOSURE = {"native": "c(x, y) :- [{L}+](x, y).",
            "rule": "c(x, y) :- {L}(x, y).\nc(x, y) :- c(x, z), {L}(z, y)."}
 
 
+def closure_program(form: str, label: str, extra: str = ""):
+    """Return (ProgramTasks, its recursive task) of the closure of `label` in `form`."""
+    from levelflow.tasks import build_tasks, parse_program
+
+    text = (f".decl {label}(x:number, y:number)\n.input {label}\n"
+            f".decl c(x:number, y:number)\n{CLOSURE[form].format(L=label)}\n{extra}")
+    pt = build_tasks(parse_program(text, f"{form}.dl"))
+    return pt, next(t for t in pt.tasks if t.recursive)
+
+
 def in_worker(label: str, pairs: np.ndarray, best_of: int = 2) -> dict[str, float]:
     """Return {form: seconds} of the closure computed in one Python process (what a Spark task
     runs, without moving the pairs out to the JVM): plans.closure against plans.fixpoint."""
@@ -118,16 +128,12 @@ def in_worker(label: str, pairs: np.ndarray, best_of: int = 2) -> dict[str, floa
 
     from levelflow.engine.plans.closure import run_closure
     from levelflow.engine.plans.fixpoint import run_task
-    from levelflow.tasks import build_tasks, parse_program
 
     edges = pl.DataFrame({"c0": pairs[:, 0], "c1": pairs[:, 1]})
     best: dict[str, float] = {}
     for _ in range(best_of):
-        for form, rules in CLOSURE.items():
-            text = (f".decl {label}(x:number, y:number)\n.input {label}\n"
-                    f".decl c(x:number, y:number)\n{rules.format(L=label)}\n")
-            pt = build_tasks(parse_program(text, f"{form}.dl"))
-            task = next(t for t in pt.tasks if t.recursive)
+        for form in CLOSURE:
+            pt, task = closure_program(form, label)
             run = run_closure if task.closure else run_task
             t0 = time.perf_counter()
             run(task.rules, task.relations, pt.program.decls, {label: edges}, {})
@@ -150,7 +156,6 @@ def closure(spark, schema: str, nodes: int, seed: int, data, tmp: Path, best_of:
             max_pairs: int = 50_000_000):
     """Return {form: (closure task seconds, Spark jobs, plan, tuples, seconds in a worker)}."""
     from levelflow.engine.runner import run_program
-    from levelflow.tasks import build_tasks, parse_program
     from levelflow.workloads.gmark import generate_graph
     from levelflow.workloads.gmark_schema import read_schema
 
@@ -165,12 +170,9 @@ def closure(spark, schema: str, nodes: int, seed: int, data, tmp: Path, best_of:
     write_edges(factdir, {label: pairs})
     best: dict[str, tuple] = {}
     for _ in range(best_of):
-        for form, rules in CLOSURE.items():
-            text = (f".decl {label}(x:number, y:number)\n.input {label}\n"
-                    f".decl c(x:number, y:number)\n{rules.format(L=label)}\n.printsize c\n")
-            pt = build_tasks(parse_program(text, f"{form}.dl"))
+        for form in CLOSURE:
+            pt, task = closure_program(form, label, ".printsize c\n")
             res = run_program(spark, pt, factdir, None, jobs=1)
-            task = next(t for t in pt.tasks if t.recursive)
             v = task.id
             got = (res.task_seconds[v], res.trace.extra[v]["spark_jobs"],
                    res.task_stats[v].plan, res.task_stats[v].rows[task.relations[0]])
