@@ -60,6 +60,8 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:
         sys.exit(0)
     except OSError as e:  # a file we could not read or write that no check foresaw: its name
+        if Interrupted.seen:  # e.g. a call to the JVM that Ctrl-C was ending (refused)
+            _aborted()
         print(f"levelflow: error: {e}", file=sys.stderr)
         sys.exit(1)
     finally:
