@@ -80,20 +80,25 @@ def write_edges(path: Path, edges) -> None:
     (path / "edge.facts").write_text("".join(f"{a}\t{b}\n" for a, b in sorted(edges)))
 
 
-def epoch(session, sign: int, batch) -> float:
-    """Return the wall seconds of applying the batch as one epoch (+1 insert, -1 delete)."""
+def epoch(session, sign: int, batch) -> tuple[float, int]:
+    """Return the wall seconds and Spark jobs of applying the batch as one epoch (+1 insert,
+    -1 delete)."""
+    from levelflow.engine.session import jobs_started
+
+    jobs = jobs_started(session.spark)
     t = time.perf_counter()
     for e in batch:
         (session.insert if sign > 0 else session.remove)("edge", e)
     session.commit()
-    return time.perf_counter() - t
+    return time.perf_counter() - t, jobs_started(session.spark) - jobs
 
 
 def measure(spark, pt, out: str, edges, share: float, seed: int, tmp: Path, mode: str,
             repeat: int = 1):
-    """Return (Mat, +, -) seconds (each the median of `repeat` rounds) and the sizes after Mat
-    and after + for one batch."""
+    """Return (Mat, +, -) seconds (each the median of `repeat` rounds), the sizes after Mat
+    and after +, the batch's size and the Spark jobs of (Mat, +, -) in the last round."""
     from levelflow.engine.incremental import IncrementalSession
+    from levelflow.engine.session import jobs_started
 
     rng = random.Random(seed)
     batch = rng.sample(edges, max(1, round(share * len(edges))))
@@ -101,19 +106,19 @@ def measure(spark, pt, out: str, edges, share: float, seed: int, tmp: Path, mode
     write_edges(tmp, rest)
     rounds = []
     for _ in range(repeat):  # each round: a fresh state, then + and - on it
-        t = time.perf_counter()
+        jobs, t = jobs_started(spark), time.perf_counter()
         session = IncrementalSession.bootstrap(spark, pt, tmp, mode=mode)
-        mat = time.perf_counter() - t
+        mat, mat_jobs = time.perf_counter() - t, jobs_started(spark) - jobs
         mat_size = session.size(out)
-        plus = epoch(session, +1, batch)
+        plus, plus_jobs = epoch(session, +1, batch)
         full = session.size(out)
-        minus = epoch(session, -1, batch)
+        minus, minus_jobs = epoch(session, -1, batch)
         assert session.size(out) == mat_size, \
             f"{out}: {session.size(out)} after -, {mat_size} at Mat"
         session.close()
         rounds.append((mat, plus, minus))
     mat, plus, minus = (statistics.median(r[i] for r in rounds) for i in range(3))
-    return mat, plus, minus, mat_size, full, len(batch)
+    return mat, plus, minus, mat_size, full, len(batch), (mat_jobs, plus_jobs, minus_jobs)
 
 
 def main() -> None:
@@ -139,7 +144,7 @@ def main() -> None:
     print(f"{args.nodes} nodes, {args.edges} edges, mode {args.mode}; seconds, wall time, "
           f"median of {args.repeat}")
     print(f"{'graph':7} {'prog':4} {'batch':>6} {'edges':>5} {'tuples':>8} {'Mat':>7} "
-          f"{'+':>7} {'-':>7} {'+/Mat':>6} {'-/Mat':>6} {'-/+':>5}")
+          f"{'+':>7} {'-':>7} {'+/Mat':>6} {'-/Mat':>6} {'-/+':>5}  jobs Mat/+/-")
     failures = []
     for gname in args.graphs.split(","):
         edges = graphs[gname](args.nodes, args.edges, args.seed)
@@ -148,13 +153,13 @@ def main() -> None:
             pt = build_tasks(parse_program(text, f"{pname}.dl"))
             fulls = set()
             for i, share in enumerate(BATCHES):
-                mat, plus, minus, _, full, k = measure(spark, pt, out, edges, share,
+                mat, plus, minus, _, full, k, jobs = measure(spark, pt, out, edges, share,
                                                        args.seed + i, tmp / f"{gname}-{pname}-{i}",
                                                        args.mode, args.repeat)
                 fulls.add(full)
                 print(f"{gname:7} {pname:4} {share:6.1%} {k:5d} {full:8d} {mat:7.2f} "
                       f"{plus:7.2f} {minus:7.2f} {plus / mat:6.2f} {minus / mat:6.2f} "
-                      f"{minus / plus:5.2f}", flush=True)
+                      f"{minus / plus:5.2f}  {'/'.join(map(str, jobs))}", flush=True)
                 if share <= 0.1 and (plus >= mat or minus >= mat):
                     failures.append(f"{gname} {pname} {share:.1%}: + or - not below Mat")
                 if minus > 1.5 * plus:

@@ -139,6 +139,39 @@ def test_one_spark_job_per_epoch_for_the_recursive_task(spark, tmp_path):
     assert len(jobs) >= 2 and set(jobs) == {1}
 
 
+def test_small_epochs_run_direct_and_keep_their_log_in_the_driver(spark, tmp_path, monkeypatch):
+    """Small epochs carry their input in the job and bring the change back to the driver; the
+    Spark-side copy merges those changes into one table (to a limit, then unions and
+    compaction), and a miss after many epochs is recovered from that copy."""
+    from levelflow.engine.incremental import arranged
+
+    monkeypatch.setattr(arranged, "DRIVER_LOG_ROWS", 40)  # merged, then unioned pieces
+    monkeypatch.setattr(arranged, "LOG_PIECES", 3)  # and compacted
+    direct = []
+    run_direct = arranged._run_direct
+    monkeypatch.setattr(arranged, "_run_direct",
+                        lambda *a: direct.append(1) or run_direct(*a))
+    rng = random.Random(11)
+    edges = {(rng.randrange(25), rng.randrange(25)) for _ in range(45)}
+    session, pt = _tc_session(spark, tmp_path, edges)
+    for k in range(1, 13):
+        gone = set(rng.sample(sorted(edges), 2))
+        fresh = {(rng.randrange(25), rng.randrange(25)) for _ in range(2)} - edges
+        edges = (edges - gone) | fresh
+        for e in gone:
+            session.remove("edge", e)
+        for e in fresh:
+            session.insert("edge", e)
+        if k == 12:  # a version no executor has: shipped from the Spark-side copy
+            held = session.snap.arranged["path"]
+            session.snap.arranged["path"] = Held(held.lineage, "9999999999-none", held.parts,
+                                                 held.logs)
+        session.commit()
+        if k % 4 == 0:
+            _check(session, pt, edges, tmp_path / f"ref{k}")
+    assert len(direct) == 12
+
+
 def test_a_missing_executor_copy_is_shipped_again(spark, tmp_path):
     rng = random.Random(5)
     edges = {(rng.randrange(20), rng.randrange(20)) for _ in range(40)}

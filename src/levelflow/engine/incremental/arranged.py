@@ -18,6 +18,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+import polars as pl
+
 from levelflow.engine.evaluate import RANK, cut, cut_observed, fact_rows
 from levelflow.engine.evaluate import cast_fact as _cast
 from levelflow.engine.incremental.arranged_worker import (
@@ -25,13 +27,20 @@ from levelflow.engine.incremental.arranged_worker import (
     STATS_REL,
     TOP_REL,
     Spec,
+    direct_share,
     update_partition,
 )
 from levelflow.engine.incremental.joins import bcast_small, check_cancel
+from levelflow.engine.incremental.local_frames import (
+    LazyFrame,
+    frame_of_table,
+    rows_of,
+    union_of_rows,
+)
 from levelflow.engine.incremental.versions import Change, TaskContext
 from levelflow.engine.plans import choose_plan
 from levelflow.engine.plans.in_spark import pack_inputs, packed_schema
-from levelflow.engine.types import column_names
+from levelflow.engine.types import column_names, relation_schema
 from levelflow.tasks.ast import Negation
 
 if TYPE_CHECKING:
@@ -40,6 +49,10 @@ if TYPE_CHECKING:
 PLANS = ("local", "partitioned")
 # Pieces of a Spark-side copy's log before it is compacted into a new base (one job).
 LOG_PIECES = 32
+# Input rows a direct epoch carries in its job at most (beyond, they are read from Spark).
+DIRECT_ROWS = 50_000
+# Rows of a log's added (or removed) pieces kept as one driver-side table at most.
+DRIVER_LOG_ROWS = 200_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,12 +70,21 @@ class Log:
     pieces: int = 0  # pieces in added and removed
 
     def adding(self, piece, rows: int, removing: bool = False) -> Log:
-        """Return the log with one more cut piece of added (or removed) ranked rows."""
+        """Return the log with one more piece of added (or removed) ranked rows: merged into
+        the last piece where both are rows the driver holds, else one more union."""
+        def union(pieces):
+            if pieces is None:
+                return piece, 1
+            merged = union_of_rows(pieces, piece, DRIVER_LOG_ROWS)
+            if merged is not None:
+                return merged, 0
+            return LazyFrame(lambda: pieces.union(piece)), 1
+
         if removing:
-            gone = piece if self.removed is None else self.removed.union(piece)
-            return Log(self.base, self.added, gone, self.removed_rows + rows, self.pieces + 1)
-        new = piece if self.added is None else self.added.union(piece)
-        return Log(self.base, new, self.removed, self.removed_rows, self.pieces + 1)
+            gone, more = union(self.removed)
+            return Log(self.base, self.added, gone, self.removed_rows + rows, self.pieces + more)
+        new, more = union(self.added)
+        return Log(self.base, new, self.removed, self.removed_rows, self.pieces + more)
 
     def frame(self, cols):
         """Return the relation's ranked tuples."""
@@ -206,7 +228,11 @@ def arranged_update(ctx: TaskContext, task: Task, plan, held: Held | None, cance
     parts = _parts(ctx, task, plan)
     specs, frames = _sources(ctx, task, ship=False)
     spec = _spec(ctx, task, plan, held, parts, specs)
-    out, seen = _run(ctx, spec, frames) if spec.old_token else (None, {"misses": 1})
+    packed = direct_input(frames) if spec.old_token else None
+    if packed is not None:
+        out, seen = _run_direct(ctx, spec, packed)
+    else:
+        out, seen = _run(ctx, spec, frames) if spec.old_token else (None, {"misses": 1})
     if seen["misses"]:
         check_cancel(cancel)
         specs, frames = _sources(ctx, task, ship=True)
@@ -217,28 +243,94 @@ def arranged_update(ctx: TaskContext, task: Task, plan, held: Held | None, cance
     changes, stored, logs = {}, {}, {}
     for r, n in enumerate(task.relations):
         log = held.logs.get(n) if held is not None else None
-        changes[n], stored[n], logs[n] = _change(ctx, n, out, r, seen, top,
+        pick = _picked_rows(ctx, n, out, r)
+        changes[n], stored[n], logs[n] = _change(ctx, n, pick, r, seen, top,
                                                  log or Log(ctx.old_ranked[n]))
     held = Held(spec.lineage, spec.new_token, parts, logs)
     return changes, int(seen["rounds"] or 0), held, stored
 
 
-def _change(ctx: TaskContext, n: str, out, r: int, seen, top: int, log: Log
-            ) -> tuple[Change, tuple, Log]:
-    """Return relation n's Change, its (removed, added) ranked rows and its Spark-side log."""
+def direct_input(frames) -> bytes | None:
+    """Return the packed input (`_src`, `s<src>_<c>`) as an Arrow IPC stream when every frame
+    is rows the driver holds and they are few, else None."""
+    tables = [rows_of(df) for df in frames]
+    if any(t is None for t in tables) or sum(t.num_rows for t in tables) > DIRECT_ROWS:
+        return None
+    packed = pl.concat([pl.from_arrow(t).select(
+        pl.lit(s, pl.Int32).alias("_src"), *[pl.col(c).alias(f"s{s}_{c}") for c in t.column_names])
+        for s, t in enumerate(tables)], how="diagonal") if tables else \
+        pl.DataFrame(schema={"_src": pl.Int32})
+    return packed.write_ipc_stream(None).getvalue()
+
+
+def _run_direct(ctx: TaskContext, spec: Spec, packed: bytes):
+    """Return (every share's output rows, the counts) after one Spark job that carries the
+    input in its closure and brings the output back to the driver."""
+    def run(share, _):
+        yield direct_share(spec, packed, share)
+
+    shares = ctx.spark.sparkContext.parallelize(range(spec.parts), spec.parts) \
+        .mapPartitionsWithIndex(run).collect()
+    out = pl.concat([pl.read_ipc_stream(b) for b in shares])
+    rel, op, net = pl.col("_rel"), pl.col("_op"), pl.col("_net")
+    metrics = []
+    for r in range(len(spec.names)):
+        for name, cond in (("removed", op == -1), ("added", op == 1),
+                           ("minus", (op == -1) & net), ("plus", (op == 1) & net)):
+            metrics.append(((rel == r) & cond).sum().alias(f"{name}{r}"))
+    metrics += [pl.col("_it").filter(rel == STATS_REL).max().alias("rounds"),
+                pl.col("_it").filter(rel == TOP_REL).max().alias("top"),
+                (rel == MISS_REL).sum().alias("misses")]
+    return out, out.select(metrics).row(0, named=True)
+
+
+def _picked_rows(ctx: TaskContext, n: str, out, r: int):
+    """Return pick(op, net): relation n's removed (op -1) or added (+1) rows of an epoch's
+    output, ranked (c0.., _it) or only the net ones (c0..); from a direct epoch's rows in the
+    driver, or from the Spark-side output."""
     import pyspark.sql.functions as F
+    from pyspark.sql.types import LongType, StructField, StructType
 
     cols = column_names(ctx.decls[n].arity)
+    if isinstance(out, pl.DataFrame):
+        mine = out.filter(pl.col("_rel") == r)
+        fields = relation_schema(ctx.decls[n]).fields
+
+        def local(op: int, net: bool):
+            rows = mine.filter((pl.col("_op") == op) & (pl.col("_net") | (not net)))
+            picked = [pl.col(f"o{r}_{c}").alias(c) for c in cols]
+            if net:
+                return frame_of_table(ctx.spark, _arrow(rows.select(picked)), StructType(fields))
+            table = _arrow(rows.select(*picked, pl.col(RANK)))
+            return frame_of_table(ctx.spark, table,
+                                  StructType([*fields, StructField(RANK, LongType())]))
+        return local
+
     mine = out.filter(F.col("_rel") == r)
     picked = [F.col(f"o{r}_{c}").alias(c) for c in cols]
-    removed = mine.filter(F.col("_op") == -1)
-    added = mine.filter(F.col("_op") == 1)
+
+    def spark_side(op: int, net: bool):
+        rows = mine.filter(F.col("_op") == op)
+        return rows.filter(F.col("_net")).select(*picked) if net else \
+            rows.select(*picked, F.col(RANK))
+    return spark_side
+
+
+def _arrow(df: pl.DataFrame):
+    """Return a frame as Arrow with the plain types Spark reads (string, not large_string)."""
+    return df.to_arrow(compat_level=pl.CompatLevel.oldest())
+
+
+def _change(ctx: TaskContext, n: str, pick, r: int, seen, top: int, log: Log
+            ) -> tuple[Change, tuple, Log]:
+    """Return relation n's Change, its (removed, added) ranked rows and its Spark-side log."""
+    cols = column_names(ctx.decls[n].arity)
     counts = {k: int(seen[f"{k}{r}"] or 0) for k in ("removed", "added", "plus", "minus")}
     old = ctx.versions[n]
     if not counts["removed"] and not counts["added"]:
         return Change(None, rows=old.old_rows, pieces=old.pieces, top=top), (None, None), log
-    removed_rows = removed.select(*picked, F.col(RANK))
-    added_rows = added.select(*picked, F.col(RANK))
+    removed_rows = pick(-1, False) if counts["removed"] else None
+    added_rows = pick(1, False) if counts["added"] else None
     if counts["added"]:
         log = log.adding(added_rows, counts["added"])
     if counts["removed"]:
@@ -246,10 +338,9 @@ def _change(ctx: TaskContext, n: str, out, r: int, seen, top: int, log: Log
     if log.pieces > LOG_PIECES:
         parts = max(ctx.spark.sparkContext.defaultParallelism, 1)
         log = Log(cut(log.frame(cols).coalesce(parts))[0])
-    plus = added.filter(F.col("_net")).select(*picked)
-    minus = removed.filter(F.col("_net")).select(*picked)
+    plus = pick(1, True) if counts["plus"] else None
+    minus = pick(-1, True) if counts["minus"] else None
     rows = old.old_rows - counts["minus"] + counts["plus"]
-    change = Change(log.frame(cols), plus if counts["plus"] else None, counts["plus"],
-                    minus if counts["minus"] else None, counts["minus"], rows,
-                    pieces=old.pieces, top=top)
+    change = Change(LazyFrame(lambda: log.frame(cols)), plus, counts["plus"], minus,
+                    counts["minus"], rows, pieces=old.pieces, top=top)
     return change, (removed_rows, added_rows), log

@@ -188,18 +188,35 @@ def update_partition(spec: Spec, batches: Iterable[pa.RecordBatch]) -> Iterator[
     """Yield each share's change (or MISS) from its packed input batches."""
     schema = output_schema(spec.names, spec.decls, _CHANGE_FIELDS)
     for share, rows in shares_of(batches):
-        src = _sources(rows, spec)
-        entry = _entry(spec, share, src)
-        if entry is None:
-            yield _stat(MISS_REL, 1, schema)
-            continue
-        inputs = _inputs(spec, share, src, entry)
-        out = update(entry.state, inputs)
-        yield from _changes(spec, out, entry.symbols, schema)
-        yield _stat(STATS_REL, out.rounds, schema)
-        yield _stat(TOP_REL, out.state.top(), schema)
-        # After the rows went out (its file write would compete with them), before the task
-        # ends: the next epoch's job cannot start before this share is stored.
-        resident.store(spec.lineage, share, spec.new_token,
-                       Entry(out.state, entry.symbols, dict(inputs.lower_new)))
+        yield from _share_change(spec, share, rows, schema)
 
+
+def direct_share(spec: Spec, packed: bytes, share: int) -> bytes:
+    """Return one share's change (or MISS) as an Arrow IPC stream, from the epoch's packed
+    input as an IPC stream (a direct epoch: input and output travel with the job)."""
+    schema = output_schema(spec.names, spec.decls, _CHANGE_FIELDS)
+    rows = pl.read_ipc_stream(packed)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, schema) as writer:
+        for out in _share_change(spec, share, rows, schema):
+            writer.write_batch(out)
+    return sink.getvalue().to_pybytes()
+
+
+def _share_change(spec: Spec, share: int, rows: pl.DataFrame, schema: pa.Schema
+                  ) -> Iterator[pa.RecordBatch]:
+    """Yield one share's removed and added tuples and its statistics, or MISS."""
+    src = _sources(rows, spec)
+    entry = _entry(spec, share, src)
+    if entry is None:
+        yield _stat(MISS_REL, 1, schema)
+        return
+    inputs = _inputs(spec, share, src, entry)
+    out = update(entry.state, inputs)
+    yield from _changes(spec, out, entry.symbols, schema)
+    yield _stat(STATS_REL, out.rounds, schema)
+    yield _stat(TOP_REL, out.state.top(), schema)
+    # After the rows went out (its file write would compete with them), before the task
+    # ends: the next epoch's job cannot start before this share is stored.
+    resident.store(spec.lineage, share, spec.new_token,
+                   Entry(out.state, entry.symbols, dict(inputs.lower_new)))

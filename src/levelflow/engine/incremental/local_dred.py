@@ -247,9 +247,15 @@ def _supported(olds: dict[str, _Old], inp: Inputs, cands: dict) -> dict:
         if c.height and facts is not None and facts.height:
             out[n].append(c.drop(RANK).join(facts, on=_cols(c), how="semi"))
     live: dict[str, pl.DataFrame] = {}
-    for rule in inp.rules:
+    # Non-recursive rules first (their checks join no state), and a candidate one rule
+    # supports is not checked by the next: one derivation is enough.
+    left = dict(cands)
+    for rule in sorted(inp.rules, key=lambda r: reads_own(r, inp.names)):
         head = rule.heads[0]
-        c = cands[head.relation]
+        c = left[head.relation]
+        if out[head.relation] and c.height:
+            c = c.join(out[head.relation][-1], on=_cols(c), how="anti")
+            left[head.relation] = c
         if not c.height:
             continue
         prefixed, live_at, other_at = support_rule(rule, inp.names)

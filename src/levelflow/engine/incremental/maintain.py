@@ -25,6 +25,7 @@ from levelflow.engine.evaluate import cut
 from levelflow.engine.incremental.arranged import arranged_update, fresh_held, plan_for
 from levelflow.engine.incremental.counting import count_scratch, count_update, countable
 from levelflow.engine.incremental.dred import dred_update
+from levelflow.engine.incremental.local_frames import LazyFrame
 from levelflow.engine.incremental.scratch import diff, scratch_sets
 from levelflow.engine.incremental.state import COUNT, Snapshot
 from levelflow.engine.incremental.versions import Change, TaskContext, TaskUpdate, Versions
@@ -224,9 +225,9 @@ class Epoch:
             ver = Versions(b.decl, self.versions[n].old, self.versions[n].old_rows)
             if b.changed:
                 ver.set_change(b.new, b.new_rows, b.plus, b.plus_rows, b.minus, b.minus_rows)
-                counts[n] = b.new.withColumn(COUNT, one)
-                stored[n] = (b.minus if b.minus_rows else None,
-                             b.plus.withColumn(COUNT, one) if b.plus_rows else None)
+                counts[n] = LazyFrame(lambda new=b.new: new.withColumn(COUNT, one))
+                added = LazyFrame(lambda plus=b.plus: plus.withColumn(COUNT, one))
+                stored[n] = (b.minus if b.minus_rows else None, added if b.plus_rows else None)
             versions[n] = ver
         strategy = "scratch" if self.mode == "scratch" else "counting"
         return TaskUpdate(v, strategy, time.perf_counter() - t0, versions, counts,
@@ -289,8 +290,8 @@ class Epoch:
             ver = Versions(self.program.decls[n], old.old, old.old_rows, old.pieces)
             if ch.plus_rows or ch.minus_rows:
                 cols = column_names(self.program.decls[n].arity)
-                ver.set_change(ch.new.select(*cols), ch.rows, ch.plus, ch.plus_rows, ch.minus,
-                               ch.minus_rows)
+                tuples = LazyFrame(lambda new=ch.new, cols=cols: new.select(*cols))
+                ver.set_change(tuples, ch.rows, ch.plus, ch.plus_rows, ch.minus, ch.minus_rows)
             if ch.new is not None:
                 # Same tuples can come with new ranks (a tuple lost its support and was
                 # re-derived later): keep them, or a later deletion trusts a stale rank.

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 from levelflow.engine.evaluate import cut
 from levelflow.engine.incremental.base_index import BaseIndex, read_small
+from levelflow.engine.incremental.local_frames import LazyFrame, frame_of_rows
 from levelflow.engine.incremental.maintain import (
     LARGE_CHANGE,
     SWITCH,
@@ -70,15 +71,16 @@ class _BaseDelta:
             minus_df = rows_frame(spark, decl, list(removed)) if removed else None
         else:
             added, removed = set(plus), set(minus)
-        new = self.saved
-        if minus_df is not None:
-            new = new.join(F.broadcast(minus_df), column_names(decl.arity), "left_anti")
-        if plus_df is not None:
-            new = new.unionByName(plus_df)
+        def build():
+            new = self.saved
+            if minus_df is not None:
+                new = new.join(F.broadcast(minus_df), column_names(decl.arity), "left_anti")
+            return new if plus_df is None else new.unionByName(plus_df)
+
         if len(added) + len(removed) > BASE_PENDING_ROWS:
-            new, _ = cut(new)
+            new, _ = cut(build())
             return _BaseDelta(new, frozenset(), frozenset(), new)
-        return _BaseDelta(self.saved, frozenset(added), frozenset(removed), new)
+        return _BaseDelta(self.saved, frozenset(added), frozenset(removed), LazyFrame(build))
 
 
 class ProgramText(NamedTuple):
@@ -267,8 +269,8 @@ class IncrementalSession:
             if not plus and not minus:
                 continue
             self._changed[name] = (decl, plus, minus)
-            plus_df = rows_frame(self.spark, decl, plus) if plus else None
-            minus_df = rows_frame(self.spark, decl, minus) if minus else None
+            plus_df = frame_of_rows(self.spark, decl, plus) if plus else None
+            minus_df = frame_of_rows(self.spark, decl, minus) if minus else None
             delta = self._base_deltas.get(name)
             if delta is None or delta.frame is not ver.old:  # the base was read or rebuilt
                 delta = _BaseDelta(ver.old, frozenset(), frozenset(), ver.old)

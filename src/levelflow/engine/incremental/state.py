@@ -46,6 +46,7 @@ from levelflow.engine.incremental.integrity import (
     scan,
     verify,
 )
+from levelflow.engine.incremental.local_frames import LazyFrame
 from levelflow.engine.incremental.segments import (
     compose,
     segment_frame,
@@ -110,7 +111,8 @@ class Snapshot:
 
     def tuples(self, name: str) -> DataFrame:
         """Return the tuples of relation `name` (columns c0.., no count or rank)."""
-        return self.rel[name].drop(COUNT if name in self.counted else RANK)
+        frame, extra = self.rel[name], COUNT if name in self.counted else RANK
+        return LazyFrame(lambda: frame.drop(extra))
 
 
 def empty_snapshot(spark: SparkSession, program: Program, counted: set[str]) -> Snapshot:

@@ -1,0 +1,76 @@
+"""DataFrames of rows the driver holds, with those rows kept beside them.
+
+An epoch's small changes start in the driver (the facts inserted and removed) and can come back
+to it (an arranged task's direct epoch: arranged.py). A task whose every input is such rows
+ships them to its Spark task inside the job itself: no input plan is built, analysed or read.
+The rows are Arrow tables with the relation's columns (c0.., and `_it` where ranked).
+
+Building a DataFrame costs a few JVM round trips and an analysis (5-15 ms each, an epoch asks
+for dozens); a LazyFrame builds it when first used, so what no task or query reads is never
+built.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import polars as pl
+import pyarrow as pa
+
+from levelflow.engine.plans.columnar import frame_schema
+from levelflow.engine.types import rows_frame
+from levelflow.tasks.ast import Decl
+
+_ROWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+class LazyFrame:
+    """A DataFrame built on first use: attribute access goes to the built frame."""
+
+    __slots__ = ("_make", "_df", "__weakref__")
+
+    def __init__(self, make) -> None:
+        self._make, self._df = make, None
+
+    def force(self):
+        """Return the DataFrame, built now if it was not yet."""
+        if self._df is None:
+            self._df = self._make()
+            self._make = None
+        return self._df
+
+    def __getattr__(self, name: str):
+        return getattr(self.force(), name)
+
+
+def rows_of(df) -> pa.Table | None:
+    """Return the rows a frame was made from in the driver, or None (a Spark-side frame)."""
+    made = None if df is None else _ROWS.get(df)
+    return None if made is None else made[0]
+
+
+def union_of_rows(a, b, limit: int):
+    """Return the union of two frames made by frame_of_table with one schema, as one such frame
+    (one table, not a union plan), or None: not both such frames, or over `limit` rows."""
+    made_a, made_b = _ROWS.get(a), _ROWS.get(b)
+    if made_a is None or made_b is None or len(made_a) < 3 or made_a[1:] != made_b[1:] or \
+            made_a[0].num_rows + made_b[0].num_rows > limit:
+        return None
+    return frame_of_table(made_a[2], pa.concat_tables([made_a[0], made_b[0]]), made_a[1])
+
+
+def frame_of_rows(spark, decl: Decl, rows: list[tuple]):
+    """Return rows_frame(rows) built on first use, the rows kept beside it."""
+    df = LazyFrame(lambda: rows_frame(spark, decl, rows))
+    if decl.arity:
+        _ROWS[df] = (pl.DataFrame(rows, schema=frame_schema(decl), orient="row").to_arrow(
+            compat_level=pl.CompatLevel.oldest()),)
+    return df
+
+
+def frame_of_table(spark, table: pa.Table, schema):
+    """Return a DataFrame of an Arrow table (Spark `schema`) built on first use, the table
+    kept beside it."""
+    df = LazyFrame(lambda: spark.createDataFrame(table, schema))
+    _ROWS[df] = (table, schema, spark)
+    return df
