@@ -201,6 +201,19 @@ def _schema(spec: Spec):
                                                   StructField("_net", BooleanType())))
 
 
+def _counted(col, relations: int):
+    """Yield what an epoch's output is observed by, for Spark's or Polars' `col`: (name, the
+    condition on a row, "rows" to count the rows meeting it or "max" for their highest `_it`)."""
+    rel, op, net = col("_rel"), col("_op"), col("_net")
+    for r in range(relations):
+        for name, cond in (("removed", op == -1), ("added", op == 1),
+                           ("minus", (op == -1) & net), ("plus", (op == 1) & net)):
+            yield f"{name}{r}", (rel == r) & cond, "rows"
+    yield "rounds", rel == STATS_REL, "max"
+    yield "top", rel == TOP_REL, "max"
+    yield "misses", rel == MISS_REL, "rows"
+
+
 def _run(ctx: TaskContext, spec: Spec, frames):
     """Return (checkpointed output, observed counts) after one Spark job."""
     import pyspark.sql.functions as F
@@ -209,15 +222,9 @@ def _run(ctx: TaskContext, spec: Spec, frames):
         return update_partition(spec, batches)
 
     out = pack_inputs(ctx.spark, spec, frames).mapInArrow(run, _schema(spec))
-    rel, op, net = F.col("_rel"), F.col("_op"), F.col("_net")
-    metrics = []
-    for r in range(len(spec.names)):
-        for name, cond in (("removed", op == -1), ("added", op == 1),
-                           ("minus", (op == -1) & net), ("plus", (op == 1) & net)):
-            metrics.append(F.sum(F.when((rel == r) & cond, 1).otherwise(0)).alias(f"{name}{r}"))
-    metrics += [F.max(F.when(rel == STATS_REL, F.col("_it"))).alias("rounds"),
-                F.max(F.when(rel == TOP_REL, F.col("_it"))).alias("top"),
-                F.sum(F.when(rel == MISS_REL, 1).otherwise(0)).alias("misses")]
+    metrics = [(F.sum(F.when(cond, 1).otherwise(0)) if kind == "rows"
+                else F.max(F.when(cond, F.col("_it")))).alias(name)
+               for name, cond, kind in _counted(F.col, len(spec.names))]
     return cut_observed(out, metrics)
 
 
@@ -228,11 +235,12 @@ def arranged_update(ctx: TaskContext, task: Task, plan, held: Held | None, cance
     parts = _parts(ctx, task, plan)
     specs, frames = _sources(ctx, task, ship=False)
     spec = _spec(ctx, task, plan, held, parts, specs)
-    packed = direct_input(frames) if spec.old_token else None
-    if packed is not None:
+    if spec.old_token is None:  # a new lineage: no executor has its state
+        out, seen = None, {"misses": 1}
+    elif (packed := direct_input(frames)) is not None:
         out, seen = _run_direct(ctx, spec, packed)
     else:
-        out, seen = _run(ctx, spec, frames) if spec.old_token else (None, {"misses": 1})
+        out, seen = _run(ctx, spec, frames)
     if seen["misses"]:
         check_cancel(cancel)
         specs, frames = _sources(ctx, task, ship=True)
@@ -256,9 +264,10 @@ def direct_input(frames) -> bytes | None:
     tables = [rows_of(df) for df in frames]
     if any(t is None for t in tables) or sum(t.num_rows for t in tables) > DIRECT_ROWS:
         return None
-    packed = pl.concat([pl.from_arrow(t).select(
-        pl.lit(s, pl.Int32).alias("_src"), *[pl.col(c).alias(f"s{s}_{c}") for c in t.column_names])
-        for s, t in enumerate(tables)], how="diagonal") if tables else \
+    sources = [pl.from_arrow(t).select(pl.lit(s, pl.Int32).alias("_src"),
+                                       *[pl.col(c).alias(f"s{s}_{c}") for c in t.column_names])
+               for s, t in enumerate(tables)]
+    packed = pl.concat(sources, how="diagonal") if sources else \
         pl.DataFrame(schema={"_src": pl.Int32})
     return packed.write_ipc_stream(None).getvalue()
 
@@ -272,15 +281,8 @@ def _run_direct(ctx: TaskContext, spec: Spec, packed: bytes):
     shares = ctx.spark.sparkContext.parallelize(range(spec.parts), spec.parts) \
         .mapPartitionsWithIndex(run).collect()
     out = pl.concat([pl.read_ipc_stream(b) for b in shares])
-    rel, op, net = pl.col("_rel"), pl.col("_op"), pl.col("_net")
-    metrics = []
-    for r in range(len(spec.names)):
-        for name, cond in (("removed", op == -1), ("added", op == 1),
-                           ("minus", (op == -1) & net), ("plus", (op == 1) & net)):
-            metrics.append(((rel == r) & cond).sum().alias(f"{name}{r}"))
-    metrics += [pl.col("_it").filter(rel == STATS_REL).max().alias("rounds"),
-                pl.col("_it").filter(rel == TOP_REL).max().alias("top"),
-                (rel == MISS_REL).sum().alias("misses")]
+    metrics = [(cond.sum() if kind == "rows" else pl.col("_it").filter(cond).max()).alias(name)
+               for name, cond, kind in _counted(pl.col, len(spec.names))]
     return out, out.select(metrics).row(0, named=True)
 
 
@@ -297,7 +299,8 @@ def _picked_rows(ctx: TaskContext, n: str, out, r: int):
         fields = relation_schema(ctx.decls[n]).fields
 
         def local(op: int, net: bool):
-            rows = mine.filter((pl.col("_op") == op) & (pl.col("_net") | (not net)))
+            rows = mine.filter(pl.col("_op") == op)
+            rows = rows.filter(pl.col("_net")) if net else rows
             picked = [pl.col(f"o{r}_{c}").alias(c) for c in cols]
             if net:
                 return frame_of_table(ctx.spark, _arrow(rows.select(picked)), StructType(fields))

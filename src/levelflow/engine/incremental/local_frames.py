@@ -13,6 +13,7 @@ built.
 from __future__ import annotations
 
 import weakref
+from typing import NamedTuple
 
 import polars as pl
 import pyarrow as pa
@@ -21,7 +22,16 @@ from levelflow.engine.plans.columnar import frame_schema
 from levelflow.engine.types import rows_frame
 from levelflow.tasks.ast import Decl
 
-_ROWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+class _Rows(NamedTuple):
+    """What a frame was made from in the driver; frame_of_table's also how to make it again."""
+
+    table: pa.Table
+    schema: object = None  # Spark StructType
+    spark: object = None
+
+
+_ROWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # frame -> _Rows
 
 
 class LazyFrame:
@@ -46,25 +56,27 @@ class LazyFrame:
 def rows_of(df) -> pa.Table | None:
     """Return the rows a frame was made from in the driver, or None (a Spark-side frame)."""
     made = None if df is None else _ROWS.get(df)
-    return None if made is None else made[0]
+    return None if made is None else made.table
 
 
 def union_of_rows(a, b, limit: int):
     """Return the union of two frames made by frame_of_table with one schema, as one such frame
     (one table, not a union plan), or None: not both such frames, or over `limit` rows."""
     made_a, made_b = _ROWS.get(a), _ROWS.get(b)
-    if made_a is None or made_b is None or len(made_a) < 3 or made_a[1:] != made_b[1:] or \
-            made_a[0].num_rows + made_b[0].num_rows > limit:
+    if made_a is None or made_b is None or made_a.spark is None or \
+            (made_a.schema, made_a.spark) != (made_b.schema, made_b.spark) or \
+            made_a.table.num_rows + made_b.table.num_rows > limit:
         return None
-    return frame_of_table(made_a[2], pa.concat_tables([made_a[0], made_b[0]]), made_a[1])
+    return frame_of_table(made_a.spark, pa.concat_tables([made_a.table, made_b.table]),
+                          made_a.schema)
 
 
 def frame_of_rows(spark, decl: Decl, rows: list[tuple]):
     """Return rows_frame(rows) built on first use, the rows kept beside it."""
     df = LazyFrame(lambda: rows_frame(spark, decl, rows))
     if decl.arity:
-        _ROWS[df] = (pl.DataFrame(rows, schema=frame_schema(decl), orient="row").to_arrow(
-            compat_level=pl.CompatLevel.oldest()),)
+        _ROWS[df] = _Rows(pl.DataFrame(rows, schema=frame_schema(decl), orient="row")
+                          .to_arrow(compat_level=pl.CompatLevel.oldest()))
     return df
 
 
@@ -72,5 +84,5 @@ def frame_of_table(spark, table: pa.Table, schema):
     """Return a DataFrame of an Arrow table (Spark `schema`) built on first use, the table
     kept beside it."""
     df = LazyFrame(lambda: spark.createDataFrame(table, schema))
-    _ROWS[df] = (table, schema, spark)
+    _ROWS[df] = _Rows(table, schema, spark)
     return df

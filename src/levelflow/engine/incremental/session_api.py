@@ -67,10 +67,11 @@ class _BaseDelta:
                 (removed.discard if row in removed else added.add)(row)
             for row in minus:
                 (added.discard if row in added else removed.add)(row)
-            plus_df = rows_frame(spark, decl, list(added)) if added else None
-            minus_df = rows_frame(spark, decl, list(removed)) if removed else None
+            plus_df = frame_of_rows(spark, decl, list(added)) if added else None
+            minus_df = frame_of_rows(spark, decl, list(removed)) if removed else None
         else:
             added, removed = set(plus), set(minus)
+
         def build():
             new = self.saved
             if minus_df is not None:
