@@ -232,3 +232,37 @@ def test_ctrl_c_during_update_ends_the_jvm_and_leaves_the_state(tmp_path):
         ["update", str(tmp_path / "st"), "--insert", str(diff), "--driver-memory", "1g"], 8.0)
     _assert_aborted(rc, err, kids, reacted)
     assert StateDir(tmp_path / "st").current() == 0  # no epoch half-written
+
+
+_FAIL_UNDER_CTRL_C = """
+import sys
+import levelflow.cli as cli
+from levelflow.cli.spark import Interrupted
+
+class Failing:
+    def main(self, **kwargs):
+        Interrupted.seen = {seen}
+        raise {error}
+
+cli.humanize = lambda command: Failing()
+cli.main([])
+"""
+
+
+@pytest.mark.parametrize("error", [
+    "RuntimeError('py4j.reflection does not exist in the JVM')",  # py4j converting an error
+    "OSError(111, 'Connection refused')",
+    "__import__('levelflow.errors').errors.LevelflowError('levelflow: error: read failed')",
+])
+def test_any_failure_after_ctrl_c_says_aborted_and_nothing_else(error):
+    ran = subprocess.run([sys.executable, "-c", _FAIL_UNDER_CTRL_C.format(seen=True, error=error)],
+                         cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=60)
+    assert (ran.returncode, ran.stderr) == (130, "levelflow: aborted\n")
+
+
+def test_a_failure_without_ctrl_c_is_not_called_aborted():
+    script = _FAIL_UNDER_CTRL_C.format(seen=False, error="RuntimeError('a bug')")
+    ran = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=_env(),
+                         capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 1
+    assert "RuntimeError: a bug" in ran.stderr and "aborted" not in ran.stderr

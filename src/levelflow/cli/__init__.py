@@ -64,6 +64,12 @@ def main(argv: list[str] | None = None) -> None:
             _aborted()
         print(f"levelflow: error: {e}", file=sys.stderr)
         sys.exit(1)
+    except Exception:
+        # After Ctrl-C any failure is the JVM being ended under a call: py4j may even fail
+        # while converting the JVM's error (Py4JError 'py4j.reflection does not exist').
+        if Interrupted.seen:
+            _aborted()
+        raise
     finally:
         if previous is signal.default_int_handler:
             signal.signal(signal.SIGINT, previous)
