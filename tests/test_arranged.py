@@ -217,3 +217,53 @@ def test_partitioned_shares_and_a_restart(spark, tmp_path, monkeypatch):
         held = session.snap.arranged.get("path")
         assert held is None or held.parts >= 2
     session.close()
+
+
+def test_a_counted_task_over_driver_held_changes_counts_in_the_driver(spark, tmp_path,
+                                                                         monkeypatch):
+    """`loop` reads only path's change (back in the driver from a direct epoch) and its own
+    facts: its count changes are summed in Polars, no job runs when they sum to nothing, and
+    every epoch equals the reference, counts crossing zero both ways included."""
+    from levelflow.engine.incremental import counting
+
+    program = EDGE + """.decl path(x:number, y:number)
+path(x, y) :- edge(x, y).
+path(x, z) :- path(x, y), edge(y, z).
+.decl loop(x:number)
+.input loop
+loop(x) :- path(x, x).
+"""
+    (tmp_path / "p.dl").write_text(program)
+    edges, loops = {(1, 2), (2, 3), (3, 4)}, {(7,)}
+    write_facts(tmp_path / "f0", {"edge": edges, "loop": loops})
+    session = IncrementalSession.bootstrap(spark, tmp_path / "p.dl", tmp_path / "f0",
+                                           mode="incremental")
+    local = []
+    summed = counting.summed_in_driver
+    monkeypatch.setattr(counting, "summed_in_driver",
+                        lambda *a: local.append(out := summed(*a)) or out)
+    epochs = [  # (edges in, out, loop facts in, out), whether loop's tuples, counts change
+        ({(4, 5)}, set(), set(), set(), False, False),  # new paths, none a loop
+        ({(4, 1)}, set(), set(), set(), True, True),  # a cycle: 1..4 loop
+        (set(), set(), {(1,)}, set(), False, True),  # a fact for a derived tuple: count 2
+        (set(), {(4, 1)}, set(), set(), True, True),  # the cycle goes; 1 stays, by its fact
+        (set(), set(), set(), {(7,), (1,)}, True, True),
+    ]
+    for k, (ins, outs, loop_in, loop_out, changes, counts) in enumerate(epochs, 1):
+        edges, loops = (edges | ins) - outs, (loops | loop_in) - loop_out
+        for e in ins:
+            session.insert("edge", e)
+        for e in outs:
+            session.remove("edge", e)
+        for t in loop_in:
+            session.insert("loop", t)
+        for t in loop_out:
+            session.remove("loop", t)
+        result = session.commit()
+        write_facts(tmp_path / f"ref{k}", {"edge": edges, "loop": loops})
+        ref = naive_datalog.evaluate(session.pt, tmp_path / f"ref{k}")
+        for name in ("path", "loop"):
+            assert rows_of(session.relation(name)) == ref[name], (k, name)
+        assert local[-1] is not None, k
+        assert ("loop" in result.deltas) == changes, k
+        assert (result.spark_jobs.get("loop", 0) > 0) == counts, k

@@ -33,6 +33,7 @@ from levelflow.engine.incremental.arranged_worker import (
 from levelflow.engine.incremental.joins import bcast_small, check_cancel
 from levelflow.engine.incremental.local_frames import (
     LazyFrame,
+    arrow_of,
     frame_of_table,
     rows_of,
     union_of_rows,
@@ -303,8 +304,8 @@ def _picked_rows(ctx: TaskContext, n: str, out, r: int):
             rows = rows.filter(pl.col("_net")) if net else rows
             picked = [pl.col(f"o{r}_{c}").alias(c) for c in cols]
             if net:
-                return frame_of_table(ctx.spark, _arrow(rows.select(picked)), StructType(fields))
-            table = _arrow(rows.select(*picked, pl.col(RANK)))
+                return frame_of_table(ctx.spark, arrow_of(rows.select(picked)), StructType(fields))
+            table = arrow_of(rows.select(*picked, pl.col(RANK)))
             return frame_of_table(ctx.spark, table,
                                   StructType([*fields, StructField(RANK, LongType())]))
         return local
@@ -317,11 +318,6 @@ def _picked_rows(ctx: TaskContext, n: str, out, r: int):
         return rows.filter(F.col("_net")).select(*picked) if net else \
             rows.select(*picked, F.col(RANK))
     return spark_side
-
-
-def _arrow(df: pl.DataFrame):
-    """Return a frame as Arrow with the plain types Spark reads (string, not large_string)."""
-    return df.to_arrow(compat_level=pl.CompatLevel.oldest())
 
 
 def _change(ctx: TaskContext, n: str, pick, r: int, seen, top: int, log: Log

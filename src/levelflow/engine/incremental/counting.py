@@ -18,13 +18,16 @@ from levelflow.engine.evaluate import (
     union_all,
 )
 from levelflow.engine.incremental.joins import as_positive, bcast_small, heads_of, program_facts
+from levelflow.engine.incremental.local_counting import summed_in_driver
+from levelflow.engine.incremental.local_frames import arrow_of, frame_of_table
 from levelflow.engine.incremental.state import COUNT
 from levelflow.engine.incremental.versions import Change, TaskContext
-from levelflow.engine.types import column_names, empty_relation
+from levelflow.engine.types import column_names, empty_relation, relation_schema
 from levelflow.tasks.ast import Atom, Program, Var
 
 if TYPE_CHECKING:
 
+    import polars as pl
     from pyspark.sql import DataFrame
 
     from levelflow.tasks.tasks import Task
@@ -84,6 +87,9 @@ def count_scratch(ctx: TaskContext, task: Task) -> dict[str, DataFrame]:
 
 def count_update(ctx: TaskContext, task: Task) -> dict[str, Change]:
     """Return per own relation its Change: new counts, Δ±, and whether any count changed."""
+    summed = summed_in_driver(ctx, task)
+    if summed is not None:
+        return {name: _fold_summed(ctx, name, summed[name]) for name in task.relations}
     signed, read = _signed_changes(ctx, task)
     return {name: _fold(ctx, name, signed[name], read[name] <= ONE_PARTITION_ROWS)
             for name in task.relations}
@@ -175,6 +181,30 @@ def _update(bag: DataFrame, old_c: DataFrame, cols: list[str], small: bool):
     dc, rows = cut(bag.groupBy(*cols).agg(F.sum("_s").alias("_d")).filter(F.col("_d") != 0))
     if not rows:
         return None, {}
+    return _touched(dc, rows, old_c, cols)
+
+
+def _fold_summed(ctx: TaskContext, name: str, summed: pl.DataFrame) -> Change:
+    """Return the Change of relation `name` from its count changes summed in the driver: none
+    without a Spark job, else one job joining them to the old counts they touch."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    old_c, old = ctx.old_counts[name], ctx.versions[name]
+    if not summed.height:
+        return Change(old_c, rows=old.old_rows)
+    decl = ctx.decls[name]
+    schema = StructType([*relation_schema(decl).fields, StructField("_d", LongType())])
+    dc = frame_of_table(ctx.spark, arrow_of(summed), schema)
+    cols = column_names(decl.arity)
+    upd, sizes = _touched(dc, summed.height, old_c, cols)
+    return _counts_change(old_c, old, cols, upd, sizes)
+
+
+def _touched(dc: DataFrame, rows: int, old_c: DataFrame, cols: list[str]):
+    """Return _update_small's result from the summed count changes `dc` (c.., _d): the old
+    counts they touch joined to them, in one job."""
+    import pyspark.sql.functions as F
+
     keys = F.broadcast(dc.select(*cols)) if rows <= BROADCAST_ROWS else dc.select(*cols)
     before = F.coalesce(F.col(COUNT), F.lit(0))
     touched = bcast_small(old_c.join(keys, cols, "left_semi"), rows)

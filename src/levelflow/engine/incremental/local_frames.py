@@ -71,12 +71,23 @@ def union_of_rows(a, b, limit: int):
                           made_a.schema)
 
 
+def arrow_of(df: pl.DataFrame) -> pa.Table:
+    """Return a Polars frame as Arrow with the plain types Spark reads (string, not
+    large_string)."""
+    return df.to_arrow(compat_level=pl.CompatLevel.oldest())
+
+
+def polars_of(table: pa.Table, decl: Decl) -> pl.DataFrame:
+    """Return a relation's driver-held rows as a Polars frame of its columns (c0..) and types."""
+    schema = frame_schema(decl)
+    return pl.from_arrow(table).select([pl.col(c).cast(t) for c, t in schema.items()])
+
+
 def frame_of_rows(spark, decl: Decl, rows: list[tuple]):
     """Return rows_frame(rows) built on first use, the rows kept beside it."""
     df = LazyFrame(lambda: rows_frame(spark, decl, rows))
     if decl.arity:
-        _ROWS[df] = _Rows(pl.DataFrame(rows, schema=frame_schema(decl), orient="row")
-                          .to_arrow(compat_level=pl.CompatLevel.oldest()))
+        _ROWS[df] = _Rows(arrow_of(pl.DataFrame(rows, schema=frame_schema(decl), orient="row")))
     return df
 
 
