@@ -39,6 +39,31 @@ def test_a_state_is_found_in_memory_then_in_its_file(root):
     assert resident.lookup("lin", 1, "0000000001ab") is None
 
 
+def test_frames_series_and_arrays_come_back_from_the_file_mapped_not_copied(root):
+    import numpy as np
+    import polars as pl
+
+    frame = pl.DataFrame({"c0": [3, 1, 2], "c1": ["x", "y", None], "_it": [1, 2, 3]})
+    value = {"state": (frame, np.array([5, 7, 9]), np.array([True, False])),
+             "symbols": pl.Series("s", ["a", "b"]), "empty": frame.clear(), "n": 4}
+    stored("lin", 0, "0000000001ab", value)
+    resident._MEMORY.clear()
+    back = resident.lookup("lin", 0, "0000000001ab")
+    (f, keys, mask), symbols = back["state"], back["symbols"]
+    assert f.equals(frame) and back["empty"].equals(frame.clear()) and back["n"] == 4
+    assert keys.tolist() == [5, 7, 9] and mask.tolist() == [True, False]
+    assert symbols.name == "s" and symbols.to_list() == ["a", "b"]
+    assert not keys.flags.owndata  # a view of the mapped file
+
+
+def test_a_damaged_file_is_a_miss(root):
+    stored("lin", 0, "0000000001ab", {"rows": [1, 2]})
+    resident._MEMORY.clear()
+    path = root / "lin-0.0000000001ab"
+    path.write_bytes(path.read_bytes()[:-3])
+    assert resident.lookup("lin", 0, "0000000001ab") is None
+
+
 def test_a_newer_version_deletes_the_older_file_only(root):
     stored("lin", 0, "0000000001ab", "one")
     stored("lin", 0, "0000000002cd", "two")

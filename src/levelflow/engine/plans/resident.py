@@ -5,7 +5,10 @@ twice: in this worker process's memory (found again when the same process gets t
 in a file in the executor's temporary directory, written after the task in the background (any
 process of the executor reads it). A token is a 10-digit sequence number and some noise: a
 lookup wants one exact token, and a late write of an older version never deletes a newer one.
-What is kept is any picklable object; missing or unreadable is a miss, never an error.
+What is kept is any picklable object; missing or unreadable is a miss, never an error. Its
+Polars frames and series and its numpy arrays are written as Arrow IPC segments beside the
+pickle, and a reader maps them in place: another process's first read of a share costs
+about a millisecond whatever its size (a pickle's copy cost 0.13 s per 5M tuples).
 Files no session has read or written for MAX_AGE_SECONDS are swept (sessions that were never
 closed leave theirs behind); a swept state is a miss, which the caller recovers from.
 """
@@ -13,6 +16,7 @@ closed leave theirs behind); a swept state is a miss, which the caller recovers 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import pickle
 import tempfile
@@ -20,6 +24,10 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
 
 _MEMORY_ENTRIES = 16  # states one worker process keeps in memory (oldest dropped first)
 _MEMORY: dict[tuple[str, int], tuple[str, object]] = {}
@@ -55,10 +63,10 @@ def lookup(lineage: str, share: int, token: str):
     path = _file(lineage, share, token)
     _await_writer(path)
     try:
-        with path.open("rb") as f:
-            value = pickle.load(f)
+        value = _load(path)
         os.utime(path)  # in use: not swept
-    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+    except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError,
+            ValueError, pa.ArrowException):
         return None
     remember(lineage, share, token, value)
     return value
@@ -113,7 +121,7 @@ def _write(path: Path, value: object) -> None:
     with contextlib.suppress(OSError):
         try:  # store made the directory
             with tmp.open("wb") as f:
-                pickle.dump(value, f, protocol=5)
+                _dump(value, f)
             os.replace(tmp, path)
         finally:  # a failed write leaves no mark for readers to wait on
             tmp.unlink(missing_ok=True)
@@ -125,6 +133,68 @@ def _write(path: Path, value: object) -> None:
             if old != path and "tmp" not in old.name and version[:10] < token[:10]:
                 old.unlink(missing_ok=True)
         _sweep(path.parent)
+
+
+class _Pickler(pickle.Pickler):
+    """Pickles the object's skeleton; its frames, series and arrays go before it as aligned
+    Arrow IPC segments, which a reader maps instead of copying."""
+
+    def __init__(self, skeleton, out) -> None:
+        super().__init__(skeleton, protocol=5)
+        self.out = out
+
+    def persistent_id(self, obj):
+        if isinstance(obj, pl.DataFrame):
+            kind, table = "frame", obj.to_arrow()
+        elif isinstance(obj, pl.Series):
+            kind, table = "series", pl.DataFrame([obj]).to_arrow()
+        elif isinstance(obj, np.ndarray) and obj.ndim == 1 and obj.dtype.kind in "iub":
+            kind, table = "array", pa.table({"a": obj})
+        else:
+            return None
+        self.out.write(b"\0" * (-self.out.tell() % _ALIGN))
+        start = self.out.tell()
+        with pa.ipc.new_file(self.out, table.schema) as writer:
+            writer.write_table(table)
+        return kind, start, self.out.tell() - start
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, f, mapped: pa.Buffer) -> None:
+        super().__init__(f)
+        self.mapped = mapped
+
+    def persistent_load(self, pid):
+        kind, start, size = pid
+        table = pa.ipc.open_file(pa.BufferReader(self.mapped.slice(start, size))).read_all()
+        if kind == "array":
+            return table.column(0).to_numpy()
+        frame = pl.from_arrow(table, rechunk=False)
+        return frame.to_series() if kind == "series" else frame
+
+
+_ALIGN = 64  # Arrow reads buffers in place when they are aligned
+_MAGIC = b"LFR1"
+
+
+def _dump(value: object, f) -> None:
+    """Write `value`: its Arrow segments, then the pickled skeleton, then where that starts."""
+    f.write(_MAGIC)
+    skeleton = io.BytesIO()
+    _Pickler(skeleton, f).dump(value)
+    at = f.tell()
+    f.write(skeleton.getbuffer())
+    f.write(at.to_bytes(8, "little"))
+
+
+def _load(path: Path) -> object:
+    """Return what _dump wrote, its frames and arrays mapped from the file, not copied."""
+    mapped = pa.memory_map(str(path)).read_buffer()
+    if mapped.size < 12 or mapped.slice(0, 4).to_pybytes() != _MAGIC:
+        raise ValueError(f"{path}: not a resident state")
+    at = int.from_bytes(mapped.slice(mapped.size - 8).to_pybytes(), "little")
+    skeleton = io.BytesIO(mapped.slice(at, mapped.size - 8 - at).to_pybytes())
+    return _Unpickler(skeleton, mapped).load()
 
 
 def _sweep(root: Path) -> None:
