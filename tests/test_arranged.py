@@ -11,12 +11,13 @@ import random
 import sys
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 
 from levelflow.engine.incremental import IncrementalSession
 from levelflow.engine.incremental.arranged import Held
-from levelflow.engine.incremental.local_dred import RANK, Inputs, arrange, update
+from levelflow.engine.incremental.local_dred import RANK, Inputs, arrange, packed, update
 from levelflow.engine.plans.fixpoint import run_task
 from levelflow.tasks import build_tasks, parse_program
 
@@ -67,7 +68,10 @@ def _epochs(rng: random.Random, edges: set, nodes: int, count: int):
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 @pytest.mark.parametrize("offset", [0, 1 << 40])  # 2^40: tuples that do not pack in 63 bits
-def test_local_dred_matches_from_scratch(name, offset):
+def test_local_dred_matches_from_scratch(name, offset, monkeypatch):
+    from levelflow.engine.incremental import local_dred
+
+    monkeypatch.setattr(local_dred, "_CHUNKS", 4)  # appended chunks copied into one, too
     program = parse_program(PROGRAMS[name])
     task = max(build_tasks(program).tasks, key=lambda t: len(t.rules))
     rules = tuple(r for r in task.rules if r.body)
@@ -95,6 +99,11 @@ def test_local_dred_matches_from_scratch(name, offset):
             got = out.state.ranked[n]
             assert set(got.drop(RANK).rows()) == set(expected[n].drop(RANK).rows()), n
             assert got.height == got.drop(RANK).unique().height, n
+            keys, rows = out.state.keys[n], out.state.rows[n]
+            if keys is not None:  # each sorted key names the row that holds its tuple
+                in_rows = packed(got.drop(RANK))
+                assert (np.diff(keys) > 0).all() and len(keys) == got.height, n
+                assert (in_rows[rows if rows is not None else slice(None)] == keys).all(), n
             # What came back is the change: old - removed + added is the new state.
             old = set(state.ranked[n].rows())
             assert (old - set(out.removed[n].rows())) | set(out.added[n].rows()) == \

@@ -70,7 +70,8 @@ class Relation:
         self.fresh = np.empty(0, np.int64)
         if packable(first) and (known is not None or not self.stable.height):
             fresh = np.sort(first.select(pack_expr(first.columns))["_key"].to_numpy())
-            self.keys = fresh if known is None else merged(known, fresh)
+            self.keys = fresh if known is None else merged(known, fresh) if len(fresh) \
+                else known  # resumed with nothing new: the known keys, not a copy
 
     def full(self) -> pl.DataFrame:
         """Return every tuple found so far."""
