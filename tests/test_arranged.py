@@ -17,7 +17,14 @@ import pytest
 
 from levelflow.engine.incremental import IncrementalSession
 from levelflow.engine.incremental.arranged import Held
-from levelflow.engine.incremental.local_dred import RANK, Inputs, arrange, packed, update
+from levelflow.engine.incremental.local_dred import (
+    RANK,
+    Inputs,
+    applied,
+    arrange,
+    packed,
+    update,
+)
 from levelflow.engine.plans.fixpoint import run_task
 from levelflow.tasks import build_tasks, parse_program
 
@@ -99,16 +106,26 @@ def test_local_dred_matches_from_scratch(name, offset, monkeypatch):
             got = out.state.ranked[n]
             assert set(got.drop(RANK).rows()) == set(expected[n].drop(RANK).rows()), n
             assert got.height == got.drop(RANK).unique().height, n
-            keys, rows = out.state.keys[n], out.state.rows[n]
-            if keys is not None:  # each sorted key names the row that holds its tuple
-                in_rows = packed(got.drop(RANK))
-                assert (np.diff(keys) > 0).all() and len(keys) == got.height, n
-                assert (in_rows[rows if rows is not None else slice(None)] == keys).all(), n
+            _assert_index(out.state, n)
             # What came back is the change: old - removed + added is the new state.
             old = set(state.ranked[n].rows())
             assert (old - set(out.removed[n].rows())) | set(out.added[n].rows()) == \
                 set(got.rows())
+        # A process holding the old state rebuilds the new one from the stored change.
+        rebuilt = applied(state, out.removed, out.added)
+        for n in task.relations:
+            assert set(rebuilt.ranked[n].rows()) == set(out.state.ranked[n].rows()), n
+            _assert_index(rebuilt, n)
         state = out.state
+
+
+def _assert_index(state, n: str) -> None:
+    """Each sorted key of a packed relation names the row that holds its tuple."""
+    keys, rows, ranked = state.keys[n], state.rows[n], state.ranked[n]
+    if keys is not None:
+        in_rows = packed(ranked.drop(RANK))
+        assert (np.diff(keys) > 0).all() and len(keys) == ranked.height, n
+        assert (in_rows[rows if rows is not None else slice(None)] == keys).all(), n
 
 
 def _tc_session(spark, tmp_path, edges, **options):

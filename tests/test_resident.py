@@ -25,8 +25,8 @@ def root(tmp_path, monkeypatch):
     resident._MEMORY.clear()
 
 
-def stored(lineage, share, token, value):
-    resident.store(lineage, share, token, value)
+def stored(lineage, share, token, value, **change):
+    resident.store(lineage, share, token, value, **change)
     resident._WRITER.join()
 
 
@@ -101,3 +101,46 @@ def test_a_lookup_waits_for_a_write_in_progress_not_for_a_dead_writer(root):
     t = time.monotonic()
     assert resident.lookup("lin", 1, "0000000003aa") is None
     assert time.monotonic() - t < 1
+
+
+def _grow(base, change):
+    return [*base, change]
+
+
+def _token(k: int) -> str:
+    return f"{k:010d}zz"
+
+
+def test_versions_stored_as_changes_are_rebuilt_from_files_or_from_an_older_copy(root):
+    stored("lin", 0, _token(1), ["a"])
+    for k, item in ((2, "b"), (3, "c")):  # this process holds the base: a change file only
+        stored("lin", 0, _token(k), ["a", "b", "c"][:k], base=_token(k - 1), change=item)
+    assert sorted(p.name for p in root.iterdir()) == [
+        f"lin-0.{_token(1)}", f"lin-0.{_token(2)}.d", f"lin-0.{_token(3)}.d"]
+    resident._MEMORY.clear()  # another process: the full file, then both changes applied
+    assert resident.lookup("lin", 0, _token(3), apply=_grow) == ["a", "b", "c"]
+    assert resident.lookup("lin", 0, _token(3)) == ["a", "b", "c"]  # now in its memory
+    resident._MEMORY.clear()
+    resident.remember("lin", 0, _token(2), ["a", "b"])  # an older copy: one change applied
+    applied = []
+    assert resident.lookup("lin", 0, _token(3),
+                           apply=lambda b, c: applied.append(c) or _grow(b, c)) == ["a", "b", "c"]
+    assert applied == ["c"]
+    resident._MEMORY.clear()
+    assert resident.lookup("lin", 0, _token(3)) is None  # without apply: only full files
+    assert resident.lookup("lin", 0, _token(4), apply=_grow) is None
+
+
+def test_every_few_changes_the_whole_version_is_written_and_older_files_go(root, monkeypatch):
+    monkeypatch.setattr(resident, "_MAX_DEPTH", 3)
+    stored("lin", 0, _token(1), [1])
+    for k in range(2, 6):
+        stored("lin", 0, _token(k), list(range(1, k + 1)), base=_token(k - 1), change=k)
+    # Version 4 was the third change: written whole too, everything older deleted.
+    assert sorted(p.name for p in root.iterdir()) == [
+        f"lin-0.{_token(4)}", f"lin-0.{_token(4)}.d", f"lin-0.{_token(5)}.d"]
+    resident._MEMORY.clear()
+    assert resident.lookup("lin", 0, _token(5), apply=_grow) == [1, 2, 3, 4, 5]
+    resident._MEMORY.clear()
+    stored("lin", 0, _token(6), [0], base=_token(9), change=6)  # a base it does not hold
+    assert (root / f"lin-0.{_token(6)}").exists()  # written whole

@@ -19,7 +19,14 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from levelflow.engine.incremental.local_dred import RANK, Arranged, Inputs, arrange, update
+from levelflow.engine.incremental.local_dred import (
+    RANK,
+    Arranged,
+    Inputs,
+    applied,
+    arrange,
+    update,
+)
 from levelflow.engine.plans import resident
 from levelflow.engine.plans.columnar import frame_schema
 from levelflow.engine.plans.encode import decode, dictionary, encode, encode_decl, encode_rule
@@ -71,12 +78,27 @@ def _cached(spec: Spec, share: int) -> Entry | None:
     """Return the share's state under the epoch's starting token, or None."""
     if spec.old_token is None:
         return None
-    found = resident.lookup(spec.lineage, share, spec.old_token)
-    if isinstance(found, tuple):  # left by a from-scratch run: (ranked, symbols, lower)
-        ranked, symbols, lower = found
-        found = Entry(arrange(ranked), symbols, lower)
+    found = resident.lookup(spec.lineage, share, spec.old_token, apply=_applied)
+    if isinstance(found, tuple):
+        found = _as_entry(found)
         resident.remember(spec.lineage, share, spec.old_token, found)
     return found
+
+
+def _as_entry(found: Entry | tuple) -> Entry:
+    """Return a stored state as an Entry (a from-scratch run leaves (ranked, symbols, lower))."""
+    if isinstance(found, Entry):
+        return found
+    ranked, symbols, lower = found
+    return Entry(arrange(ranked), symbols, lower)
+
+
+def _applied(entry: Entry | tuple, change: tuple) -> Entry:
+    """Return the entry after an epoch's stored change (removed, added, lower Δ+, lower Δ-)."""
+    removed, added, plus, minus = change
+    entry = _as_entry(entry)
+    return Entry(applied(entry.state, removed, added), entry.symbols,
+                 _lower_now(entry, plus, minus))
 
 
 def _sources(part: pl.DataFrame, spec: Spec) -> dict[str, dict[str, pl.DataFrame]]:
@@ -105,8 +127,9 @@ def _recoded(entry: Entry, symbols: pl.Series, decls: dict) -> Entry:
     return Entry(arrange(recode(entry.state.ranked)), symbols, recode(entry.lower))
 
 
-def _entry(spec: Spec, share: int, src: dict) -> Entry | None:
-    """Return the share's starting state, its dictionary covering this epoch's symbols."""
+def _entry(spec: Spec, share: int, src: dict) -> tuple[Entry | None, bool]:
+    """Return the share's starting state, its dictionary covering this epoch's symbols, and
+    whether it is the stored version itself (not shipped, not re-encoded)."""
     needed = _symbols_of(spec, src)
     shipped = src.get("state")
     if shipped is not None:
@@ -115,13 +138,14 @@ def _entry(spec: Spec, share: int, src: dict) -> Entry | None:
             keep = share_filter(spec, share)
             ranked = {n: keep(n, df) for n, df in ranked.items()}
         lower = {n: encode(df, spec.decls[n], needed) for n, df in src["new"].items()}
-        return Entry(arrange(ranked), needed, lower)
+        return Entry(arrange(ranked), needed, lower), False
     entry = _cached(spec, share)
     if entry is None:
-        return None
+        return None, False
     if needed.is_in(entry.symbols).all():
-        return entry
-    return _recoded(entry, pl.concat([entry.symbols, needed]).unique().sort(), spec.decls)
+        return entry, True
+    symbols = pl.concat([entry.symbols, needed]).unique().sort()
+    return _recoded(entry, symbols, spec.decls), False
 
 
 def _lower_now(entry: Entry, plus: dict, minus: dict) -> dict[str, pl.DataFrame]:
@@ -207,7 +231,7 @@ def _share_change(spec: Spec, share: int, rows: pl.DataFrame, schema: pa.Schema
                   ) -> Iterator[pa.RecordBatch]:
     """Yield one share's removed and added tuples and its statistics, or MISS."""
     src = _sources(rows, spec)
-    entry = _entry(spec, share, src)
+    entry, stored = _entry(spec, share, src)
     if entry is None:
         yield _stat(MISS_REL, 1, schema)
         return
@@ -218,5 +242,9 @@ def _share_change(spec: Spec, share: int, rows: pl.DataFrame, schema: pa.Schema
     yield _stat(TOP_REL, out.state.top(), schema)
     # After the rows went out (its file write would compete with them), before the task
     # ends: the next epoch's job cannot start before this share is stored.
+    # Stored as this epoch's change to the version it started from, when that is stored.
+    change = (out.removed, out.added, inputs.lower_plus, inputs.lower_minus) if stored \
+        else None
     resident.store(spec.lineage, share, spec.new_token,
-                   Entry(out.state, entry.symbols, dict(inputs.lower_new)))
+                   Entry(out.state, entry.symbols, dict(inputs.lower_new)),
+                   spec.old_token, change)

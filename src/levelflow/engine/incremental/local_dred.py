@@ -410,6 +410,19 @@ def update(state: Arranged, inp: Inputs) -> Outcome:
     return Outcome(state, {n: split[n][1] for n in names}, added, rounds + found.iterations)
 
 
+def applied(state: Arranged, removed: Mapping[str, pl.DataFrame],
+            added: Mapping[str, pl.DataFrame]) -> Arranged:
+    """Return a state with an update's removed ranked tuples taken out and its added ones in
+    (the update's new state, rebuilt from the old one and the change)."""
+    new = {}
+    for n, ranked in state.ranked.items():
+        old = _Old(ranked, state.keys[n], state.rows[n])
+        old.mark(removed[n].drop(RANK))
+        kept, _, keys, rows = old.split()
+        new[n] = _extended(kept, keys, rows, added[n])
+    return Arranged(*({n: p[k] for n, p in new.items()} for k in range(3)))
+
+
 _CHUNKS = 32  # appended chunks a relation may hold before they are copied into one
 
 

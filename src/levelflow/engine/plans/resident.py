@@ -9,6 +9,10 @@ What is kept is any picklable object; missing or unreadable is a miss, never an 
 Polars frames and series and its numpy arrays are written as Arrow IPC segments beside the
 pickle, and a reader maps them in place: another process's first read of a share costs
 about a millisecond whatever its size (a pickle's copy cost 0.13 s per 5M tuples).
+A version may be stored as its change to the version before (`store(..., base, change)`):
+that small file is written first, the whole state only every _MAX_DEPTH changes, and a
+process holding an older version catches up by applying the changes (`lookup(..., apply)`).
+Writing 5M tuples whole after every epoch kept both cores busy; a reader waited for it.
 Files no session has read or written for MAX_AGE_SECONDS are swept (sessions that were never
 closed leave theirs behind); a swept state is a miss, which the caller recovers from.
 """
@@ -23,6 +27,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +35,8 @@ import polars as pl
 import pyarrow as pa
 
 _MEMORY_ENTRIES = 16  # states one worker process keeps in memory (oldest dropped first)
-_MEMORY: dict[tuple[str, int], tuple[str, object]] = {}
+_MEMORY: dict[tuple[str, int], tuple[str, object, int]] = {}
+_MAX_DEPTH = 32  # changes stored after a full file before the next full one
 _WRITER: threading.Thread | None = None  # the file write of the last stored state
 MAX_AGE_SECONDS = 6 * 3600
 _SWEEP_EVERY = 600  # seconds between one process's sweeps
@@ -47,28 +53,60 @@ def _file(lineage: str, share: int, token: str) -> Path:
     return _root() / f"{lineage}-{share}.{token}"
 
 
-def remember(lineage: str, share: int, token: str, value: object) -> None:
-    """Keep a share's state in this process's memory."""
+def remember(lineage: str, share: int, token: str, value: object, depth: int = 0) -> None:
+    """Keep a share's state in this process's memory (`depth`: changes since a full file)."""
     _MEMORY.pop((lineage, share), None)
-    _MEMORY[(lineage, share)] = (token, value)
+    _MEMORY[(lineage, share)] = (token, value, depth)
     while len(_MEMORY) > _MEMORY_ENTRIES:
         del _MEMORY[next(iter(_MEMORY))]
 
 
-def lookup(lineage: str, share: int, token: str):
-    """Return the share's state stored under exactly `token`, or None."""
+def lookup(lineage: str, share: int, token: str, apply=None):
+    """Return the share's state stored under exactly `token`, or None. `apply(state, change)`
+    rebuilds a version stored as a change to an earlier one."""
     hit = _MEMORY.get((lineage, share))
     if hit is not None and hit[0] == token:
         return hit[1]
+    return _from_files(lineage, share, token, apply, _MAX_DEPTH)
+
+
+def _from_files(lineage: str, share: int, token: str, apply, hops: int):
+    """Return the version `token` from its full file, else from its change file applied to
+    the version before it (from memory or, recursively, from files), or None."""
     path = _file(lineage, share, token)
-    _await_writer(path)
+    change_path = _change_file(path)
+    _await_writer(change_path if apply is not None else path)
+    found = _read(path)
+    if found is not None:
+        remember(lineage, share, token, found)
+        return found
+    if apply is None or hops <= 0:
+        return None
+    change = _read(change_path)
+    if not isinstance(change, _Change):
+        _await_writer(path)  # no change file: this version is being written whole
+        found = _read(path)
+        if found is not None:
+            remember(lineage, share, token, found)
+        return found
+    hit = _MEMORY.get((lineage, share))
+    base = hit[1] if hit is not None and hit[0] == change.base else \
+        _from_files(lineage, share, change.base, apply, hops - 1)
+    if base is None:
+        return None
+    value = apply(base, change.change)
+    remember(lineage, share, token, value, change.depth)
+    return value
+
+
+def _read(path: Path):
+    """Return what a file holds, or None if it is missing or unreadable."""
     try:
         value = _load(path)
         os.utime(path)  # in use: not swept
     except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError,
             ValueError, pa.ArrowException):
         return None
-    remember(lineage, share, token, value)
     return value
 
 
@@ -94,18 +132,46 @@ def _alive(tmp: Path) -> bool:
     return True
 
 
-def store(lineage: str, share: int, token: str, value: object) -> None:
-    """Keep a share's new state in memory now, and in the executor's file after the task."""
+def store(lineage: str, share: int, token: str, value: object, base: str | None = None,
+          change: object = None) -> None:
+    """Keep a share's new state in memory now, and in the executor's files after the task:
+    as `change` to version `base` (small, written first) when given, whole every
+    _MAX_DEPTH changes or when not."""
     global _WRITER
-    remember(lineage, share, token, value)
+    hit = _MEMORY.get((lineage, share))
+    depth = hit[2] + 1 if change is not None and hit is not None and hit[0] == base else None
+    whole = depth is None or depth >= _MAX_DEPTH
+    remember(lineage, share, token, value, 0 if whole else depth)
     if _WRITER is not None:
         _WRITER.join()  # one write at a time: a late older write must not follow a newer one
     path = _file(lineage, share, token)
+    writes = [] if depth is None else [(_change_file(path), _Change(base, depth, change))]
+    if whole:
+        writes.append((path, value))
     with contextlib.suppress(OSError):  # the writer's mark, before the task ends: see lookup
         path.parent.mkdir(parents=True, exist_ok=True)
-        _tmp(path).touch()
-    _WRITER = threading.Thread(target=_write, args=(path, value), daemon=True)
+        _tmp(writes[0][0]).touch()
+    _WRITER = threading.Thread(target=_write_all, args=(writes,), daemon=True)
     _WRITER.start()
+
+
+@dataclass(frozen=True, slots=True)
+class _Change:
+    """A version stored as a change to version `base`, `depth` changes after a full file."""
+
+    base: str
+    depth: int
+    change: object
+
+
+def _change_file(path: Path) -> Path:
+    return path.with_name(path.name + ".d")
+
+
+def _write_all(writes: list[tuple[Path, object]]) -> None:
+    """Write the files in order (the change first: readers wait for it, not the whole)."""
+    for path, value in writes:
+        _write(path, value)
 
 
 def _tmp(path: Path) -> Path:
@@ -125,7 +191,9 @@ def _write(path: Path, value: object) -> None:
             os.replace(tmp, path)
         finally:  # a failed write leaves no mark for readers to wait on
             tmp.unlink(missing_ok=True)
-        lineage_share, token = path.name.split(".", 1)
+        lineage_share, token = path.name.split(".")[:2]
+        if path.name.endswith(".d"):  # the versions it builds on stay
+            return
         for old in path.parent.glob(f"{lineage_share}.*"):
             version = old.name.split(".")[1]
             # Another process may have written a newer version meanwhile: keep newer ones,
