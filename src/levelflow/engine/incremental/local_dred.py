@@ -221,6 +221,38 @@ class _LiveLookups(PolarsOps):
                                                                  old.ranks_at(at[hit])))
 
 
+class _Members(PolarsOps):
+    """PolarsOps whose join with a kept own atom whose every variable is bound is a binary
+    search over the kept tuples' sorted keys, not a hash join with the whole relation."""
+
+    __slots__ = ("kept",)
+
+    def __init__(self, frames, kept: Mapping[int, tuple[list[str], np.ndarray]]) -> None:
+        super().__init__(frames)
+        self.kept = kept
+
+    def join(self, cur, adf, on, pos):
+        spec = self.kept.get(pos)
+        keys = packed(cur.select(on)) if spec is not None and on == spec[0] else None
+        if keys is None:
+            return super().join(cur, adf, on, pos)
+        return cur.filter(pl.Series(positions(spec[1], keys) >= 0))
+
+
+def _member_lookups(rule: Rule, names, keys: Mapping[str, np.ndarray | None], shift: int
+                    ) -> dict[int, tuple[list[str], np.ndarray]]:
+    """Return, per body position (+ shift) of a positive own atom of distinct variables whose
+    relation packs, its variables' columns and the relation's sorted kept keys."""
+    out = {}
+    for i, atom, neg in rule.body_atoms():
+        found = keys.get(atom.relation) if atom.relation in names and not neg else None
+        names_ = [a.name for a in atom.args if isinstance(a, Var)]
+        if found is not None and len(found) and len(names_) == len(atom.args) == \
+                len(set(names_)):
+            out[i + shift] = ([var_col(n) for n in names_], found)
+    return out
+
+
 def _cols(df: pl.DataFrame) -> list[str]:
     return [c for c in df.columns if c != RANK]
 
@@ -345,15 +377,18 @@ def _find_suspects(olds: dict[str, _Old], inp: Inputs, old: Mapping[str, pl.Data
     return rounds
 
 
-def _rederived(inp: Inputs, rule: Rule, suspects: pl.DataFrame, frames) -> pl.DataFrame:
+def _rederived(inp: Inputs, rule: Rule, suspects: pl.DataFrame, frames,
+               keys: Mapping[str, np.ndarray | None]) -> pl.DataFrame:
     """Return the suspects of the rule's head that it derives from the kept and new tuples."""
     head = rule.heads[0]
     decls = stand_in_decls(inp.decls, inp.names)
     atoms = rule.body_atoms()
     at = {i + 1: frames[a.relation] for i, a, _ in atoms}
     at[0] = suspects
+    ops = _Members(at, _member_lookups(rule, inp.names, keys, 1))
     try:
-        (_, heads), = _heads(rederive_rule(rule, head), decls, at, (head.relation,), first=0)
+        (_, heads), = _heads(rederive_rule(rule, head), decls, at, (head.relation,), first=0,
+                             ops=ops)
         return heads
     except CompileError:
         pass  # a head expression the prefix cannot bind: evaluate the rule plainly
@@ -362,7 +397,8 @@ def _rederived(inp: Inputs, rule: Rule, suspects: pl.DataFrame, frames) -> pl.Da
     return heads.join(suspects, on=heads.columns, how="semi")
 
 
-def _insert_seeds(inp: Inputs, suspects: dict, kept: dict) -> dict[str, list[pl.DataFrame]]:
+def _insert_seeds(inp: Inputs, suspects: dict, kept: dict, keys: dict
+                  ) -> dict[str, list[pl.DataFrame]]:
     """Return what the fixpoint restarts from: inserted facts, re-derived suspects, and the
     heads of derivations through the lower relations' insertions."""
     frames = {**inp.lower_new, **kept}
@@ -376,7 +412,7 @@ def _insert_seeds(inp: Inputs, suspects: dict, kept: dict) -> dict[str, list[pl.
     for rule in inp.rules:
         d = suspects[rule.heads[0].relation]
         if d.height:
-            seeds[rule.heads[0].relation].append(_rederived(inp, rule, d, frames))
+            seeds[rule.heads[0].relation].append(_rederived(inp, rule, d, frames, keys))
     for n, heads in _through_lower(inp, inp.lower_plus, frames).items():
         seeds[n] += heads
     return seeds
@@ -392,7 +428,8 @@ def update(state: Arranged, inp: Inputs) -> Outcome:
                                         **{n: state.ranked[n].drop(RANK) for n in names}})
     split = {n: old.split() for n, old in olds.items()}
     kept = {n: parts[0].drop(RANK) for n, parts in split.items()}
-    seeds = _insert_seeds(inp, {n: old.suspects for n, old in olds.items()}, kept)
+    seeds = _insert_seeds(inp, {n: old.suspects for n, old in olds.items()}, kept,
+                          {n: parts[2] for n, parts in split.items()})
     rels = {}
     for n in names:
         rel = Relation(inp.decls[n], empty_frame(inp.decls[n]), kept[n], split[n][2])
