@@ -75,10 +75,15 @@ def _epochs(rng: random.Random, edges: set, nodes: int, count: int):
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 @pytest.mark.parametrize("offset", [0, 1 << 40])  # 2^40: tuples that do not pack in 63 bits
-def test_local_dred_matches_from_scratch(name, offset, monkeypatch):
+@pytest.mark.parametrize("recompute", [False, True])  # large deletions: DRed, or recomputed
+def test_local_dred_matches_from_scratch(name, offset, recompute, monkeypatch):
     from levelflow.engine.incremental import local_dred
 
     monkeypatch.setattr(local_dred, "_CHUNKS", 4)  # appended chunks copied into one, too
+    recompute_rows = local_dred.RECOMPUTE_ROWS if recompute else 0
+    recomputed = []
+    monkeypatch.setattr(local_dred, "_recomputed",
+                        lambda *a, f=local_dred._recomputed: recomputed.append(1) or f(*a))
     program = parse_program(PROGRAMS[name])
     task = max(build_tasks(program).tasks, key=lambda t: len(t.rules))
     rules = tuple(r for r in task.rules if r.body)
@@ -100,7 +105,7 @@ def test_local_dred_matches_from_scratch(name, offset, monkeypatch):
         edges = now
         inp = Inputs(rules, task.relations, program.decls, {"edge": shifted(edges)},
                      {"edge": shifted(fresh)}, {"edge": shifted(gone)}, facts, {}, {})
-        out = update(state, inp)
+        out = update(state, inp, recompute_rows)
         expected = scratch(edges)
         for n in task.relations:
             got = out.state.ranked[n]
@@ -117,6 +122,7 @@ def test_local_dred_matches_from_scratch(name, offset, monkeypatch):
             assert set(rebuilt.ranked[n].rows()) == set(out.state.ranked[n].rows()), n
             _assert_index(rebuilt, n)
         state = out.state
+    assert bool(recomputed) == recompute  # 8 of ~45 edges deleted: over RECOMPUTE_FRACTION
 
 
 def _assert_index(state, n: str) -> None:

@@ -22,6 +22,7 @@ import polars as pl
 
 from levelflow.engine.evaluate import RANK, cut, cut_observed, fact_rows
 from levelflow.engine.evaluate import cast_fact as _cast
+from levelflow.engine.incremental import local_dred
 from levelflow.engine.incremental.arranged_worker import (
     MISS_REL,
     STATS_REL,
@@ -180,7 +181,8 @@ def _spec(ctx: TaskContext, task: Task, plan, held: Held | None, parts: int, sou
                 key=plan.key if parts > 1 else None, parts=parts,
                 lineage=held.lineage if same else uuid.uuid4().hex[:16],
                 old_token=held.token if same else None,
-                new_token=_next_token(held.token if same else None))
+                new_token=_next_token(held.token if same else None),
+                recompute_rows=local_dred.RECOMPUTE_ROWS)
 
 
 def fresh_held(ctx: TaskContext, task: Task, plan) -> Held:

@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from levelflow.engine.incremental.local_dred import (
     RANK,
+    RECOMPUTE_ROWS,
     Arranged,
     Inputs,
     applied,
@@ -58,6 +59,7 @@ class Spec:
     lineage: str  # names the task's state on the executors
     old_token: str | None  # the state version this epoch starts from
     new_token: str
+    recompute_rows: int = RECOMPUTE_ROWS  # local_dred.update's: a deletion may recompute
 
 
 @dataclass(slots=True)
@@ -236,7 +238,7 @@ def _share_change(spec: Spec, share: int, rows: pl.DataFrame, schema: pa.Schema
         yield _stat(MISS_REL, 1, schema)
         return
     inputs = _inputs(spec, share, src, entry)
-    out = update(entry.state, inputs)
+    out = update(entry.state, inputs, spec.recompute_rows)
     yield from _changes(spec, out, entry.symbols, schema)
     yield _stat(STATS_REL, out.rounds, schema)
     yield _stat(TOP_REL, out.state.top(), schema)

@@ -18,7 +18,7 @@ import polars as pl
 from levelflow.engine import rules as rule_plans
 from levelflow.engine.incremental.rewrites import rederive_rule, stand_in_decls, support_rule
 from levelflow.engine.plans.columnar import PolarsOps, body_rows, empty_frame, head_rows
-from levelflow.engine.plans.fixpoint import Relation, Share, TaskOutcome, iterate
+from levelflow.engine.plans.fixpoint import Relation, Share, TaskOutcome, iterate, run_task
 from levelflow.engine.plans.keys import distinct_sorted, pack_expr, packable, positions
 from levelflow.engine.rules import CompileError, reads_own, rule_heads, var_col
 from levelflow.tasks.ast import Decl, Rule, Var
@@ -418,8 +418,17 @@ def _insert_seeds(inp: Inputs, suspects: dict, kept: dict, keys: dict
     return seeds
 
 
-def update(state: Arranged, inp: Inputs) -> Outcome:
+# A deletion of at least this share of what the task reads, in a share of at most this many
+# tuples, recomputes the share instead: delete-and-rederive costs 2-5x materializing a small
+# share when much is deleted (support checks round by round, each a few small joins).
+RECOMPUTE_FRACTION = 0.05
+RECOMPUTE_ROWS = 200_000
+
+
+def update(state: Arranged, inp: Inputs, recompute_rows: int = RECOMPUTE_ROWS) -> Outcome:
     """Return the share's state after the epoch's change, with what it removed and added."""
+    if _recompute_cheaper(state, inp, recompute_rows):
+        return _recomputed(state, inp)
     names = inp.names
     top = state.top()
     olds = {n: _Old(state.ranked[n], state.keys[n], state.rows[n]) for n in names}
@@ -458,6 +467,26 @@ def applied(state: Arranged, removed: Mapping[str, pl.DataFrame],
         kept, _, keys, rows = old.split()
         new[n] = _extended(kept, keys, rows, added[n])
     return Arranged(*({n: p[k] for n, p in new.items()} for k in range(3)))
+
+
+def _recompute_cheaper(state: Arranged, inp: Inputs, recompute_rows: int) -> bool:
+    """Return whether the share is small and the deletion large enough to recompute it."""
+    deleted = sum(df.height for df in (*inp.lower_minus.values(), *inp.facts_minus.values()))
+    read = sum(df.height for df in (*inp.lower_new.values(), *inp.facts_new.values()))
+    size = sum(df.height for df in state.ranked.values())
+    return deleted > 0 and size <= recompute_rows and deleted >= RECOMPUTE_FRACTION * read
+
+
+def _recomputed(state: Arranged, inp: Inputs) -> Outcome:
+    """Return the share recomputed from the new inputs: every old tuple removed, every new one
+    added with a fresh rank above the old ones (a kept tuple's old rank may no longer have a
+    derivation below it, which a later deletion's support check relies on)."""
+    out = run_task(inp.rules, inp.names, inp.decls, inp.lower_new, inp.facts_new, inp.share)
+    top = state.top()
+    added = {n: out.relation(n, ranked=True).with_columns(pl.col(RANK) + (top + 1))
+             for n in inp.names}
+    return Outcome(arrange(added), {n: state.ranked[n] for n in inp.names}, added,
+                   out.iterations)
 
 
 _CHUNKS = 32  # appended chunks a relation may hold before they are copied into one
