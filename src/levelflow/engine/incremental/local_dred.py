@@ -478,15 +478,18 @@ def _recompute_cheaper(state: Arranged, inp: Inputs, recompute_rows: int) -> boo
 
 
 def _recomputed(state: Arranged, inp: Inputs) -> Outcome:
-    """Return the share recomputed from the new inputs: every old tuple removed, every new one
-    added with a fresh rank above the old ones (a kept tuple's old rank may no longer have a
-    derivation below it, which a later deletion's support check relies on)."""
+    """Return the share recomputed from the new inputs, its tuples ranked by the rounds of
+    that fixpoint (the whole share is replaced, so those ranks are consistent; an old rank kept
+    beside them might have no derivation below it, which a later deletion relies on). Removed
+    and added are the ranked tuples that differ: after inserting a batch and deleting it again
+    the ranks are the ones before, and the change is the batch's."""
     out = run_task(inp.rules, inp.names, inp.decls, inp.lower_new, inp.facts_new, inp.share)
-    top = state.top()
-    added = {n: out.relation(n, ranked=True).with_columns(pl.col(RANK) + (top + 1))
+    fresh = {n: out.relation(n, ranked=True) for n in inp.names}
+    removed = {n: state.ranked[n].join(fresh[n], on=fresh[n].columns, how="anti")
+               for n in inp.names}
+    added = {n: fresh[n].join(state.ranked[n], on=fresh[n].columns, how="anti")
              for n in inp.names}
-    return Outcome(arrange(added), {n: state.ranked[n] for n in inp.names}, added,
-                   out.iterations)
+    return Outcome(arrange(fresh), removed, added, out.iterations)
 
 
 _CHUNKS = 32  # appended chunks a relation may hold before they are copied into one
