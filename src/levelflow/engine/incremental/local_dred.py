@@ -149,19 +149,20 @@ class _Old:
             return self.ranked.join(self.suspects, on=self.suspects.columns, how="anti")
         return self.ranked.with_columns(pl.Series(RANK, self._live_ranks()))
 
-    def _live_ranks(self) -> np.ndarray:
-        """Return the ranks by row, each suspect's out of reach (mask, not a join)."""
+    def _row_ranks(self) -> np.ndarray:
         if self._ranks is None:
             self._ranks = self.ranked[RANK].to_numpy()
-        return np.where(self.mask, _OUT_OF_REACH, self._ranks) if self.suspects.height \
-            else self._ranks
+        return self._ranks
+
+    def _live_ranks(self) -> np.ndarray:
+        """Return the ranks by row, each suspect's out of reach (mask, not a join)."""
+        ranks = self._row_ranks()
+        return np.where(self.mask, _OUT_OF_REACH, ranks) if self.suspects.height else ranks
 
     def ranks_at(self, pos: np.ndarray) -> np.ndarray:
         """Return the live ranks of the tuples at sorted-key positions."""
-        if self._ranks is None:
-            self._ranks = self.ranked[RANK].to_numpy()
         row = self._row(pos)
-        return np.where(self.mask[row], _OUT_OF_REACH, self._ranks[row])
+        return np.where(self.mask[row], _OUT_OF_REACH, self._row_ranks()[row])
 
     def lookup(self, atom) -> tuple[list[str], _Old, str] | None:
         """Return how _LiveLookups finds a live atom `r(x1..xk, rank)` of this relation: its
@@ -246,10 +247,10 @@ def _member_lookups(rule: Rule, names, keys: Mapping[str, np.ndarray | None], sh
     out = {}
     for i, atom, neg in rule.body_atoms():
         found = keys.get(atom.relation) if atom.relation in names and not neg else None
-        names_ = [a.name for a in atom.args if isinstance(a, Var)]
-        if found is not None and len(found) and len(names_) == len(atom.args) == \
-                len(set(names_)):
-            out[i + shift] = ([var_col(n) for n in names_], found)
+        variables = [a.name for a in atom.args if isinstance(a, Var)]
+        if found is not None and len(found) and len(variables) == len(atom.args) == \
+                len(set(variables)):
+            out[i + shift] = ([var_col(v) for v in variables], found)
     return out
 
 
