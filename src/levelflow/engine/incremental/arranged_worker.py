@@ -243,8 +243,8 @@ def _share_change(spec: Spec, share: int, rows: pl.DataFrame, schema: pa.Schema
     yield _stat(STATS_REL, out.rounds, schema)
     yield _stat(TOP_REL, out.state.top(), schema)
     # After the rows went out (its file write would compete with them), before the task
-    # ends: the next epoch's job cannot start before this share is stored.
-    # Stored as this epoch's change to the version it started from, when that is stored.
+    # ends: the next epoch's job cannot start before this share is stored. Stored as this
+    # epoch's change to the version it started from, when that version is the stored one.
     change = (out.removed, out.added, inputs.lower_plus, inputs.lower_minus) if stored \
         else None
     resident.store(spec.lineage, share, spec.new_token,
