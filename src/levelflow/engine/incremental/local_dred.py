@@ -419,10 +419,12 @@ def _insert_seeds(inp: Inputs, suspects: dict, kept: dict, keys: dict
     return seeds
 
 
-# A deletion in a share of at most this many tuples recomputes the share instead: there the
-# support checks' rounds cost more than materializing (about 7 ms a round of small joins; one
-# edge deleted from a 1,000-edge graph: 60 ms against 37). Larger shares keep DRed: their
-# recompute would send the whole share back (every tuple takes a new rank).
+# A deletion of at least RECOMPUTE_FRACTION of what the task reads, in a share of at most
+# RECOMPUTE_ROWS tuples, recomputes the share instead: there the support checks' rounds cost
+# more than materializing (about 7 ms a round of small joins; 10% of a 1,000-edge graph's
+# edges deleted: 74-91 ms against 19-29). Larger shares, or smaller deletions, keep DRed: a
+# recompute sends the whole share back (every tuple takes a new rank).
+RECOMPUTE_FRACTION = 0.05
 RECOMPUTE_ROWS = 20_000
 
 
@@ -471,9 +473,11 @@ def applied(state: Arranged, removed: Mapping[str, pl.DataFrame],
 
 
 def _recompute_cheaper(state: Arranged, inp: Inputs, recompute_rows: int) -> bool:
-    """Return whether the epoch deletes and the share is small enough to recompute."""
-    deleted = any(df.height for df in (*inp.lower_minus.values(), *inp.facts_minus.values()))
-    return deleted and sum(df.height for df in state.ranked.values()) <= recompute_rows
+    """Return whether the share is small and the deletion large enough to recompute it."""
+    deleted = sum(df.height for df in (*inp.lower_minus.values(), *inp.facts_minus.values()))
+    read = sum(df.height for df in (*inp.lower_new.values(), *inp.facts_new.values()))
+    size = sum(df.height for df in state.ranked.values())
+    return deleted > 0 and size <= recompute_rows and deleted >= RECOMPUTE_FRACTION * read
 
 
 def _recomputed(state: Arranged, inp: Inputs) -> Outcome:
