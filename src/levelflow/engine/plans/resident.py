@@ -64,39 +64,39 @@ def remember(lineage: str, share: int, token: str, value: object, depth: int = 0
 def lookup(lineage: str, share: int, token: str, apply=None):
     """Return the share's state stored under exactly `token`, or None. `apply(state, change)`
     rebuilds a version stored as a change to an earlier one."""
+    return _version(lineage, share, token, apply, _MAX_DEPTH)
+
+
+def _version(lineage: str, share: int, token: str, apply, hops: int):
+    """Return the version `token` from memory, its full file, or its change file applied to
+    the version before it (found the same way, at most `hops` changes back), or None."""
     hit = _MEMORY.get((lineage, share))
     if hit is not None and hit[0] == token:
         return hit[1]
-    return _from_files(lineage, share, token, apply, _MAX_DEPTH)
-
-
-def _from_files(lineage: str, share: int, token: str, apply, hops: int):
-    """Return the version `token` from its full file, else from its change file applied to
-    the version before it (from memory or, recursively, from files), or None."""
     path = _file(lineage, share, token)
     change_path = _change_file(path)
     _await_writer(change_path if apply is not None else path)
-    found = _read(path)
-    if found is not None:
-        remember(lineage, share, token, found)
+    found = _whole(lineage, share, token, path)
+    if found is not None or apply is None or hops <= 0:
         return found
-    if apply is None or hops <= 0:
-        return None
     change = _read(change_path)
     if not isinstance(change, _Change):
         _await_writer(path)  # no change file: this version is being written whole
-        found = _read(path)
-        if found is not None:
-            remember(lineage, share, token, found)
-        return found
-    hit = _MEMORY.get((lineage, share))
-    base = hit[1] if hit is not None and hit[0] == change.base else \
-        _from_files(lineage, share, change.base, apply, hops - 1)
+        return _whole(lineage, share, token, path)
+    base = _version(lineage, share, change.base, apply, hops - 1)
     if base is None:
         return None
     value = apply(base, change.change)
     remember(lineage, share, token, value, change.depth)
     return value
+
+
+def _whole(lineage: str, share: int, token: str, path: Path):
+    """Return the version in its full file (and remember it), or None."""
+    found = _read(path)
+    if found is not None:
+        remember(lineage, share, token, found)
+    return found
 
 
 def _read(path: Path):
