@@ -90,9 +90,7 @@ def _in_key_order(ranked: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray | None
 
 def arrange(ranked: Mapping[str, pl.DataFrame]) -> Arranged:
     """Return the state of ranked relations (c0.., _it), in key order with their keys."""
-    pairs = {n: _in_key_order(df) for n, df in ranked.items()}
-    return Arranged({n: p[0] for n, p in pairs.items()}, {n: p[1] for n, p in pairs.items()},
-                    dict.fromkeys(pairs))
+    return _state_of({n: (*_in_key_order(df), None) for n, df in ranked.items()})
 
 
 class _Old:
@@ -451,12 +449,21 @@ def update(state: Arranged, inp: Inputs, recompute_rows: int = RECOMPUTE_ROWS) -
     found = TaskOutcome(rounds=[{n: rel.recent for n, rel in rels.items()}],
                         rows={n: rel.recent.height for n, rel in rels.items()})
     iterate([r for r in inp.rules if reads_own(r, names)], rels, inp.decls, inp.lower_new, found)
-    added = {n: found.relation(n, ranked=True).with_columns(pl.col(RANK) + (top + 1))
-             for n in names}
-    new = {n: _extended(kept, keys, rows, added[n])
-           for n, (kept, _, keys, rows) in split.items()}
-    state = Arranged(*({n: p[k] for n, p in new.items()} for k in range(3)))
+    added = _ranked_above(found, names, top)
+    state = _state_of({n: _extended(kept, keys, rows, added[n])
+                       for n, (kept, _, keys, rows) in split.items()})
     return Outcome(state, {n: split[n][1] for n in names}, added, rounds + found.iterations)
+
+
+def _ranked_above(found: TaskOutcome, names, top: int) -> dict[str, pl.DataFrame]:
+    """Return a fixpoint's tuples ranked by its rounds, above every rank up to `top`."""
+    return {n: found.relation(n, ranked=True).with_columns(pl.col(RANK) + (top + 1))
+            for n in names}
+
+
+def _state_of(relations: Mapping[str, tuple]) -> Arranged:
+    """Return the state of relations given as (ranked, keys, rows)."""
+    return Arranged(*({n: parts[k] for n, parts in relations.items()} for k in range(3)))
 
 
 def applied(state: Arranged, removed: Mapping[str, pl.DataFrame],
@@ -469,7 +476,7 @@ def applied(state: Arranged, removed: Mapping[str, pl.DataFrame],
         old.mark(removed[n].drop(RANK))
         kept, _, keys, rows = old.split()
         new[n] = _extended(kept, keys, rows, added[n])
-    return Arranged(*({n: p[k] for n, p in new.items()} for k in range(3)))
+    return _state_of(new)
 
 
 def _recompute_cheaper(state: Arranged, inp: Inputs, recompute_rows: int) -> bool:
@@ -486,9 +493,7 @@ def _recomputed(state: Arranged, inp: Inputs) -> Outcome:
     old rank may have no derivation below it any more, which a later deletion relies on; and
     the Spark-side copy (arranged.Log) never sees a (tuple, rank) added again once removed."""
     out = run_task(inp.rules, inp.names, inp.decls, inp.lower_new, inp.facts_new, inp.share)
-    top = state.top()
-    added = {n: out.relation(n, ranked=True).with_columns(pl.col(RANK) + (top + 1))
-             for n in inp.names}
+    added = _ranked_above(out, inp.names, state.top())
     return Outcome(arrange(added), {n: state.ranked[n] for n in inp.names}, added,
                    out.iterations)
 
