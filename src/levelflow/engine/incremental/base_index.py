@@ -13,6 +13,7 @@ import threading
 
 import polars as pl
 
+from levelflow.engine.incremental.local_frames import polars_of
 from levelflow.engine.plans.columnar import frame_schema
 from levelflow.tasks.ast import Decl
 
@@ -98,7 +99,7 @@ def _kept(snap, name: str, decl: Decl) -> bool:
 
 def _load(snap, name: str, decl: Decl) -> pl.DataFrame:
     """Return relation `name`'s base facts in `snap` as a Polars frame (one Spark job)."""
-    return pl.from_arrow(snap.base[name].toArrow()).cast(frame_schema(decl))
+    return polars_of(snap.base[name].toArrow(), decl)
 
 
 def read_small(spark, decl: Decl, df) -> tuple[object, int, pl.DataFrame]:
@@ -106,4 +107,4 @@ def read_small(spark, decl: Decl, df) -> tuple[object, int, pl.DataFrame]:
     later job re-reads the file), the row count, and the copy as a Polars frame."""
     table = df.toArrow()
     return (spark.createDataFrame(table, schema=df.schema), table.num_rows,
-            pl.from_arrow(table).cast(frame_schema(decl)))
+            polars_of(table, decl))

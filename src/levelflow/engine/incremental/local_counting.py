@@ -85,9 +85,8 @@ def _signed(df: pl.DataFrame, sign: int) -> pl.DataFrame:
 
 def _summed(ctx: TaskContext, name: str, frames: list[pl.DataFrame]) -> pl.DataFrame:
     """Return the tuples of `frames` with their summed signs `_d`, those summing to 0 left out."""
-    cols = list(frame_schema(ctx.decls[name]))
+    schema = frame_schema(ctx.decls[name])
     if not frames:
-        return pl.DataFrame(schema={**frame_schema(ctx.decls[name]), "_d": pl.Int64})
-    return pl.concat(frames).group_by(cols).agg(pl.col("_s").sum().alias("_d")) \
+        return pl.DataFrame(schema={**schema, "_d": pl.Int64})
+    return pl.concat(frames).group_by(list(schema)).agg(pl.col("_s").sum().alias("_d")) \
         .filter(pl.col("_d") != 0)
-
