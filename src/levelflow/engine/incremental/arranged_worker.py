@@ -126,7 +126,8 @@ def _recoded(entry: Entry, symbols: pl.Series, decls: dict) -> Entry:
         return {n: encode(decode(df, decls[n], entry.symbols), decls[n], symbols)
                 for n, df in frames.items()}
 
-    return Entry(arrange(recode(entry.state.ranked)), symbols, recode(entry.lower))
+    live = {n: entry.state.live(n) for n in entry.state.ranked}
+    return Entry(arrange(recode(live)), symbols, recode(entry.lower))
 
 
 def _entry(spec: Spec, share: int, src: dict) -> tuple[Entry | None, bool]:

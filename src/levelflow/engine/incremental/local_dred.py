@@ -49,7 +49,10 @@ class Arranged:
 
     Rows stay where they were appended: an epoch's added tuples are new chunks at the end,
     and only the keys and rows arrays take the insertion (copying the tuples into key order
-    cost 3x more per epoch: 64 ms of 150 ms at 5M tuples).
+    cost 3x more per epoch: 64 ms of 150 ms at 5M tuples). A removed tuple's row stays too,
+    as a tombstone: the keys and rows arrays no longer name it (copying the rest cost 10-20 ms
+    per 10-edge deletion at 500k tuples, paid again by every process catching up on the
+    change). Tombstones are dropped once they are a quarter of the rows (_compacted).
     """
 
     ranked: dict[str, pl.DataFrame]  # c0.., _it
@@ -57,9 +60,19 @@ class Arranged:
     rows: dict[str, np.ndarray | None]  # row of ranked per sorted key (None: row i)
 
     def top(self) -> int:
-        """Return the highest rank of any relation (the task's one rank scale)."""
+        """Return the highest rank of any relation (the task's one rank scale); tombstones
+        count: new ranks need only be above every old one."""
         tops = [df[RANK].max() for df in self.ranked.values() if df.height]
         return int(max(tops)) if tops else 0
+
+    def live(self, name: str) -> pl.DataFrame:
+        """Return a relation's ranked tuples, tombstones left out."""
+        return _live_rows(self.ranked[name], self.keys[name], self.rows[name])
+
+    def size(self, name: str) -> int:
+        """Return a relation's number of tuples."""
+        keys = self.keys[name]
+        return self.ranked[name].height if keys is None else len(keys)
 
 
 @dataclass(slots=True)
@@ -88,6 +101,22 @@ def _in_key_order(ranked: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray | None
     return ranked[order], keys[order]
 
 
+def _gone(height: int, keys: np.ndarray | None, rows: np.ndarray | None) -> np.ndarray | None:
+    """Return the mask of tombstones (rows no key names), or None when there are none."""
+    if keys is None or rows is None or len(keys) == height:
+        return None
+    gone = np.ones(height, bool)
+    gone[rows] = False
+    return gone
+
+
+def _live_rows(ranked: pl.DataFrame, keys: np.ndarray | None, rows: np.ndarray | None
+               ) -> pl.DataFrame:
+    """Return the rows of ranked tuples that are not tombstones."""
+    gone = _gone(ranked.height, keys, rows)
+    return ranked if gone is None else ranked.filter(pl.Series(~gone))
+
+
 def arrange(ranked: Mapping[str, pl.DataFrame]) -> Arranged:
     """Return the state of ranked relations (c0.., _it), in key order with their keys."""
     return _state_of({n: (*_in_key_order(df), None) for n, df in ranked.items()})
@@ -97,13 +126,15 @@ class _Old:
     """A relation's old ranked tuples and which of them are suspect so far.
 
     Where the tuples pack, lookups are binary searches over the sorted keys, mapped to rows,
-    and suspects are a mask over the rows; otherwise they are joins.
+    and suspects are a mask over the rows (tombstones are hidden as suspects are); otherwise
+    they are joins.
     """
 
     def __init__(self, ranked: pl.DataFrame, keys: np.ndarray | None,
                  rows: np.ndarray | None) -> None:
         self.ranked, self.keys, self.rows = ranked, keys, rows
         self.mask = np.zeros(ranked.height, bool) if keys is not None else None
+        self.gone = _gone(ranked.height, keys, rows)
         self.marked: list[np.ndarray] = []  # the suspects' sorted-key positions
         self.suspects = ranked.drop(RANK).clear()
         self._ranks: np.ndarray | None = None
@@ -124,6 +155,8 @@ class _Old:
         if keys is None:  # a value out of the packed range, which no old tuple holds
             hits = self.ranked.with_row_index("_pos").join(cand, on=cand.columns, how="semi")
             row = hits["_pos"].to_numpy().astype(np.int64)
+            if self.gone is not None:
+                row = row[~self.gone[row]]
         else:
             pos = positions(self.keys, distinct_sorted(keys))
             row = self._row(pos[pos >= 0])
@@ -141,7 +174,7 @@ class _Old:
 
     def live(self) -> pl.DataFrame:
         """Return the old ranked tuples not suspect (suspects ranked out of reach instead)."""
-        if not self.suspects.height:
+        if not self.suspects.height and self.gone is None:
             return self.ranked
         if self.mask is None:
             return self.ranked.join(self.suspects, on=self.suspects.columns, how="anti")
@@ -155,7 +188,9 @@ class _Old:
     def _live_ranks(self) -> np.ndarray:
         """Return the ranks by row, each suspect's out of reach (mask, not a join)."""
         ranks = self._row_ranks()
-        return np.where(self.mask, _OUT_OF_REACH, ranks) if self.suspects.height else ranks
+        hidden = self.mask if self.gone is None else self.mask | self.gone
+        return np.where(hidden, _OUT_OF_REACH, ranks) if self.suspects.height or \
+            self.gone is not None else ranks
 
     def ranks_at(self, pos: np.ndarray) -> np.ndarray:
         """Return the live ranks of the tuples at sorted-key positions."""
@@ -175,7 +210,8 @@ class _Old:
 
     def split(self) -> tuple[pl.DataFrame, pl.DataFrame, np.ndarray | None, np.ndarray | None]:
         """Return (kept, removed, kept's sorted keys, their rows): the old ranked tuples not
-        suspect and suspect."""
+        suspect and suspect. Where the tuples pack, kept is the old frame: the suspects'
+        rows become tombstones, their keys leave the keys array."""
         if not self.suspects.height:
             return self.ranked, self.ranked.clear(), self.keys, self.rows
         if self.mask is None:
@@ -183,12 +219,9 @@ class _Old:
             return (self.ranked.join(self.suspects, on=cols, how="anti"),
                     self.ranked.join(self.suspects, on=cols, how="semi"), None, None)
         pos = np.concatenate(self.marked)
-        removed = self.ranked.filter(pl.Series(self.mask))
-        if self.rows is None:  # row order is key order: filtering keeps it
-            kept = self.ranked.filter(pl.Series(~self.mask))
-        else:  # gathered into key order (renumbering the rows cost more, at 5M tuples)
-            kept = self.ranked[np.delete(self.rows, pos)]
-        return kept, removed, np.delete(self.keys, pos), None
+        rows = np.arange(self.ranked.height) if self.rows is None else self.rows
+        return self.ranked, self.ranked[rows[pos]], np.delete(self.keys, pos), \
+            np.delete(rows, pos)
 
 
 _OUT_OF_REACH = np.iinfo(np.int64).max
@@ -222,7 +255,11 @@ class _LiveLookups(PolarsOps):
 
 class _Members(PolarsOps):
     """PolarsOps whose join with a kept own atom whose every variable is bound is a binary
-    search over the kept tuples' sorted keys, not a hash join with the whole relation."""
+    search over the kept tuples' sorted keys, not a hash join with the whole relation.
+
+    Such an atom's frame may hold tombstones: a hash join with it (not every variable bound
+    yet) keeps a joined row only where the atom's tuple is among the keys.
+    """
 
     __slots__ = ("kept",)
 
@@ -232,10 +269,14 @@ class _Members(PolarsOps):
 
     def join(self, cur, adf, on, pos):
         spec = self.kept.get(pos)
-        keys = packed(cur.select(on)) if spec is not None and on == spec[0] else None
-        if keys is None:
+        if spec is None:
             return super().join(cur, adf, on, pos)
-        return cur.filter(pl.Series(positions(spec[1], keys) >= 0))
+        keys = packed(cur.select(on)) if on == spec[0] else None
+        if keys is not None:
+            return cur.filter(pl.Series(positions(spec[1], keys) >= 0))
+        out = super().join(cur, adf, on, pos)
+        found = packed(out.select(spec[0]))  # the frame's tuples pack: so do the joined ones
+        return out.filter(pl.Series(positions(spec[1], found) >= 0))
 
 
 def _member_lookups(rule: Rule, names, keys: Mapping[str, np.ndarray | None], shift: int
@@ -376,18 +417,60 @@ def _find_suspects(olds: dict[str, _Old], inp: Inputs, old: Mapping[str, pl.Data
     return rounds
 
 
-def _rederived(inp: Inputs, rule: Rule, suspects: pl.DataFrame, frames,
-               keys: Mapping[str, np.ndarray | None]) -> pl.DataFrame:
+class _Kept:
+    """The tuples each relation keeps after the deletion phase: the old frame (tombstones
+    included where the tuples pack), its sorted keys and rows; the live tuples are built only
+    where a join reads a relation whole."""
+
+    def __init__(self, split: Mapping[str, tuple]) -> None:
+        self.split = split
+        self._live: dict[str, pl.DataFrame] = {}
+
+    def frame(self, name: str) -> pl.DataFrame:
+        return self.split[name][0].drop(RANK)
+
+    def keys(self, name: str) -> np.ndarray | None:
+        return self.split[name][2]
+
+    def live(self, name: str) -> pl.DataFrame:
+        """Return the relation's kept tuples, tombstones left out."""
+        if name not in self._live:
+            ranked, _, keys, rows = self.split[name]
+            self._live[name] = _live_rows(ranked, keys, rows).drop(RANK)
+        return self._live[name]
+
+
+class _Frames(Mapping):
+    """Relation name -> the tuples a join reads: the kept ones (live), else the lower
+    relations' new version; each kept relation built on first use."""
+
+    def __init__(self, inp: Inputs, kept: _Kept) -> None:
+        self.inp, self.kept = inp, kept
+
+    def __getitem__(self, name: str) -> pl.DataFrame:
+        return self.kept.live(name) if name in self.kept.split else self.inp.lower_new[name]
+
+    def __iter__(self):
+        return iter({**self.inp.lower_new, **self.kept.split})
+
+    def __len__(self) -> int:
+        return len({**self.inp.lower_new, **self.kept.split})
+
+
+def _rederived(inp: Inputs, rule: Rule, suspects: pl.DataFrame, kept: _Kept) -> pl.DataFrame:
     """Return the suspects of the rule's head that it derives from the kept and new tuples."""
     head = rule.heads[0]
     decls = stand_in_decls(inp.decls, inp.names)
     atoms = rule.body_atoms()
-    at = {i + 1: frames[a.relation] for i, a, _ in atoms}
+    frames = _Frames(inp, kept)
+    lookups = _member_lookups(rule, inp.names, {n: kept.keys(n) for n in inp.names}, 1)
+    # An atom _Members searches by key reads the frame with its tombstones (no copy).
+    at = {i + 1: kept.frame(a.relation) if i + 1 in lookups else frames[a.relation]
+          for i, a, _ in atoms}
     at[0] = suspects
-    ops = _Members(at, _member_lookups(rule, inp.names, keys, 1))
     try:
         (_, heads), = _heads(rederive_rule(rule, head), decls, at, (head.relation,), first=0,
-                             ops=ops)
+                             ops=_Members(at, lookups))
         return heads
     except CompileError:
         pass  # a head expression the prefix cannot bind: evaluate the rule plainly
@@ -396,11 +479,9 @@ def _rederived(inp: Inputs, rule: Rule, suspects: pl.DataFrame, frames,
     return heads.join(suspects, on=heads.columns, how="semi")
 
 
-def _insert_seeds(inp: Inputs, suspects: dict, kept: dict, keys: dict
-                  ) -> dict[str, list[pl.DataFrame]]:
+def _insert_seeds(inp: Inputs, suspects: dict, kept: _Kept) -> dict[str, list[pl.DataFrame]]:
     """Return what the fixpoint restarts from: inserted facts, re-derived suspects, and the
     heads of derivations through the lower relations' insertions."""
-    frames = {**inp.lower_new, **kept}
     seeds: dict[str, list[pl.DataFrame]] = {n: [] for n in inp.names}
     for n in inp.names:
         if n in inp.facts_plus:
@@ -411,8 +492,8 @@ def _insert_seeds(inp: Inputs, suspects: dict, kept: dict, keys: dict
     for rule in inp.rules:
         d = suspects[rule.heads[0].relation]
         if d.height:
-            seeds[rule.heads[0].relation].append(_rederived(inp, rule, d, frames, keys))
-    for n, heads in _through_lower(inp, inp.lower_plus, frames).items():
+            seeds[rule.heads[0].relation].append(_rederived(inp, rule, d, kept))
+    for n, heads in _through_lower(inp, inp.lower_plus, _Frames(inp, kept)).items():
         seeds[n] += heads
     return seeds
 
@@ -437,12 +518,13 @@ def update(state: Arranged, inp: Inputs, recompute_rows: int = RECOMPUTE_ROWS) -
     rounds = _find_suspects(olds, inp, {**old_lower,
                                         **{n: state.ranked[n].drop(RANK) for n in names}})
     split = {n: old.split() for n, old in olds.items()}
-    kept = {n: parts[0].drop(RANK) for n, parts in split.items()}
-    seeds = _insert_seeds(inp, {n: old.suspects for n, old in olds.items()}, kept,
-                          {n: parts[2] for n, parts in split.items()})
+    kept = _Kept(split)
+    seeds = _insert_seeds(inp, {n: old.suspects for n, old in olds.items()}, kept)
     rels = {}
     for n in names:
-        rel = Relation(inp.decls[n], empty_frame(inp.decls[n]), kept[n], split[n][2])
+        rel = Relation(inp.decls[n], empty_frame(inp.decls[n]),
+                       (lambda n=n: kept.live(n)) if split[n][2] is not None else kept.frame(n),
+                       split[n][2])
         # The seeds not kept are the first round: new_tuples looks them up by key.
         rel.advance(rel.new_tuples([_in_share(inp, n, df) for df in seeds[n]]))
         rels[n] = rel
@@ -450,8 +532,8 @@ def update(state: Arranged, inp: Inputs, recompute_rows: int = RECOMPUTE_ROWS) -
                         rows={n: rel.recent.height for n, rel in rels.items()})
     iterate([r for r in inp.rules if reads_own(r, names)], rels, inp.decls, inp.lower_new, found)
     added = _ranked_above(found, names, top)
-    state = _state_of({n: _extended(kept, keys, rows, added[n])
-                       for n, (kept, _, keys, rows) in split.items()})
+    state = _state_of({n: _extended(ranked, keys, rows, added[n])
+                       for n, (ranked, _, keys, rows) in split.items()})
     return Outcome(state, {n: split[n][1] for n in names}, added, rounds + found.iterations)
 
 
@@ -483,7 +565,7 @@ def _recompute_cheaper(state: Arranged, inp: Inputs, recompute_rows: int) -> boo
     """Return whether the share is small and the deletion large enough to recompute it."""
     deleted = sum(df.height for df in (*inp.lower_minus.values(), *inp.facts_minus.values()))
     read = sum(df.height for df in (*inp.lower_new.values(), *inp.facts_new.values()))
-    size = sum(df.height for df in state.ranked.values())
+    size = sum(state.size(n) for n in state.ranked)
     return deleted > 0 and size <= recompute_rows and deleted >= RECOMPUTE_FRACTION * read
 
 
@@ -494,17 +576,20 @@ def _recomputed(state: Arranged, inp: Inputs) -> Outcome:
     the Spark-side copy (arranged.Log) never sees a (tuple, rank) added again once removed."""
     out = run_task(inp.rules, inp.names, inp.decls, inp.lower_new, inp.facts_new, inp.share)
     added = _ranked_above(out, inp.names, state.top())
-    return Outcome(arrange(added), {n: state.ranked[n] for n in inp.names}, added,
+    return Outcome(arrange(added), {n: state.live(n) for n in inp.names}, added,
                    out.iterations)
 
 
 _CHUNKS = 32  # appended chunks a relation may hold before they are copied into one
+_TOMBSTONES = 0.25  # the share of a relation's rows that may be tombstones
 
 
 def _extended(kept: pl.DataFrame, keys: np.ndarray | None, rows: np.ndarray | None,
               added: pl.DataFrame) -> tuple[pl.DataFrame, np.ndarray | None, np.ndarray | None]:
     """Return the kept tuples with the added ones appended, the sorted keys with theirs merged
     in and each key's row: the tuples are not copied, only the two arrays."""
+    if keys is not None and rows is not None and len(keys) < kept.height * (1 - _TOMBSTONES):
+        kept, rows = kept[rows], None  # into key order, without the tombstones
     if not added.height:
         return kept, keys, rows
     add_keys = packed(added.drop(RANK)) if keys is not None else None

@@ -54,12 +54,14 @@ class TaskOutcome:
 class Relation:
     """One relation of the fixpoint: stable and recent tuples, and their packed keys if any."""
 
-    __slots__ = ("decl", "stable", "recent", "keys", "fresh")
+    __slots__ = ("decl", "_stable", "recent", "keys", "fresh")
 
-    def __init__(self, decl: Decl, first: pl.DataFrame, stable: pl.DataFrame | None = None,
+    def __init__(self, decl: Decl, first: pl.DataFrame, stable=None,
                  known: np.ndarray | None = None) -> None:
         self.decl = decl
-        self.stable = empty_frame(decl) if stable is None else stable
+        # A frame, or a function making it: a resumed fixpoint's kept tuples are built only
+        # if a rule reads them whole (local_dred: its state holds tombstones).
+        self._stable = empty_frame(decl) if stable is None else stable
         self.recent = first
         # Sorted packed keys of stable + recent while every tuple packs; None once one does not.
         # `known` holds stable's keys (a resumed fixpoint): without them a stable part disables
@@ -72,6 +74,13 @@ class Relation:
             fresh = np.sort(first.select(pack_expr(first.columns))["_key"].to_numpy())
             self.keys = fresh if known is None else merged(known, fresh) if len(fresh) \
                 else known  # resumed with nothing new: the known keys, not a copy
+
+    @property
+    def stable(self) -> pl.DataFrame:
+        """Return the tuples every rule has already used."""
+        if callable(self._stable):
+            self._stable = self._stable()
+        return self._stable
 
     def full(self) -> pl.DataFrame:
         """Return every tuple found so far."""
@@ -97,7 +106,9 @@ class Relation:
     def advance(self, new: pl.DataFrame) -> None:
         """Move recent into stable and make `new` the recent delta."""
         if self.recent.height:
-            self.stable = pl.concat([self.stable, self.recent], rechunk=False)
+            stable, recent = self._stable, self.recent
+            self._stable = (lambda: pl.concat([stable(), recent], rechunk=False)) \
+                if callable(stable) else pl.concat([stable, recent], rechunk=False)
         self.recent = new
 
 
