@@ -217,6 +217,37 @@ def test_small_epochs_run_direct_and_keep_their_log_in_the_driver(spark, tmp_pat
     assert len(direct) == 12
 
 
+@pytest.mark.parametrize("driver_rows", [100_000, 10])  # the log held in the driver, or not
+def test_a_recomputed_row_removed_before_comes_back_in_the_spark_side_copy(
+        spark, tmp_path, monkeypatch, driver_rows):
+    """Every deletion recomputes its share, ranked by the recompute's own rounds: a (tuple,
+    rank) row an earlier epoch removed comes back, and the Spark-side copy must hold it."""
+    from levelflow.engine.incremental import arranged, local_dred
+
+    monkeypatch.setattr(local_dred, "RECOMPUTE_FRACTION", 0.0)
+    monkeypatch.setattr(arranged, "DRIVER_LOG_ROWS", driver_rows)
+    cancelled = []
+
+    def spy(added, removed):
+        out = cancel(added, removed)
+        cancelled.append(out[0] is not added)
+        return out
+    cancel = arranged._cancelled
+    monkeypatch.setattr(arranged, "_cancelled", spy)
+    rng = random.Random(13)
+    edges = {(rng.randrange(15), rng.randrange(15)) for _ in range(30)}
+    session, pt = _tc_session(spark, tmp_path, edges)
+    for k, (gone, fresh, now) in enumerate(_epochs(rng, edges, 15, 14), 1):
+        edges = now
+        for e in gone:
+            session.remove("edge", e)
+        for e in fresh:
+            session.insert("edge", e)
+        session.commit()
+        _check(session, pt, edges, tmp_path / f"ref{k}")
+    assert any(cancelled)
+
+
 def test_a_missing_executor_copy_is_shipped_again(spark, tmp_path):
     rng = random.Random(5)
     edges = {(rng.randrange(20), rng.randrange(20)) for _ in range(40)}

@@ -36,6 +36,7 @@ from levelflow.engine.incremental.local_frames import (
     LazyFrame,
     arrow_of,
     frame_of_table,
+    rows_minus,
     rows_of,
     union_of_rows,
 )
@@ -61,8 +62,10 @@ DRIVER_LOG_ROWS = 200_000
 class Log:
     """A relation's Spark-side copy: a base and the ranked rows added and removed since.
 
-    A (tuple, rank) row is never added twice (new ranks are above every rank before), so the
-    copy is (base + added) - removed, however the epochs interleave.
+    The copy is (base + added) - removed, however the epochs interleave: a (tuple, rank) row
+    is in base + added at most once. DRed ranks new rows above every rank before; an in-share
+    recompute ranks by its own rounds, so a row removed earlier can come back: it then cancels
+    its removal instead of being added.
     """
 
     base: object  # DataFrame: c0.., _it
@@ -74,7 +77,7 @@ class Log:
     def adding(self, piece, rows: int, removing: bool = False) -> Log:
         """Return the log with one more piece of added (or removed) ranked rows: merged into
         the last piece where both are rows the driver holds, else one more union."""
-        def union(pieces):
+        def union(pieces, piece):
             if pieces is None:
                 return piece, 1
             merged = union_of_rows(pieces, piece, DRIVER_LOG_ROWS)
@@ -83,10 +86,13 @@ class Log:
             return LazyFrame(lambda: pieces.union(piece)), 1
 
         if removing:
-            gone, more = union(self.removed)
+            gone, more = union(self.removed, piece)
             return Log(self.base, self.added, gone, self.removed_rows + rows, self.pieces + more)
-        new, more = union(self.added)
-        return Log(self.base, new, self.removed, self.removed_rows, self.pieces + more)
+        removed, cancelled = self.removed, 0
+        if removed is not None:
+            piece, removed, cancelled = _cancelled(piece, removed)
+        new, more = union(self.added, piece)
+        return Log(self.base, new, removed, self.removed_rows, self.pieces + more + cancelled)
 
     def frame(self, cols):
         """Return the relation's ranked tuples."""
@@ -95,6 +101,18 @@ class Log:
             gone = bcast_small(self.removed, self.removed_rows)
             out = out.join(gone, [*cols, RANK], "left_anti")
         return out
+
+
+def _cancelled(added, removed):
+    """Return (added, removed, pieces more) without the rows in both: in the driver where both
+    are rows it holds, else as two anti joins of the plans (one more piece)."""
+    kept, gone = rows_minus(added, removed), rows_minus(removed, added)
+    if kept is not None and gone is not None:
+        return kept, gone, 0
+
+    def minus(a, b):
+        return LazyFrame(lambda: a.join(b, a.columns, "left_anti"))
+    return minus(added, removed), minus(removed, added), 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ import threading
 
 import polars as pl
 
-from levelflow.engine.incremental.local_frames import polars_of
+from levelflow.engine.incremental.local_frames import polars_of, spark_frame
 from levelflow.engine.plans.columnar import frame_schema
 from levelflow.tasks.ast import Decl
 
@@ -106,5 +106,5 @@ def read_small(spark, decl: Decl, df) -> tuple[object, int, pl.DataFrame]:
     """Return facts read by one job into the driver: a Spark frame over the driver's copy (no
     later job re-reads the file), the row count, and the copy as a Polars frame."""
     table = df.toArrow()
-    return (spark.createDataFrame(table, schema=df.schema), table.num_rows,
+    return (spark_frame(spark, table, df.schema), table.num_rows,
             polars_of(table, decl))

@@ -504,7 +504,7 @@ def _insert_seeds(inp: Inputs, suspects: dict, kept: _Kept) -> dict[str, list[pl
 # edges deleted: 74-91 ms against 19-29). Larger shares, or smaller deletions, keep DRed: a
 # recompute sends the whole share back (every tuple takes a new rank).
 RECOMPUTE_FRACTION = 0.05
-RECOMPUTE_ROWS = 20_000
+RECOMPUTE_ROWS = 200_000
 
 
 def update(state: Arranged, inp: Inputs, recompute_rows: int = RECOMPUTE_ROWS) -> Outcome:
@@ -570,14 +570,40 @@ def _recompute_cheaper(state: Arranged, inp: Inputs, recompute_rows: int) -> boo
 
 
 def _recomputed(state: Arranged, inp: Inputs) -> Outcome:
-    """Return the share recomputed from the new inputs: every old tuple removed, every new one
-    added with a fresh rank above the old ones. Not the fixpoint's own rounds: a kept tuple's
-    old rank may have no derivation below it any more, which a later deletion relies on; and
-    the Spark-side copy (arranged.Log) never sees a (tuple, rank) added again once removed."""
+    """Return the share recomputed from the new inputs, every tuple ranked by the recompute's
+    rounds (a valid ranking of the whole new state: a kept tuple's old rank may have no
+    derivation below it any more). The change is the (tuple, rank) pairs that differ: a tuple
+    kept at its rank is not sent back. A pair can come back after an earlier epoch removed it;
+    the Spark-side copy (arranged.Log) cancels the two."""
     out = run_task(inp.rules, inp.names, inp.decls, inp.lower_new, inp.facts_new, inp.share)
-    added = _ranked_above(out, inp.names, state.top())
-    return Outcome(arrange(added), {n: state.live(n) for n in inp.names}, added,
-                   out.iterations)
+    new = arrange({n: out.relation(n, ranked=True) for n in inp.names})
+    removed, added = {}, {}
+    for n in inp.names:
+        removed[n], added[n] = _pairs_differing(state, new, n)
+    return Outcome(new, removed, added, out.iterations)
+
+
+def _pairs_differing(old: Arranged, new: Arranged, name: str
+                     ) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Return a relation's ranked tuples in `old` and not in `new`, and those in `new` and not
+    in `old` (a tuple whose rank changed is in both): by the sorted keys where both pack."""
+    old_keys, new_keys = old.keys[name], new.keys[name]
+    if old_keys is None or new_keys is None or new.rows[name] is not None:
+        before, after = old.live(name), new.live(name)
+        return (before.join(after, on=before.columns, how="anti"),
+                after.join(before, on=after.columns, how="anti"))
+    old_rows = np.arange(len(old_keys)) if old.rows[name] is None else old.rows[name]
+    old_ranks = old.ranked[name][RANK].to_numpy()[old_rows]  # in key order
+    new_ranks = new.ranked[name][RANK].to_numpy()  # arranged: row order is key order
+    at = positions(old_keys, new_keys)
+    hit = np.flatnonzero(at >= 0)
+    same = hit[old_ranks[at[hit]] == new_ranks[hit]]
+    kept_old = np.zeros(len(old_keys), bool)
+    kept_old[at[same]] = True
+    kept_new = np.zeros(len(new_keys), bool)
+    kept_new[same] = True
+    return (old.ranked[name][old_rows[~kept_old]],
+            new.ranked[name].filter(pl.Series(~kept_new)))
 
 
 _CHUNKS = 32  # appended chunks a relation may hold before they are copied into one

@@ -71,6 +71,20 @@ def union_of_rows(a, b, limit: int):
                           made_a.schema)
 
 
+def rows_minus(a, b):
+    """Return frame a without the rows of frame b, both made by frame_of_table with one schema,
+    as such a frame (a itself when they share no row); None where either is not such a frame."""
+    made_a, made_b = _ROWS.get(a), _ROWS.get(b)
+    if made_a is None or made_b is None or made_a.spark is None or \
+            made_a.schema != made_b.schema:
+        return None
+    left, right = pl.from_arrow(made_a.table), pl.from_arrow(made_b.table)
+    if not left.join(right, on=left.columns, how="semi").height:
+        return a
+    return frame_of_table(made_a.spark, arrow_of(left.join(right, on=left.columns, how="anti")),
+                          made_a.schema)
+
+
 def arrow_of(df: pl.DataFrame) -> pa.Table:
     """Return a Polars frame as Arrow with the plain types Spark reads (string, not
     large_string)."""
@@ -91,9 +105,19 @@ def frame_of_rows(spark, decl: Decl, rows: list[tuple]):
     return df
 
 
+def spark_frame(spark, table: pa.Table, schema):
+    """Return a DataFrame of an Arrow table's rows, built now.
+
+    PySpark (4.0-4.3 here) drops every record batch after an empty one, so those go first:
+    a table concatenated from pieces, or read back from Spark's partitions, may hold one.
+    """
+    batches = [b for b in table.to_batches() if b.num_rows]
+    return spark.createDataFrame(pa.Table.from_batches(batches, table.schema), schema)
+
+
 def frame_of_table(spark, table: pa.Table, schema):
     """Return a DataFrame of an Arrow table (Spark `schema`) built on first use, the table
     kept beside it."""
-    df = LazyFrame(lambda: spark.createDataFrame(table, schema))
+    df = LazyFrame(lambda: spark_frame(spark, table, schema))
     _ROWS[df] = _Rows(table, schema, spark)
     return df
