@@ -159,30 +159,36 @@ def _parts(ctx: TaskContext, task: Task, plan) -> int:
 
 def _sources(ctx: TaskContext, task: Task, ship: bool) -> tuple[list, list]:
     """Return the (relation, kind) of each packed source and its frame."""
-    specs, frames = [], []
-    for n in task.reads_from:
-        ver = ctx.versions[n]
-        if ship:  # else the executors keep each lower relation's version with the state
-            specs.append((n, "new"))
-            frames.append(ver.new)
-        for kind, df, rows in (("plus", ver.plus, ver.plus_rows),
-                               ("minus", ver.minus, ver.minus_rows)):
-            if rows:
-                specs.append((n, kind))
-                frames.append(df)
-    for n in task.relations:
-        b = ctx.base.get(n)
-        if b is None:
-            continue
-        for kind, df, rows in (("fnew", b.new, b.new_rows), ("fplus", b.plus, b.plus_rows),
-                               ("fminus", b.minus, b.minus_rows)):
-            if rows:
-                specs.append((n, kind))
-                frames.append(df)
+    # Without `ship` the executors keep each lower relation's version with the state.
+    specs, frames = packed_sources(ctx, task, ("new", "new") if ship else None, ("fnew", "new"))
     if ship:
         for n in task.relations:
             specs.append((n, "state"))
             frames.append(ctx.old_ranked[n])
+    return specs, frames
+
+
+def packed_sources(ctx: TaskContext, task: Task, lower: tuple[str, str] | None,
+                   facts: tuple[str, str] | None) -> tuple[list, list]:
+    """Return the (relation, kind) of each packed source and its frame: each lower
+    relation's `lower` (kind, "old" or "new": which version) and net change
+    (plus, minus), each own relation's base facts' `facts` version and change (fplus, fminus)."""
+    specs, frames = [], []
+
+    def add(ver, n: str, picked, kinds, whole: bool) -> None:
+        version = [] if picked is None else [
+            (picked[0], getattr(ver, picked[1]), whole or getattr(ver, f"{picked[1]}_rows"))]
+        for kind, df, rows in (*version, (kinds[0], ver.plus, ver.plus_rows),
+                               (kinds[1], ver.minus, ver.minus_rows)):
+            if rows:
+                specs.append((n, kind))
+                frames.append(df)
+
+    for n in task.reads_from:  # a worker reads every lower relation: shipped even empty
+        add(ctx.versions[n], n, lower, ("plus", "minus"), True)
+    for n in task.relations:
+        if n in ctx.base:
+            add(ctx.base[n], n, facts, ("fplus", "fminus"), False)
     return specs, frames
 
 
@@ -237,16 +243,33 @@ def _counted(col, relations: int):
 
 def _run(ctx: TaskContext, spec: Spec, frames):
     """Return (checkpointed output, observed counts) after one Spark job."""
+    return run_job(ctx, spec, frames, update_partition, _schema(spec),
+                   lambda col: _counted(col, len(spec.names)))
+
+
+def run_job(ctx: TaskContext, spec, frames, partition, schema, observed):
+    """Return (checkpointed output, observed counts) after one Spark job: the packed
+    `frames` through `partition(spec, batches)`, observed as `observed(F.col)` says."""
     import pyspark.sql.functions as F
 
     def run(batches):
-        return update_partition(spec, batches)
+        return partition(spec, batches)
 
-    out = pack_inputs(ctx.spark, spec, frames).mapInArrow(run, _schema(spec))
-    metrics = [(F.sum(F.when(cond, 1).otherwise(0)) if kind == "rows"
-                else F.max(F.when(cond, F.col("_it")))).alias(name)
-               for name, cond, kind in _counted(F.col, len(spec.names))]
-    return cut_observed(out, metrics)
+    out = pack_inputs(ctx.spark, spec, frames).mapInArrow(run, schema)
+    return cut_observed(out, _metrics(F, F.col, observed))
+
+
+def _metrics(lib, col, observed) -> list:
+    """Return the aggregates of `observed(col)` in Spark (lib F) or Polars (lib pl)."""
+    out = []
+    for name, cond, kind in observed(col):
+        if lib is pl:
+            out.append((cond.sum() if kind == "rows" else col("_it").filter(cond).max())
+                       .alias(name))
+        else:
+            out.append((lib.sum(lib.when(cond, 1).otherwise(0)) if kind == "rows"
+                        else lib.max(lib.when(cond, col("_it")))).alias(name))
+    return out
 
 
 def arranged_update(ctx: TaskContext, task: Task, plan, held: Held | None, cancel=None
@@ -256,17 +279,12 @@ def arranged_update(ctx: TaskContext, task: Task, plan, held: Held | None, cance
     parts = _parts(ctx, task, plan)
     specs, frames = _sources(ctx, task, ship=False)
     spec = _spec(ctx, task, plan, held, parts, specs)
-    if spec.old_token is None:  # a new lineage: no executor has its state
-        out, seen = None, {"misses": 1}
-    elif (packed := direct_input(frames)) is not None:
-        out, seen = _run_direct(ctx, spec, packed)
-    else:
-        out, seen = _run(ctx, spec, frames)
-    if seen["misses"]:
-        check_cancel(cancel)
-        specs, frames = _sources(ctx, task, ship=True)
-        spec = dataclasses.replace(spec, sources=tuple(specs))
-        out, seen = _run(ctx, spec, frames)
+
+    def first(ctx, spec, frames):
+        packed = direct_input(frames)
+        return _run(ctx, spec, frames) if packed is None else _run_direct(ctx, spec, packed)
+
+    spec, out, seen = run_or_ship(ctx, task, spec, frames, _sources, (first, _run), cancel)
     top = max(int(seen["top"] or 0), max((ctx.max_rank.get(n, 0) for n in task.relations),
                                          default=0))
     changes, stored, logs = {}, {}, {}
@@ -277,6 +295,22 @@ def arranged_update(ctx: TaskContext, task: Task, plan, held: Held | None, cance
                                                  log or Log(ctx.old_ranked[n]))
     held = Held(spec.lineage, spec.new_token, parts, logs)
     return changes, int(seen["rounds"] or 0), held, stored
+
+
+def run_or_ship(ctx: TaskContext, task: Task, spec, frames, sources, runs, cancel):
+    """Return (the epoch's Spec, output, observed counts): run by `runs[0]` where the state
+    lives, then by `runs[1]` with the state shipped (`sources(ctx, task, ship=True)`) when a
+    share missed it (or no executor has a new lineage's)."""
+    if spec.old_token is None:
+        out, seen = None, {"misses": 1}
+    else:
+        out, seen = runs[0](ctx, spec, frames)
+    if seen["misses"]:
+        check_cancel(cancel)
+        specs, frames = sources(ctx, task, ship=True)
+        spec = dataclasses.replace(spec, sources=tuple(specs))
+        out, seen = runs[1](ctx, spec, frames)
+    return spec, out, seen
 
 
 def direct_input(frames) -> bytes | None:
@@ -296,15 +330,20 @@ def direct_input(frames) -> bytes | None:
 def _run_direct(ctx: TaskContext, spec: Spec, packed: bytes):
     """Return (every share's output rows, the counts) after one Spark job that carries the
     input in its closure and brings the output back to the driver."""
+    return run_direct(ctx, spec, packed, direct_share,
+                      lambda col: _counted(col, len(spec.names)))
+
+
+def run_direct(ctx: TaskContext, spec, packed: bytes, share_rows, observed):
+    """Return (every share's output rows, observed counts) after one Spark job running
+    `share_rows(spec, packed, share)` per share, input and output carried with the job."""
     def run(share, _):
-        yield direct_share(spec, packed, share)
+        yield share_rows(spec, packed, share)
 
     shares = ctx.spark.sparkContext.parallelize(range(spec.parts), spec.parts) \
         .mapPartitionsWithIndex(run).collect()
     out = pl.concat([pl.read_ipc_stream(b) for b in shares])
-    metrics = [(cond.sum() if kind == "rows" else pl.col("_it").filter(cond).max()).alias(name)
-               for name, cond, kind in _counted(pl.col, len(spec.names))]
-    return out, out.select(metrics).row(0, named=True)
+    return out, out.select(_metrics(pl, pl.col, observed)).row(0, named=True)
 
 
 def _picked_rows(ctx: TaskContext, n: str, out, r: int):

@@ -81,6 +81,8 @@ def _cached(spec: Spec, share: int) -> Entry | None:
     if spec.old_token is None:
         return None
     found = resident.lookup(spec.lineage, share, spec.old_token, apply=_applied)
+    if not isinstance(found, (Entry, tuple)):  # none, or a counted task's (counted_worker)
+        return None
     if isinstance(found, tuple):
         found = _as_entry(found)
         resident.remember(spec.lineage, share, spec.old_token, found)
@@ -213,19 +215,31 @@ def _stat(rel: int, value: int, schema: pa.Schema) -> pa.RecordBatch:
 
 def update_partition(spec: Spec, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """Yield each share's change (or MISS) from its packed input batches."""
-    schema = output_schema(spec.names, spec.decls, _CHANGE_FIELDS)
-    for share, rows in shares_of(batches):
-        yield from _share_change(spec, share, rows, schema)
+    return partition_rows(spec, batches, _share_change, _CHANGE_FIELDS)
 
 
 def direct_share(spec: Spec, packed: bytes, share: int) -> bytes:
-    """Return one share's change (or MISS) as an Arrow IPC stream, from the epoch's packed
-    input as an IPC stream (a direct epoch: input and output travel with the job)."""
-    schema = output_schema(spec.names, spec.decls, _CHANGE_FIELDS)
+    """Return one share's change (or MISS) as an Arrow IPC stream (a direct epoch)."""
+    return direct_rows(spec, packed, share, _share_change, _CHANGE_FIELDS)
+
+
+def partition_rows(spec, batches: Iterable[pa.RecordBatch], change, fields: tuple
+                   ) -> Iterator[pa.RecordBatch]:
+    """Yield `change(spec, share, rows, schema)` of each share's packed input batches, the
+    output schema having the `fields` besides the relations'."""
+    schema = output_schema(spec.names, spec.decls, fields)
+    for share, rows in shares_of(batches):
+        yield from change(spec, share, rows, schema)
+
+
+def direct_rows(spec, packed: bytes, share: int, change, fields: tuple) -> bytes:
+    """Return partition_rows' output of one share as an Arrow IPC stream, from the epoch's
+    packed input as an IPC stream (a direct epoch: input and output travel with the job)."""
+    schema = output_schema(spec.names, spec.decls, fields)
     rows = pl.read_ipc_stream(packed)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, schema) as writer:
-        for out in _share_change(spec, share, rows, schema):
+        for out in change(spec, share, rows, schema):
             writer.write_batch(out)
     return sink.getvalue().to_pybytes()
 

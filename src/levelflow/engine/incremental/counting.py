@@ -85,9 +85,11 @@ def count_scratch(ctx: TaskContext, task: Task) -> dict[str, DataFrame]:
     return out
 
 
-def count_update(ctx: TaskContext, task: Task) -> dict[str, Change]:
-    """Return per own relation its Change: new counts, Δ±, and whether any count changed."""
-    summed = summed_in_driver(ctx, task)
+def count_update(ctx: TaskContext, task: Task, asked: bool = False, summed=None
+                 ) -> dict[str, Change]:
+    """Return per own relation its Change: new counts, Δ±, and whether any count changed;
+    `asked`: the caller asked summed_in_driver already, which answered `summed`."""
+    summed = summed if asked else summed_in_driver(ctx, task)
     if summed is not None:
         return {name: _fold_summed(ctx, name, summed[name]) for name in task.relations}
     signed, read = _signed_changes(ctx, task)

@@ -22,13 +22,21 @@ from pathlib import Path
 
 from levelflow.driver import drive
 from levelflow.engine.evaluate import cut
-from levelflow.engine.incremental.arranged import arranged_update, fresh_held, plan_for
-from levelflow.engine.incremental.counting import count_scratch, count_update, countable
+from levelflow.engine.incremental import counting
+from levelflow.engine.incremental.arranged import (
+    LOG_PIECES,
+    arranged_update,
+    fresh_held,
+    plan_for,
+)
+from levelflow.engine.incremental.counted_local import counted_update
+from levelflow.engine.incremental.counting import count_scratch, countable
 from levelflow.engine.incremental.dred import dred_update
 from levelflow.engine.incremental.local_frames import LazyFrame
 from levelflow.engine.incremental.scratch import diff, scratch_sets
 from levelflow.engine.incremental.state import COUNT, Snapshot
 from levelflow.engine.incremental.versions import Change, TaskContext, TaskUpdate, Versions
+from levelflow.engine.plans.planner import LOCAL_ROWS
 from levelflow.engine.types import column_names, empty_relation
 from levelflow.engine.workers import SparkWorkers, one_line
 from levelflow.errors import LevelflowError
@@ -177,8 +185,7 @@ class Epoch:
             if timer is not None:
                 timer.start()
             if counted:
-                out = count_update(ctx, gated)
-                upd = self._apply_counts(v, out, "counting", t0)
+                upd = self._counting(v, gated, ctx, cancel, t0)
             else:
                 upd = self._dred(v, gated, ctx, plan, cancel, t0)
             if cancel.is_set():  # finished, but the timer fired during the last job
@@ -205,6 +212,24 @@ class Epoch:
         upd = self._apply_sets(v, out, "dred", t0, rounds)
         upd.held, upd.stored = held, stored
         return upd
+
+    def _counting(self, v: int, task, ctx, cancel, t0: float) -> TaskUpdate:
+        """Return task v updated by counting: in the driver when it holds every row the terms
+        read, else in the worker that keeps the task's counts when the task is small and not
+        gated, else on the Spark side. The last two leave no counts in a worker (held None)."""
+        summed = counting.summed_in_driver(ctx, task)
+        if summed is None and self.arranged and ctx is self.ctx and \
+                self._input_rows(task) <= LOCAL_ROWS:
+            out, held = counted_update(ctx, task, self.snap.arranged.get(task.name), cancel)
+            upd = self._apply_counts(v, out, "counting", t0, lazy=True)
+            upd.held = held
+            return upd
+        return self._apply_counts(v, counting.count_update(ctx, task, True, summed), "counting", t0)
+
+    def _input_rows(self, task) -> int:
+        """Return the rows a task reads: its lower relations' new versions, its base facts."""
+        rows = sum(self.versions[n].new_rows for n in task.reads_from)
+        return rows + sum(self.base[n].new_rows for n in task.relations if n in self.base)
 
     def change_fraction(self, task) -> float:
         """Return the changed share of the tuples a task reads (lower relations, base facts)."""
@@ -266,16 +291,23 @@ class Epoch:
         upd.held = None if counted else held
         return upd
 
-    def _apply_counts(self, v, out, strategy, t0) -> TaskUpdate:
-        """Return the TaskUpdate of a counted task from its relations' Changes."""
+    def _apply_counts(self, v, out, strategy, t0, lazy: bool = False) -> TaskUpdate:
+        """Return the TaskUpdate of a counted task from its relations' Changes; `lazy`: the
+        new counts stay plans over the old ones (cut once LOG_PIECES epochs deep), else cut."""
         versions, counts, stored = {}, {}, {}
         for n, ch in out.items():
-            ver = Versions(self.program.decls[n], self.versions[n].old, self.versions[n].old_rows)
+            old = self.versions[n]
+            ver = Versions(self.program.decls[n], old.old, old.old_rows)
             if ch.dirty:
-                new_c = cut(ch.new)[0] if strategy == "counting" else ch.new
+                new_c = ch.new
+                if lazy and old.pieces < LOG_PIECES:  # no job: a plan one epoch deeper
+                    ver.pieces = old.pieces + 1
+                    new_c = LazyFrame(lambda c=new_c: c)
+                elif strategy == "counting":
+                    new_c = cut(new_c)[0]
                 counts[n] = new_c
-                ver.set_change(new_c.drop(COUNT), ch.rows, ch.plus, ch.plus_rows, ch.minus,
-                               ch.minus_rows)
+                tuples = LazyFrame(lambda c=new_c: c.drop(COUNT))
+                ver.set_change(tuples, ch.rows, ch.plus, ch.plus_rows, ch.minus, ch.minus_rows)
                 if ch.stored is not None:
                     stored[n] = ch.stored
             versions[n] = ver
@@ -378,6 +410,7 @@ class Epoch:
             for n, ver in upd.versions.items():
                 if n in upd.counts:
                     rel[n], rows[n] = upd.counts[n], ver.new_rows
+                    pieces[n] = ver.pieces  # epochs of lazy counts (_apply_counts)
                     changed.add(n)
                 elif n in upd.ranked:
                     (rel[n], max_rank[n]), rows[n] = upd.ranked[n], ver.new_rows

@@ -1,0 +1,112 @@
+"""A counted task's epoch as one Spark job, over its counts kept in a Python worker.
+
+The worker (counted_worker.py) keeps the task's derivation counts and the lower relations they
+were derived from, under a token naming the epoch, as an arranged task keeps its ranked tuples
+(arranged.py). An epoch ships the lower relations' change and the task's base facts' change,
+and brings back the touched tuples with their old and new counts: one job. When every input is
+rows the driver holds the job carries them and its output comes back to the driver (a direct
+epoch), so the task's Δ± are driver-held too and the tasks below can run direct as well. A
+worker without the state answers MISS and the job runs again with the old versions shipped.
+The new counts stay a lazy plan over the old ones (maintain.py bounds its growth).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from levelflow.engine.incremental import counted_worker
+from levelflow.engine.incremental.arranged import (
+    Held,
+    _spec,
+    direct_input,
+    packed_sources,
+    run_direct,
+    run_job,
+    run_or_ship,
+)
+from levelflow.engine.incremental.arranged_worker import MISS_REL
+from levelflow.engine.incremental.counting import _counts_change
+from levelflow.engine.incremental.local_frames import arrow_of, frame_of_table
+from levelflow.engine.incremental.versions import Change, TaskContext
+from levelflow.engine.plans.in_spark import packed_schema
+from levelflow.engine.types import column_names, relation_schema
+
+if TYPE_CHECKING:
+    from levelflow.tasks.tasks import Task
+
+
+def counted_update(ctx: TaskContext, task: Task, held: Held | None, cancel=None
+                   ) -> tuple[dict[str, Change], Held]:
+    """Return per relation its Change and where the task's counts now live: the epoch run
+    in the worker that keeps them (run again with them shipped if it does not)."""
+    specs, frames = _sources(ctx, task, ship=False)
+    spec = _spec(ctx, task, None, held, 1, specs)
+    spec, out, seen = run_or_ship(ctx, task, spec, frames, _sources, (_run, _run), cancel)
+    changes = {n: _change(ctx, n, out, r, seen) for r, n in enumerate(task.relations)}
+    return changes, Held(spec.lineage, spec.new_token, 1)
+
+
+def _sources(ctx: TaskContext, task: Task, ship: bool) -> tuple[list, list]:
+    """Return the (relation, kind) of each packed source and its frame: the lower relations'
+    and base facts' change, and with `ship` their old versions."""
+    if ship:
+        return packed_sources(ctx, task, ("old", "old"), ("fold", "old"))
+    return packed_sources(ctx, task, None, None)
+
+
+def _observed(col, relations: int):
+    """Yield what an epoch's output is observed by (arranged.run_job's `observed`): per
+    relation its touched rows, those whose count became positive (plus), fell to 0 (minus)."""
+    rel, old, new = col("_rel"), col("_old"), col("_new")
+    for r in range(relations):
+        yield f"rows{r}", rel == r, "rows"
+        yield f"plus{r}", (rel == r) & (old <= 0) & (new > 0), "rows"
+        yield f"minus{r}", (rel == r) & (old > 0) & (new <= 0), "rows"
+    yield "misses", rel == MISS_REL, "rows"
+
+
+def _run(ctx: TaskContext, spec, frames):
+    """Return (output, observed counts) after one Spark job: direct when it can be."""
+    from pyspark.sql.types import LongType, StructField
+
+    def observed(col):
+        return _observed(col, len(spec.names))
+
+    packed = direct_input(frames)
+    if packed is not None:
+        return run_direct(ctx, spec, packed, counted_worker.direct_share, observed)
+    schema = packed_schema(spec.names, spec.decls, (StructField("_old", LongType()),
+                                                    StructField("_new", LongType())))
+    return run_job(ctx, spec, frames, counted_worker.update_partition, schema, observed)
+
+
+def _change(ctx: TaskContext, n: str, out, r: int, seen) -> Change:
+    """Return relation n's Change from the epoch's output: its touched tuples' counts."""
+    import pyspark.sql.functions as F
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    old_c, old = ctx.old_counts[n], ctx.versions[n]
+    sizes = {k: int(seen[f"{k}{r}"] or 0) for k in ("rows", "plus", "minus")}
+    if not sizes["rows"]:
+        return Change(old_c, rows=old.old_rows)
+    cols = column_names(ctx.decls[n].arity)
+    if not isinstance(out, pl.DataFrame):
+        upd = out.filter(F.col("_rel") == r).select(
+            *[F.col(f"o{r}_{c}").alias(c) for c in cols], "_old", "_new")
+        return _counts_change(old_c, old, cols, upd, sizes)
+    mine = out.filter(pl.col("_rel") == r).select(
+        *[pl.col(f"o{r}_{c}").alias(c) for c in cols], "_old", "_new")
+    fields = relation_schema(ctx.decls[n]).fields
+    upd = frame_of_table(ctx.spark, arrow_of(mine), StructType(
+        [*fields, StructField("_old", LongType()), StructField("_new", LongType())]))
+    change = _counts_change(old_c, old, cols, upd, sizes)
+    # Δ± as rows the driver holds: the tasks below can run direct too.
+    old_, new_ = pl.col("_old"), pl.col("_new")
+    plus = mine.filter((old_ <= 0) & (new_ > 0)).select(cols)
+    minus = mine.filter((old_ > 0) & (new_ <= 0)).select(cols)
+    return dataclasses.replace(
+        change, plus=frame_of_table(ctx.spark, arrow_of(plus), StructType(fields)),
+        minus=frame_of_table(ctx.spark, arrow_of(minus), StructType(fields)))
