@@ -214,17 +214,21 @@ class Epoch:
         return upd
 
     def _counting(self, v: int, task, ctx, cancel, t0: float) -> TaskUpdate:
-        """Return task v updated by counting: in the driver when it holds every row the terms
-        read, else in the worker that keeps the task's counts when the task is small and not
-        gated, else on the Spark side. The last two leave no counts in a worker (held None)."""
+        """Return task v updated by counting: in the worker that keeps the task's counts when
+        the task is small and not gated, unless the driver holds every row the terms read and
+        they sum to nothing (no job at all); else in the driver or on the Spark side. The last
+        two leave no counts in a worker (held None)."""
         summed = counting.summed_in_driver(ctx, task)
-        if summed is None and self.arranged and ctx is self.ctx and \
-                self._input_rows(task) <= LOCAL_ROWS:
+        # Sums in the driver still take a job joining them to the old counts, and one per
+        # broadcast in it (5 on views1): the worker's epoch is one job and keeps its copy.
+        if self.arranged and ctx is self.ctx and self._input_rows(task) <= LOCAL_ROWS and \
+                (summed is None or any(df.height for df in summed.values())):
             out, held = counted_update(ctx, task, self.snap.arranged.get(task.name), cancel)
             upd = self._apply_counts(v, out, "counting", t0, lazy=True)
             upd.held = held
             return upd
-        return self._apply_counts(v, counting.count_update(ctx, task, True, summed), "counting", t0)
+        return self._apply_counts(v, counting.count_update(ctx, task, True, summed), "counting",
+                                  t0)
 
     def _input_rows(self, task) -> int:
         """Return the rows a task reads: its lower relations' new versions, its base facts."""
