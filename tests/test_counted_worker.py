@@ -143,8 +143,8 @@ def _spec(task, program, pairs, lineage, token) -> tuple[Spec, list]:
     return spec, [f for _, f in pairs]
 
 
-def _session(spark, tmp_path, facts):
-    (tmp_path / "v.dl").write_text(TC_VIEW)
+def _session(spark, tmp_path, facts, text: str = TC_VIEW):
+    (tmp_path / "v.dl").write_text(text)
     write_facts(tmp_path / "f0", facts)
     return IncrementalSession.bootstrap(spark, tmp_path / "v.dl", tmp_path / "f0",
                                         mode="incremental")
@@ -203,6 +203,20 @@ def test_a_counted_view_runs_one_job_per_epoch(spark, tmp_path):
     # The first epoch derives the worker's counts from the shipped old versions; every later
     # one finds them there: one job.
     assert jobs[1:] == [1] * (len(jobs) - 1), jobs
+
+
+def test_a_bootstrap_leaves_the_counts_in_a_worker(spark, tmp_path):
+    """Without program facts (which the worker counts as old ones), the bootstrap counts in
+    the worker: the first epoch finds the counts there and runs one job too."""
+    rng = random.Random(9)
+    facts = _facts(rng)
+    session = _session(spark, tmp_path, facts, TC_VIEW.replace("r(1, 2).\n", ""))
+    assert "r" in session.snap.arranged
+    _check(session, facts, tmp_path / "ref0")
+    for k, ops in enumerate(_mixed(rng, facts, 3), 1):
+        result = _commit(session, ops)
+        _check(session, facts, tmp_path / f"ref{k}")
+        assert result.spark_jobs["r"] == 1, k
 
 
 def test_a_missing_worker_copy_is_shipped_again(spark, tmp_path):

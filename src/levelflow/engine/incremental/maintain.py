@@ -154,6 +154,14 @@ class Epoch:
         if counted and not task.rules and all(n in self.base for n in task.relations):
             return self._copy_base(v, t0)
         if self.mode == "scratch":
+            if self.bootstrap and counted and self._in_worker(task, self.ctx) and \
+                    not any(r.heads and not r.body for r in task.rules):
+                # From empty old versions the worker's counting is a from-scratch count, and
+                # it leaves the counts in the worker: the first epoch need not ship them. (Not
+                # with the program's own facts: the worker counts those as old ones.)
+                upd = self._worker_counts(v, task, self.ctx, None, t0, "scratch")
+                upd.scratch_seconds = upd.seconds
+                return upd
             return self._scratch(v, counted, "scratch", t0)
         # Under a program change, a task whose rules changed is maintained with them gated
         # (on the Spark side: its executors' copy was derived by the old rules).
@@ -221,19 +229,26 @@ class Epoch:
         summed = counting.summed_in_driver(ctx, task)
         # Sums in the driver still take a job joining them to the old counts, and one per
         # broadcast in it (5 on views1): the worker's epoch is one job and keeps its copy.
-        if self.arranged and ctx is self.ctx and self._input_rows(task) <= LOCAL_ROWS and \
+        if self._in_worker(task, ctx) and \
                 (summed is None or any(df.height for df in summed.values())):
-            out, held = counted_update(ctx, task, self.snap.arranged.get(task.name), cancel)
-            upd = self._apply_counts(v, out, "counting", t0, lazy=True)
-            upd.held = held
-            return upd
+            return self._worker_counts(v, task, ctx, cancel, t0, "counting")
         return self._apply_counts(v, counting.count_update(ctx, task, True, summed), "counting",
                                   t0)
 
-    def _input_rows(self, task) -> int:
-        """Return the rows a task reads: its lower relations' new versions, its base facts."""
+    def _in_worker(self, task, ctx) -> bool:
+        """Return whether a counted task's counts can be kept in a worker: it is small (its
+        lower relations' new versions and base facts) and not gated by a program change."""
         rows = sum(self.versions[n].new_rows for n in task.reads_from)
-        return rows + sum(self.base[n].new_rows for n in task.relations if n in self.base)
+        rows += sum(self.base[n].new_rows for n in task.relations if n in self.base)
+        return self.arranged and ctx is self.ctx and rows <= LOCAL_ROWS
+
+    def _worker_counts(self, v: int, task, ctx, cancel, t0: float, strategy: str
+                       ) -> TaskUpdate:
+        """Return task v updated by counting in the worker that keeps its counts."""
+        out, held = counted_update(ctx, task, self.snap.arranged.get(task.name), cancel)
+        upd = self._apply_counts(v, out, strategy, t0, lazy=True)
+        upd.held = held
+        return upd
 
     def change_fraction(self, task) -> float:
         """Return the changed share of the tuples a task reads (lower relations, base facts)."""
