@@ -238,9 +238,11 @@ class Epoch:
     def _in_worker(self, task, ctx) -> bool:
         """Return whether a counted task's counts can be kept in a worker: it is small (its
         lower relations' new versions and base facts) and not gated by a program change."""
+        if not self.arranged or ctx is not self.ctx:  # a gated task reads stand-ins too
+            return False
         rows = sum(self.versions[n].new_rows for n in task.reads_from)
-        rows += sum(self.base[n].new_rows for n in task.relations if n in self.base)
-        return self.arranged and ctx is self.ctx and rows <= LOCAL_ROWS
+        return rows + sum(self.base[n].new_rows for n in task.relations if n in self.base) \
+            <= LOCAL_ROWS
 
     def _worker_counts(self, v: int, task, ctx, cancel, t0: float, strategy: str
                        ) -> TaskUpdate:
