@@ -129,7 +129,7 @@ def main() -> None:
     parser.add_argument("--mode", default="elastic", help="elastic, incremental or scratch")
     parser.add_argument("--programs", default="tc,sg")
     parser.add_argument("--graphs", default="random,rmat")
-    parser.add_argument("--repeat", type=int, default=3,
+    parser.add_argument("--repeat", type=int, default=5,
                         help="rounds per batch (Mat, +, -); the table shows their medians")
     args = parser.parse_args()
 
