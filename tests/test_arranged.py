@@ -149,6 +149,15 @@ def _tc_session(spark, tmp_path, edges, **options):
     return session, session.pt
 
 
+def _commit(session, gone, fresh):
+    """Return the result of an epoch removing and inserting edges."""
+    for e in gone:
+        session.remove("edge", e)
+    for e in fresh:
+        session.insert("edge", e)
+    return session.commit()
+
+
 def _check(session, pt, edges, tmp: Path) -> None:
     write_facts(tmp, {"edge": edges})
     ref = naive_datalog.evaluate(pt, tmp)
@@ -170,11 +179,7 @@ def test_one_spark_job_per_epoch_for_the_recursive_task(spark, tmp_path, monkeyp
     jobs = []
     for k, (gone, fresh, now) in enumerate(_epochs(rng, edges, 30, 5), 1):
         edges = now
-        for e in gone:
-            session.remove("edge", e)
-        for e in fresh:
-            session.insert("edge", e)
-        result = session.commit()
+        result = _commit(session, gone, fresh)
         _check(session, pt, edges, tmp_path / f"ref{k}")
         if "path" in result.strategies:
             assert result.arranged == ("path",)
@@ -239,11 +244,7 @@ def test_a_recomputed_row_removed_before_comes_back_in_the_spark_side_copy(
     session, pt = _tc_session(spark, tmp_path, edges)
     for k, (gone, fresh, now) in enumerate(_epochs(rng, edges, 15, 14), 1):
         edges = now
-        for e in gone:
-            session.remove("edge", e)
-        for e in fresh:
-            session.insert("edge", e)
-        session.commit()
+        _commit(session, gone, fresh)
         _check(session, pt, edges, tmp_path / f"ref{k}")
     assert any(cancelled)
 

@@ -158,16 +158,7 @@ class Epoch:
         if counted and not task.rules and all(n in self.base for n in task.relations):
             return self._copy_base(v, t0)
         if self.mode == "scratch":
-            if self.bootstrap and counted and \
-                    self._in_worker(task, self.ctx, BOOTSTRAP_WORKER_ROWS) and \
-                    not any(r.heads and not r.body for r in task.rules):
-                # From empty old versions the worker's counting is a from-scratch count, and
-                # it leaves the counts in the worker: the first epoch need not ship them. (Not
-                # with the program's own facts: the worker counts those as old ones.)
-                upd = self._worker_counts(v, task, self.ctx, None, t0, "scratch")
-                upd.scratch_seconds = upd.seconds
-                return upd
-            return self._scratch(v, counted, "scratch", t0)
+            return self._from_scratch(v, counted, t0)
         # Under a program change, a task whose rules changed is maintained with them gated
         # (on the Spark side: its executors' copy was derived by the old rules).
         gated, ctx = self.change.task_context(self, v) if self.change else (task, self.ctx)
@@ -213,6 +204,20 @@ class Epoch:
             sc.removeJobTag(tag)
             sc.setInterruptOnCancel(False)
         return self._scratch(v, counted, "switched", t0)
+
+    def _from_scratch(self, v: int, counted: bool, t0: float) -> TaskUpdate:
+        """Return task v recomputed from scratch: at a bootstrap, a small counted task without
+        the program's own facts is counted in the worker that will keep its counts (from
+        empty old versions the worker's counting is a from-scratch count; the program's facts
+        it would count as old ones), so the first epoch need not ship them."""
+        task = self.pt.tasks[v]
+        if self.bootstrap and counted and \
+                self._in_worker(task, self.ctx, BOOTSTRAP_WORKER_ROWS) and \
+                not any(r.heads and not r.body for r in task.rules):
+            upd = self._worker_counts(v, task, self.ctx, None, t0, "scratch")
+            upd.scratch_seconds = upd.seconds
+            return upd
+        return self._scratch(v, counted, "scratch", t0)
 
     def _dred(self, v: int, task, ctx, plan, cancel, t0: float) -> TaskUpdate:
         """Return task v updated by DRed: where its state lives under a local or partitioned
