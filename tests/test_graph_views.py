@@ -109,33 +109,66 @@ def test_gmark_views_over_epochs_equal_recomputation(spark, tmp_path):
             assert {tuple(r) for r in session.relation(name).collect()} == ref[name], name
 
 
+class _Versions:
+    """local_counting.Rows over old and new edge frames: each version one frame object."""
+
+    def __init__(self, old: dict, new: dict, fresh: dict) -> None:
+        import polars as pl
+
+        def frame(rows):
+            return pl.DataFrame(sorted(rows), schema={"c0": pl.Int64, "c1": pl.Int64},
+                                orient="row")
+        self.old = {n: frame(r) for n, r in old.items()}
+        self.new = {n: frame(r) for n, r in new.items()}
+        self.plus = {n: frame(r) for n, r in fresh.items()}
+        self.empty = frame([])
+
+    def changed(self, name: str) -> bool:
+        return name in self.plus
+
+    def version(self, name: str, new: bool) -> object:
+        return (self.new if new else self.old)[name]
+
+    def change(self, name: str, plus: bool) -> object:
+        return self.plus.get(name, self.empty) if plus else self.empty
+
+
 def test_view_rules_are_maintained_by_factored_delta_rules(spark, tmp_path, monkeypatch):
-    """counting.py already evaluates ΔV = Σ_i new(A1..Ai-1) ⋈ ΔAi ⋈ old(Ai+1..An): n delta
-    rules for n changed atoms (not 2^n - 1), each over new versions before Δ and old after."""
-    from levelflow.engine.incremental import counting
+    """local_counting.count_changes (run where the view's counts live) evaluates
+    ΔV = Σ_i new(A1..Ai-1) ⋈ ΔAi ⋈ old(Ai+1..An): n delta rules for n changed atoms (not
+    2^n - 1), each over new versions before Δ and old after."""
+    from levelflow.engine.incremental import local_counting
 
     edges = random_edges(4)
-    write_facts(tmp_path / "f0", edges)
     text = DECLS + ".decl v(x:number, y:number)\nv(x, y) :- [a . b . c](x, y).\n.output v\n"
     pt = build_tasks(parse_program(text, "seq.dl"))
-    session = IncrementalSession.bootstrap(spark, pt, tmp_path / "f0", mode="incremental")
+    fresh = {"a": {(20, 21)}, "b": {(21, 22)}, "c": {(22, 23)}}
+    now = {label: edges[label] | fresh.get(label, set()) for label in edges}
+    rows = _Versions(edges, now, fresh)
+    task = next(t for t in pt.tasks if "v" in t.relations)
+    rule = next(r for r in task.rules if r.body)
     calls = []
-    real = counting.heads_of
+    real = local_counting.body_rows
 
-    def spy(ctx, rule, names, frames, sizes, first=None, **kw):
-        if first is not None:
-            ver = {i: ctx.versions[a.relation] for i, a, _ in rule.body_atoms()}
-            ok = all(frames[j] is (v.new if j < first else v.old)
-                     for j, v in ver.items() if j != first)
-            calls.append((rule.heads[0].relation, first, ok))
-        return real(ctx, rule, names, frames, sizes, first=first, **kw)
+    def spy(variant, decls, frames, first=None):
+        atoms = {j: a.relation for j, a, _ in variant.body_atoms()}
+        calls.append((first, all(frames[j] is rows.version(n, j < first)
+                                 for j, n in atoms.items() if j != first)))
+        return real(variant, decls, frames, first=first)
 
-    monkeypatch.setattr(counting, "heads_of", spy)
-    for label, row in (("a", (20, 21)), ("b", (21, 22)), ("c", (22, 23))):
-        edges[label].add(row)
-        session.insert(label, row)
-    session.commit()
-    seq = [c for c in calls if c[0] == "v"]  # the chain is inlined: v(x, y) :- a, b, c
-    assert sorted(first for _, first, _ in seq) == [0, 1, 2] and all(ok for *_, ok in seq)
+    monkeypatch.setattr(local_counting, "body_rows", spy)
+    out = local_counting.count_changes((rule,), task.relations, pt.program.decls, rows, {})
+    assert sorted(first for first, _ in calls) == [0, 1, 2] and all(ok for _, ok in calls)
+    gained = {t for t in reference("a . b . c", now) - reference("a . b . c", edges)}
+    assert {tuple(r[:2]) for r in out["v"].filter(out["v"]["_d"] > 0).rows()} >= gained
+    assert (20, 23) in gained
+    # The same epoch through a session: the view, counted in its worker, is the reference.
+    write_facts(tmp_path / "f0", edges)
+    session = IncrementalSession.bootstrap(spark, pt, tmp_path / "f0", mode="incremental")
+    for label, added in fresh.items():
+        for row in added:
+            session.insert(label, row)
+    result = session.commit()
+    assert result.spark_jobs["v"] == 1
     got = {tuple(r) for r in session.relation("v").collect()}
-    assert got == reference("a . b . c", edges) and (20, 23) in got
+    assert got == reference("a . b . c", now)
