@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import polars as pl
@@ -52,7 +53,7 @@ class Arranged:
     cost 3x more per epoch: 64 ms of 150 ms at 5M tuples). A removed tuple's row stays too,
     as a tombstone: the keys and rows arrays no longer name it (copying the rest cost 10-20 ms
     per 10-edge deletion at 500k tuples, paid again by every process catching up on the
-    change). Tombstones are dropped once they are a quarter of the rows (_compacted).
+    change). Tombstones are dropped once they are a quarter of the rows (_extended).
     """
 
     ranked: dict[str, pl.DataFrame]  # c0.., _it
@@ -134,10 +135,15 @@ class _Old:
                  rows: np.ndarray | None) -> None:
         self.ranked, self.keys, self.rows = ranked, keys, rows
         self.mask = np.zeros(ranked.height, bool) if keys is not None else None
-        self.gone = _gone(ranked.height, keys, rows)
         self.marked: list[np.ndarray] = []  # the suspects' sorted-key positions
         self.suspects = ranked.drop(RANK).clear()
         self._ranks: np.ndarray | None = None
+
+    @cached_property
+    def gone(self) -> np.ndarray | None:
+        """Return the mask of tombstones, or None: built when a read needs it (an insertion
+        never does; at 5M tuples it is a 5M-element pass)."""
+        return _gone(self.ranked.height, self.keys, self.rows)
 
     def _row(self, pos: np.ndarray) -> np.ndarray:
         """Return the rows of sorted-key positions."""
@@ -501,8 +507,8 @@ def _insert_seeds(inp: Inputs, suspects: dict, kept: _Kept) -> dict[str, list[pl
 # A deletion of at least RECOMPUTE_FRACTION of what the task reads, in a share of at most
 # RECOMPUTE_ROWS tuples, recomputes the share instead: there the support checks' rounds cost
 # more than materializing (about 7 ms a round of small joins; 10% of a 1,000-edge graph's
-# edges deleted: 74-91 ms against 19-29). Larger shares, or smaller deletions, keep DRed: a
-# recompute sends the whole share back (every tuple takes a new rank).
+# edges deleted: 74-91 ms against 19-29; 10% of a 1,000-edge R-MAT graph's, 87k tuples: 60 ms
+# against 35). Larger shares, or smaller deletions, keep DRed: a recompute costs the share.
 RECOMPUTE_FRACTION = 0.05
 RECOMPUTE_ROWS = 200_000
 
@@ -588,7 +594,7 @@ def _pairs_differing(old: Arranged, new: Arranged, name: str
     """Return a relation's ranked tuples in `old` and not in `new`, and those in `new` and not
     in `old` (a tuple whose rank changed is in both): by the sorted keys where both pack."""
     old_keys, new_keys = old.keys[name], new.keys[name]
-    if old_keys is None or new_keys is None or new.rows[name] is not None:
+    if old_keys is None or new_keys is None:
         before, after = old.live(name), new.live(name)
         return (before.join(after, on=before.columns, how="anti"),
                 after.join(before, on=after.columns, how="anti"))

@@ -79,10 +79,10 @@ def rows_minus(a, b):
             made_a.schema != made_b.schema:
         return None
     left, right = pl.from_arrow(made_a.table), pl.from_arrow(made_b.table)
-    if not left.join(right, on=left.columns, how="semi").height:
+    kept = left.join(right, on=left.columns, how="anti")
+    if kept.height == left.height:
         return a
-    return frame_of_table(made_a.spark, arrow_of(left.join(right, on=left.columns, how="anti")),
-                          made_a.schema)
+    return frame_of_table(made_a.spark, arrow_of(kept), made_a.schema)
 
 
 def arrow_of(df: pl.DataFrame) -> pa.Table:
