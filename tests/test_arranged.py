@@ -301,7 +301,7 @@ def test_a_counted_task_over_driver_held_changes_counts_in_the_driver(spark, tmp
     """`loop` reads only path's change (back in the driver from a direct epoch) and its own
     facts: its count changes are summed in Polars, no job runs when they sum to nothing, and
     every epoch equals the reference, counts crossing zero both ways included."""
-    from levelflow.engine.incremental import counting
+    from levelflow.engine.incremental import local_counting
 
     program = EDGE + """.decl path(x:number, y:number)
 path(x, y) :- edge(x, y).
@@ -316,8 +316,8 @@ loop(x) :- path(x, x).
     session = IncrementalSession.bootstrap(spark, tmp_path / "p.dl", tmp_path / "f0",
                                            mode="incremental")
     local = []
-    summed = counting.summed_in_driver
-    monkeypatch.setattr(counting, "summed_in_driver",
+    summed = local_counting.summed_in_driver
+    monkeypatch.setattr(local_counting, "summed_in_driver",
                         lambda *a: local.append(out := summed(*a)) or out)
     epochs = [  # (edges in, out, loop facts in, out), whether loop's tuples, counts change
         ({(4, 5)}, set(), set(), set(), False, False),  # new paths, none a loop

@@ -18,7 +18,6 @@ from levelflow.engine.evaluate import (
     union_all,
 )
 from levelflow.engine.incremental.joins import as_positive, bcast_small, heads_of, program_facts
-from levelflow.engine.incremental.local_counting import summed_in_driver
 from levelflow.engine.incremental.local_frames import arrow_of, frame_of_table
 from levelflow.engine.incremental.state import COUNT
 from levelflow.engine.incremental.versions import Change, TaskContext
@@ -85,11 +84,9 @@ def count_scratch(ctx: TaskContext, task: Task) -> dict[str, DataFrame]:
     return out
 
 
-def count_update(ctx: TaskContext, task: Task, asked: bool = False, summed=None
-                 ) -> dict[str, Change]:
+def count_update(ctx: TaskContext, task: Task, summed) -> dict[str, Change]:
     """Return per own relation its Change: new counts, Δ±, and whether any count changed;
-    `asked`: the caller asked summed_in_driver already, which answered `summed`."""
-    summed = summed if asked else summed_in_driver(ctx, task)
+    `summed`: local_counting.summed_in_driver's answer for the task (None: not in the driver)."""
     if summed is not None:
         return {name: _fold_summed(ctx, name, summed[name]) for name in task.relations}
     signed, read = _signed_changes(ctx, task)

@@ -48,14 +48,15 @@ class _NotHeld(Exception):
 def summed_in_driver(ctx: TaskContext, task: Task) -> dict[str, pl.DataFrame] | None:
     """Return per own relation its tuples whose derivation count changes, with the change
     `_d` (never 0), computed in Polars; None when a term reads rows the driver does not hold."""
+    rows = _DriverRows(ctx)
     try:
         facts = {}
         for name in task.relations:
             b = ctx.base.get(name)
             if b is not None and b.changed:
-                facts[name] = (_DriverRows(ctx).change_of(name, b.plus, b.plus_rows),
-                               _DriverRows(ctx).change_of(name, b.minus, b.minus_rows))
-        return count_changes(task.rules, task.relations, ctx.decls, _DriverRows(ctx), facts)
+                facts[name] = (rows.change_of(name, b.plus, b.plus_rows),
+                               rows.change_of(name, b.minus, b.minus_rows))
+        return count_changes(task.rules, task.relations, ctx.decls, rows, facts)
     except _NotHeld:
         return None
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from levelflow.driver import drive
 from levelflow.engine.evaluate import cut
-from levelflow.engine.incremental import counting
+from levelflow.engine.incremental import counting, local_counting
 from levelflow.engine.incremental.arranged import (
     LOG_PIECES,
     arranged_update,
@@ -236,14 +236,13 @@ class Epoch:
         the task is small and not gated, unless the driver holds every row the terms read and
         they sum to nothing (no job at all); else in the driver or on the Spark side. The last
         two leave no counts in a worker (held None)."""
-        summed = counting.summed_in_driver(ctx, task)
+        summed = local_counting.summed_in_driver(ctx, task)
         # Sums in the driver still take a job joining them to the old counts, and one per
         # broadcast in it (5 on views1): the worker's epoch is one job and keeps its copy.
         if self._in_worker(task, ctx) and \
                 (summed is None or any(df.height for df in summed.values())):
             return self._worker_counts(v, task, ctx, cancel, t0, "counting")
-        return self._apply_counts(v, counting.count_update(ctx, task, True, summed), "counting",
-                                  t0)
+        return self._apply_counts(v, counting.count_update(ctx, task, summed), "counting", t0)
 
     def _in_worker(self, task, ctx, limit: int = LOCAL_ROWS) -> bool:
         """Return whether a counted task's counts can be kept in a worker: it reads at most
@@ -334,7 +333,6 @@ class Epoch:
                 new_c = ch.new
                 if lazy and old.pieces < LOG_PIECES:  # no job: a plan one epoch deeper
                     ver.pieces = old.pieces + 1
-                    new_c = LazyFrame(lambda c=new_c: c)
                 elif strategy == "counting":
                     new_c = cut(new_c)[0]
                 counts[n] = new_c
