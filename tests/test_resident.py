@@ -144,3 +144,34 @@ def test_every_few_changes_the_whole_version_is_written_and_older_files_go(root,
     resident._MEMORY.clear()
     stored("lin", 0, _token(6), [0], base=_token(9), change=6)  # a base it does not hold
     assert (root / f"lin-0.{_token(6)}").exists()  # written whole
+
+
+_CLAIM = """
+import sys
+from levelflow.engine.plans import resident
+print(resident.claim("lin", None, sys.argv[1], int(sys.argv[2]), int(sys.argv[3])))
+"""
+
+
+def test_the_tasks_of_a_direct_job_claim_every_share_once_a_held_one_first(root):
+    resident.remember("lin", 2, _token(1), "share 2, held")
+    resident.remember("lin", 0, _token(0), "share 0, an older version")
+    job = f"{_token(2)}-j1"
+    assert resident.claim("lin", _token(1), job, 3, task=0) == 2  # the one held at the base
+    assert resident.claim("lin", _token(1), job, 3, task=1) == 0  # held too old: first free
+    assert resident.claim("lin", _token(1), job, 3, task=2) == 1
+    with pytest.raises(RuntimeError, match="no share"):  # a fourth task: none left
+        resident.claim("lin", _token(1), job, 3, task=3)
+    assert resident.claim("lin", _token(1), job, 3, task=1, attempt=1) == 0  # a retry: its own
+    resident.claim("lin", _token(2), f"{_token(3)}-j2", 3, task=0)  # the next epoch: none held
+    assert sorted(p.name for p in (root / "claims").iterdir()) == [f"lin.{_token(3)}-j2.0"]
+    resident.forget(["lin"])
+    assert not list((root / "claims").iterdir())
+
+
+def test_tasks_claiming_at_once_from_several_processes_get_distinct_shares(root):
+    env = {**os.environ, "TMPDIR": str(root)}
+    procs = [subprocess.Popen([sys.executable, "-c", _CLAIM, f"{_token(1)}-jx", "6", str(task)],
+                              env=env, stdout=subprocess.PIPE, text=True) for task in range(6)]
+    shares = sorted(int(p.communicate()[0]) for p in procs)
+    assert shares == list(range(6))

@@ -41,7 +41,7 @@ from levelflow.engine.incremental.local_frames import (
     union_of_rows,
 )
 from levelflow.engine.incremental.versions import Change, TaskContext
-from levelflow.engine.plans import choose_plan
+from levelflow.engine.plans import choose_plan, resident
 from levelflow.engine.plans.in_spark import pack_inputs, packed_schema
 from levelflow.engine.types import column_names, relation_schema
 from levelflow.tasks.ast import Negation
@@ -337,11 +337,20 @@ def _run_direct(ctx: TaskContext, spec: Spec, packed: bytes):
 def run_direct(ctx: TaskContext, spec, packed: bytes, share_rows, observed):
     """Return (every share's output rows, observed counts) after one Spark job running
     `share_rows(spec, packed, share)` per share, input and output carried with the job."""
-    def run(share, _):
+    sc = ctx.spark.sparkContext
+    # On one machine a task claims a share its Python worker holds (resident.claim); on a
+    # cluster the executors share no directory to claim in: task i works on share i.
+    job = f"{spec.new_token[:10]}-{uuid.uuid4().hex[:8]}" \
+        if spec.parts > 1 and sc.master.startswith("local") else None
+
+    def run(task, _):
+        from pyspark import TaskContext as SparkTask
+
+        share = task if job is None else resident.claim(
+            spec.lineage, spec.old_token, job, spec.parts, task, SparkTask.get().attemptNumber())
         yield share_rows(spec, packed, share)
 
-    shares = ctx.spark.sparkContext.parallelize(range(spec.parts), spec.parts) \
-        .mapPartitionsWithIndex(run).collect()
+    shares = sc.parallelize(range(spec.parts), spec.parts).mapPartitionsWithIndex(run).collect()
     out = pl.concat([pl.read_ipc_stream(b) for b in shares])
     return out, out.select(_metrics(pl, pl.col, observed)).row(0, named=True)
 

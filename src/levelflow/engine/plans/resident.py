@@ -265,6 +265,44 @@ def _load(path: Path) -> object:
     return _Unpickler(skeleton, mapped).load()
 
 
+def claim(lineage: str, base: str | None, job: str, shares: int, task: int, attempt: int = 0
+          ) -> int:
+    """Return the share task `task` of a direct job works on (one task per share, every one on
+    this machine): a share whose version `base` this process holds in memory if one is still
+    unclaimed, else the first unclaimed one. A claim is a file only one task can create.
+
+    Spark hands a task to whichever Python worker is idle; by share index, about every other
+    epoch a share landed on the worker that last held it an epoch or two before, which then
+    caught up on the changes first (20-90 ms of a 100 ms epoch)."""
+    claims = _root() / "claims"
+    claims.mkdir(parents=True, exist_ok=True)
+    if attempt:  # a retried task takes the share its first attempt claimed
+        for path in claims.glob(f"{lineage}.{job}.*"):
+            with contextlib.suppress(OSError, ValueError):
+                if int(path.read_text()) == task:
+                    return int(path.name.rsplit(".", 1)[1])
+    _drop_claims(claims, lineage, job)
+    mine = [s for (held, s), (token, _, _) in _MEMORY.items() if held == lineage and token == base]
+    mark = claims / f"{lineage}.{job}.tmp{os.getpid()}"
+    mark.write_text(str(task))
+    try:
+        for share in [*mine, *range(shares)]:
+            with contextlib.suppress(FileExistsError):
+                os.link(mark, claims / f"{lineage}.{job}.{share}")  # atomic, with its content
+                return share
+    finally:
+        mark.unlink(missing_ok=True)
+    raise RuntimeError(f"no share of {lineage} left for task {task} of job {job}")
+
+
+def _drop_claims(claims: Path, lineage: str, job: str) -> None:
+    """Delete the lineage's claims of jobs before `job` (a job names its epoch's sequence
+    number first)."""
+    for path in claims.glob(f"{lineage}.*"):
+        if path.name.split(".")[1][:10] < job[:10]:
+            path.unlink(missing_ok=True)
+
+
 def _sweep(root: Path) -> None:
     """Delete this executor's state files untouched for MAX_AGE_SECONDS (at most every
     _SWEEP_EVERY seconds per process)."""
@@ -273,15 +311,15 @@ def _sweep(root: Path) -> None:
     if now - _last_sweep < _SWEEP_EVERY:
         return
     _last_sweep = now
-    for path in root.iterdir():
+    for path in [*root.iterdir(), *(root / "claims").glob("*")]:
         with contextlib.suppress(OSError):
-            if now - path.stat().st_mtime > MAX_AGE_SECONDS:
+            if path.is_file() and now - path.stat().st_mtime > MAX_AGE_SECONDS:
                 path.unlink()
 
 
 def forget(lineages: Iterable[str]) -> None:
     """Delete the files of the given lineages (this machine's; a session closing)."""
     for lineage in lineages:
-        for path in _root().glob(f"{lineage}-*"):
+        for path in [*_root().glob(f"{lineage}-*"), *_root().glob(f"claims/{lineage}.*")]:
             with contextlib.suppress(OSError):
                 path.unlink()
