@@ -156,6 +156,7 @@ print(resident.claim("lin", None, sys.argv[1], int(sys.argv[2]), int(sys.argv[3]
 def test_the_tasks_of_a_direct_job_claim_every_share_once_a_held_one_first(root):
     resident.remember("lin", 2, _token(1), "share 2, held")
     resident.remember("lin", 0, _token(0), "share 0, an older version")
+    resident.remember("lin", 7, _token(1), "share 7 of a job with more shares")
     job = f"{_token(2)}-j1"
     assert resident.claim("lin", _token(1), job, 3, task=0) == 2  # the one held at the base
     assert resident.claim("lin", _token(1), job, 3, task=1) == 0  # held too old: first free

@@ -282,7 +282,8 @@ def claim(lineage: str, base: str | None, job: str, shares: int, task: int, atte
                 if int(path.read_text()) == task:
                     return int(path.name.rsplit(".", 1)[1])
     _drop_claims(claims, lineage, job)
-    mine = [s for (held, s), (token, _, _) in _MEMORY.items() if held == lineage and token == base]
+    mine = [s for (held, s), (token, _, _) in _MEMORY.items()
+            if held == lineage and token == base and s < shares]
     mark = claims / f"{lineage}.{job}.tmp{os.getpid()}"
     mark.write_text(str(task))
     try:
