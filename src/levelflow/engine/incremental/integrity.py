@@ -101,13 +101,16 @@ def scan(spark: SparkSession, items: list[Stored]) -> dict[int, dict[str, tuple[
     if not items:
         return {}
     parts = []
-    for i, item in enumerate(items):
+    for i, item in enumerate(items):  # one row shape for every item, then one aggregate: an
+        # aggregate per item before the union ran a job per item (adaptive execution)
         df = spark.read.schema(item.schema).parquet(str(item.path))
-        parts.append(df.groupBy(F.lit(i).alias("item"),
-                                F.col("_metadata.file_name").alias("file"))
-                     .agg(*_aggregates(df)))
+        lo, hi = _halves(df)
+        parts.append(df.select(F.lit(i).alias("item"), F.col("_metadata.file_name")
+                               .alias("file"), lo.alias("lo"), hi.alias("hi")))
+    rows = functools.reduce(lambda a, b: a.unionByName(b), parts).groupBy("item", "file").agg(
+        F.count(F.lit(1)).alias("n"), F.sum("lo").alias("lo"), F.sum("hi").alias("hi"))
     out: dict[int, dict[str, tuple[int, str]]] = {i: {} for i in range(len(items))}
-    for r in functools.reduce(lambda a, b: a.unionByName(b), parts).collect():
+    for r in rows.collect():
         out[r["item"]][r["file"]] = (int(r["n"]), _hex(r["lo"], r["hi"]))
     return out
 
