@@ -116,6 +116,45 @@ def test_an_epoch_writes_its_change_not_the_relation(spark, tmp_path):
     assert [x["rows"] for x in info["segments"]] == [61]
 
 
+def test_a_change_the_driver_holds_is_written_from_it_and_checked(spark, tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+    from pyspark.sql import DataFrameWriter
+
+    from levelflow.engine.session import jobs_started
+
+    write_facts(tmp_path / "f", {"edge": {(i, i + 1) for i in range(20)}})
+    (tmp_path / "p.dl").write_text(DEGREE)
+    state = tmp_path / "state"
+    s = IncrementalSession.bootstrap(spark, tmp_path / "p.dl", tmp_path / "f", state,
+                                     mode="incremental")
+    spark_writes = []
+    real_parquet = DataFrameWriter.parquet
+    monkeypatch.setattr(DataFrameWriter, "parquet",
+                        lambda self, *a, **k: spark_writes.append(a) or real_parquet(self, *a, **k))
+    s.insert("edge", (30, 0))
+    s.remove("edge", (5, 6))
+    before = jobs_started(spark)
+    r = s.commit(compact=False)
+    assert not spark_writes  # every segment (edge's facts and counts, path, out) from the driver
+    # No job writes or reads back: the files are checked by pyarrow, hashed in numpy.
+    assert jobs_started(spark) - before == sum(r.spark_jobs.values())
+    segs = StateDir(state).manifest()["relations"]
+    assert all(segs[n]["segments"][-1]["epoch"] == 1 for n in ("edge", "path", "out"))
+    again = IncrementalSession.open(spark, state)  # verified on open: checksums recorded
+    edges = {(i, i + 1) for i in range(20)} - {(5, 6)} | {(30, 0)}
+    assert rows_of(again.relation("edge")) == edges
+    assert rows_of(again.relation("path")) == rows_of(s.relation("path"))
+    again.close()
+
+    real_write = pq.write_table
+    monkeypatch.setattr(pq, "write_table", lambda table, where, **k: real_write(
+        table.slice(1), where, **k))  # a write that loses a row
+    s.insert("edge", (31, 30))
+    with pytest.raises(StateError, match="read back"):
+        s.commit(compact=False)
+    assert StateDir(state).current() == 1
+
+
 def test_compaction_policy(monkeypatch):
     entry = {"epoch": 0, "rows": 100, "base_rows": 100_000, "segments": [{"rows": 1}] * 16}
     assert not segments.needs_compaction(entry)

@@ -103,10 +103,18 @@ def _change(ctx: TaskContext, n: str, out, r: int, seen) -> Change:
     upd = frame_of_table(ctx.spark, arrow_of(mine), StructType(
         [*fields, StructField("_old", LongType()), StructField("_new", LongType())]))
     change = _counts_change(old_c, old, cols, upd, sizes)
-    # Δ± as rows the driver holds: the tasks below can run direct too.
+    # Δ± and the segment as rows the driver holds: the tasks below can run direct too, and
+    # the segment is written from the driver (state.write_all).
     old_, new_ = pl.col("_old"), pl.col("_new")
     plus = mine.filter((old_ <= 0) & (new_ > 0)).select(cols)
     minus = mine.filter((old_ > 0) & (new_ <= 0)).select(cols)
+    gone = mine.filter(old_ > 0).select(cols)
+    counted = mine.filter(new_ > 0).select(*cols, new_.alias(counted_worker.COUNT))
+
+    counted_fields = [*fields, StructField(counted_worker.COUNT, LongType())]
+
+    def held(rows: pl.DataFrame, schema):
+        return frame_of_table(ctx.spark, arrow_of(rows), StructType(schema))
     return dataclasses.replace(
-        change, plus=frame_of_table(ctx.spark, arrow_of(plus), StructType(fields)),
-        minus=frame_of_table(ctx.spark, arrow_of(minus), StructType(fields)))
+        change, plus=held(plus, fields), minus=held(minus, fields),
+        stored=(held(gone, fields), held(counted, counted_fields)))

@@ -19,7 +19,7 @@ import polars as pl
 import pyarrow as pa
 
 from levelflow.engine.plans.columnar import frame_schema
-from levelflow.engine.types import rows_frame
+from levelflow.engine.types import relation_schema, rows_frame
 from levelflow.tasks.ast import Decl
 
 
@@ -121,3 +121,17 @@ def frame_of_table(spark, table: pa.Table, schema):
     df = LazyFrame(lambda: spark_frame(spark, table, schema))
     _ROWS[df] = _Rows(table, schema, spark)
     return df
+
+
+def with_constant(spark, df, decl: Decl, name: str, value: int):
+    """Return a relation's frame (c0..) with a bigint column `name` holding `value`, built on
+    first use; rows the driver holds stay held beside it."""
+    import pyspark.sql.functions as F
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    table = rows_of(df)
+    if table is None:
+        return LazyFrame(lambda: df.withColumn(name, F.lit(value).cast("bigint")))
+    schema = StructType([*relation_schema(decl).fields, StructField(name, LongType())])
+    column = pa.array([value] * table.num_rows, pa.int64())
+    return frame_of_table(spark, table.append_column(name, column), schema)

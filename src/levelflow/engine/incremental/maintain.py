@@ -32,7 +32,7 @@ from levelflow.engine.incremental.arranged import (
 from levelflow.engine.incremental.counted_local import counted_update
 from levelflow.engine.incremental.counting import count_scratch, countable
 from levelflow.engine.incremental.dred import dred_update
-from levelflow.engine.incremental.local_frames import LazyFrame
+from levelflow.engine.incremental.local_frames import LazyFrame, with_constant
 from levelflow.engine.incremental.scratch import diff, scratch_sets
 from levelflow.engine.incremental.state import COUNT, Snapshot
 from levelflow.engine.incremental.versions import Change, TaskContext, TaskUpdate, Versions
@@ -282,7 +282,7 @@ class Epoch:
             if b.changed:
                 ver.set_change(b.new, b.new_rows, b.plus, b.plus_rows, b.minus, b.minus_rows)
                 counts[n] = LazyFrame(lambda new=b.new: new.withColumn(COUNT, one))
-                added = LazyFrame(lambda plus=b.plus: plus.withColumn(COUNT, one))
+                added = with_constant(self.spark, b.plus, b.decl, COUNT, 1)
                 stored[n] = (b.minus if b.minus_rows else None, added if b.plus_rows else None)
             versions[n] = ver
         strategy = "scratch" if self.mode == "scratch" else "counting"

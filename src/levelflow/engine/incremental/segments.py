@@ -54,6 +54,30 @@ def segment_frame(removed: DataFrame | None, added: DataFrame | None, schema) ->
     return out
 
 
+def local_segment(removed, added, schema):
+    """Return a segment's rows as one Arrow table in the segment's schema, or None unless the
+    driver holds every part (local_frames.rows_of)."""
+    import numpy as np
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from levelflow.engine.incremental.local_frames import rows_of
+
+    parts = [(sign, df, rows_of(df)) for sign, df in ((-1, removed), (1, added))
+             if df is not None]
+    if not parts or any(table is None for _, _, table in parts):
+        return None
+    arrow = to_arrow_schema(segment_schema(schema))
+    tables = []
+    for sign, _, table in parts:
+        n = table.num_rows
+        cols = [pa.array(np.full(n, sign, np.int32)) if f.name == OP else
+                table.column(f.name).cast(f.type) if f.name in table.column_names else
+                pa.nulls(n, f.type) for f in arrow]  # removed rows may lack their count/rank
+        tables.append(pa.Table.from_arrays(cols, schema=arrow))
+    return pa.concat_tables(tables)
+
+
 def segment_path(epochs: Path, kind: str, name: str, epoch: int) -> Path:
     """Return the directory of relation `name`'s segment of `epoch` (kind: rel or base)."""
     return epochs / str(epoch) / "seg" / kind / name
