@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_incremental_properties import (
     check_against_reference,
     random_epochs,
@@ -153,6 +155,36 @@ def test_a_change_the_driver_holds_is_written_from_it_and_checked(spark, tmp_pat
     with pytest.raises(StateError, match="read back"):
         s.commit(compact=False)
     assert StateDir(state).current() == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 3)), max_size=6),
+                min_size=1, max_size=6), st.sets(st.integers(0, 5), max_size=4))
+def test_a_chain_netted_in_the_driver_does_what_its_segments_do_in_order(epochs, base_keys):
+    """Each epoch sets some tuples' ranks (a present tuple: old row out, new row in; rank 0
+    removes it); the netted chain applied to the base must give the rows applied in order."""
+    import pyarrow as pa
+
+    rows = {k: 9 for k in base_keys}
+    base = dict(rows)
+    tables = []
+    for epoch in epochs:
+        removed, added = [], []
+        for key, rank in dict(epoch).items():
+            if key in rows:
+                removed.append((key, None))
+                del rows[key]
+            if rank:
+                added.append((key, rank))
+                rows[key] = rank
+        seg = [(k, r, -1) for k, r in removed] + [(k, r, 1) for k, r in added]
+        tables.append(pa.table({"c0": pa.array([k for k, _, _ in seg], pa.int64()),
+                                "_it": pa.array([r for _, r, _ in seg], pa.int64()),
+                                "_op": pa.array([o for _, _, o in seg], pa.int32())}))
+    touched, added = segments.net_of_chain(tables, ["c0"])
+    kept = {k: r for k, r in base.items() if k not in set(touched["c0"].to_list())}
+    assert {**kept, **dict(added.select("c0", "_it").iter_rows())} == rows
+    assert added.height == len(rows) - len(kept)  # each tuple once
 
 
 def test_compaction_policy(monkeypatch):
