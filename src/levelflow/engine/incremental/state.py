@@ -385,8 +385,9 @@ class StateDir:
         if seg is not None and any(df is not None for df in seg) and old is not None \
                 and old["epoch"] is not None:
             # Rows the driver holds are written from it: a Spark write is a job per segment.
-            df = local_segment(*seg, schema)
-            df, obs = (df, df) if df is not None else observed(segment_frame(*seg, schema))
+            table = local_segment(*seg, schema)
+            df, obs = (table, table) if table is not None else \
+                observed(segment_frame(*seg, schema))
             path = tmp / "seg" / kind / name  # tmp becomes epochs/<epoch>: segment_path
             entry = {**old, "rows": rows, "base_rows": int(old.get("base_rows", old["rows"])),
                      "segments": [*old.get("segments", []), {"epoch": epoch}]}
@@ -400,7 +401,8 @@ class StateDir:
         """Record the part files of every base and segment written, verified as read back
         (`current`: the epoch a mismatch leaves current).
 
-        A base must hold the relation's rows; a segment, the rows Spark counted writing it.
+        A base must hold the relation's rows; a segment, the rows Spark counted writing it,
+        or, written by the driver, exactly its table's rows.
         """
         # A segment the driver wrote is read back whole by pyarrow (_holds) and hashed in
         # numpy as Spark would (row_hash): no Spark job, unless a column is not an integer.
