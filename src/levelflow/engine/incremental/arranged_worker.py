@@ -102,11 +102,12 @@ def _applied(entry: Entry | tuple, change: tuple) -> Entry:
     removed, added, plus, minus = change
     entry = _as_entry(entry)
     return Entry(applied(entry.state, removed, added), entry.symbols,
-                 _lower_now(entry, plus, minus))
+                 lower_now(entry.lower, plus, minus))
 
 
-def _sources(part: pl.DataFrame, spec: Spec) -> dict[str, dict[str, pl.DataFrame]]:
-    """Return kind -> relation -> frame from one share's packed input rows."""
+def sources_of(part: pl.DataFrame, spec: Spec) -> dict[str, dict[str, pl.DataFrame]]:
+    """Return kind -> relation -> frame from one share's packed input rows (a shipped
+    state's frames carry their ranks)."""
     schemas = [{**frame_schema(spec.decls[n]), **({RANK: pl.Int64} if kind == "state" else {})}
                for n, kind in spec.sources]
     out: dict[str, dict[str, pl.DataFrame]] = {}
@@ -153,10 +154,11 @@ def _entry(spec: Spec, share: int, src: dict) -> tuple[Entry | None, bool]:
     return _recoded(entry, symbols, spec.decls), False
 
 
-def _lower_now(entry: Entry, plus: dict, minus: dict) -> dict[str, pl.DataFrame]:
-    """Return the lower relations' new versions: the kept ones with the epoch's change."""
+def lower_now(lower: dict, plus: dict, minus: dict) -> dict[str, pl.DataFrame]:
+    """Return the lower relations' new versions: the kept ones with the epoch's net change
+    (its Δ- gone, its Δ+ added)."""
     out = {}
-    for n, df in entry.lower.items():
+    for n, df in lower.items():
         if n in minus and minus[n].height:
             df = df.join(minus[n], on=df.columns, how="anti")
         if n in plus and plus[n].height:
@@ -180,7 +182,7 @@ def _inputs(spec: Spec, share: int, src: dict, entry: Entry) -> Inputs:
         facts_new[n] = pl.concat([facts_new[n], own]) if n in facts_new else own
     plus, minus = coded("plus"), coded("minus")
     # Shipped with the state, the lower relations are new already; else the kept ones change.
-    lower = entry.lower if "state" in src else _lower_now(entry, plus, minus)
+    lower = entry.lower if "state" in src else lower_now(entry.lower, plus, minus)
     return Inputs(tuple(encode_rule(r, codes) for r in spec.rules), spec.names,
                   {n: encode_decl(d) for n, d in decls.items()}, lower, plus, minus, facts_new,
                   coded("fplus"), coded("fminus"),
@@ -247,7 +249,7 @@ def direct_rows(spec, packed: bytes, share: int, change, fields: tuple) -> bytes
 def _share_change(spec: Spec, share: int, rows: pl.DataFrame, schema: pa.Schema
                   ) -> Iterator[pa.RecordBatch]:
     """Yield one share's removed and added tuples and its statistics, or MISS."""
-    src = _sources(rows, spec)
+    src = sources_of(rows, spec)
     entry, stored = _entry(spec, share, src)
     if entry is None:
         yield _stat(MISS_REL, 1, schema)

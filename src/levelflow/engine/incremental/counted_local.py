@@ -110,7 +110,6 @@ def _change(ctx: TaskContext, n: str, out, r: int, seen) -> Change:
     minus = mine.filter((old_ > 0) & (new_ <= 0)).select(cols)
     gone = mine.filter(old_ > 0).select(cols)
     counted = mine.filter(new_ > 0).select(*cols, new_.alias(counted_worker.COUNT))
-
     counted_fields = [*fields, StructField(counted_worker.COUNT, LongType())]
 
     def held(rows: pl.DataFrame, schema):

@@ -22,12 +22,14 @@ from levelflow.engine.incremental.arranged_worker import (
     MISS_REL,
     Spec,
     direct_rows,
+    lower_now,
     partition_rows,
+    sources_of,
 )
 from levelflow.engine.incremental.local_counting import count_changes
 from levelflow.engine.plans import resident
 from levelflow.engine.plans.columnar import body_rows, frame_schema, head_rows
-from levelflow.engine.plans.worker import batch, source_frames
+from levelflow.engine.plans.worker import batch
 
 COUNT = "_cnt"  # state.COUNT (not imported: a worker needs no Spark-side state module)
 # Per output row besides the relation: the touched tuple's count before and after the epoch.
@@ -48,7 +50,7 @@ class _Lower:
 
     def __init__(self, old: dict, plus: dict, minus: dict) -> None:
         self.old, self.plus, self.minus = old, plus, minus
-        self.new = {n: _changed(df, plus.get(n), minus.get(n)) for n, df in old.items()}
+        self.new = lower_now(old, plus, minus)
 
     def changed(self, name: str) -> bool:
         return any(d.get(name) is not None and d[name].height for d in (self.plus, self.minus))
@@ -59,24 +61,6 @@ class _Lower:
     def change(self, name: str, plus: bool) -> pl.DataFrame:
         got = (self.plus if plus else self.minus).get(name)
         return got if got is not None else self.old[name].clear()
-
-
-def _changed(df: pl.DataFrame, plus, minus) -> pl.DataFrame:
-    """Return a relation's version with its net change: minus gone, plus added."""
-    if minus is not None and minus.height:
-        df = df.join(minus, on=df.columns, how="anti")
-    if plus is not None and plus.height:
-        df = pl.concat([df, plus])
-    return df
-
-
-def _sources(part: pl.DataFrame, spec: Spec) -> dict[str, dict[str, pl.DataFrame]]:
-    """Return kind -> relation -> frame from the packed input rows."""
-    schemas = [frame_schema(spec.decls[n]) for n, _ in spec.sources]
-    out: dict[str, dict[str, pl.DataFrame]] = {}
-    for (name, kind), frame in zip(spec.sources, source_frames(part, schemas), strict=True):
-        out.setdefault(kind, {})[name] = frame
-    return out
 
 
 def scratch_counts(spec: Spec, lower: dict, facts: dict) -> dict[str, pl.DataFrame]:
@@ -143,7 +127,7 @@ def update(spec: Spec, entry: Entry, src: dict) -> tuple[Entry, dict[str, pl.Dat
 def _share_change(spec: Spec, share: int, part: pl.DataFrame, schema: pa.Schema
                   ) -> Iterator[pa.RecordBatch]:
     """Yield the touched tuples of every relation (or MISS), then keep the new state."""
-    src = _sources(part, spec)
+    src = sources_of(part, spec)
     entry = _entry(spec, share, src)
     if entry is None:
         yield batch({"_it": pa.array([1], pa.int64())}, 1, MISS_REL, schema)

@@ -272,16 +272,13 @@ class Epoch:
 
     def _copy_base(self, v: int, t0: float) -> TaskUpdate:
         """Return the update of a task of input relations without rules: its base facts' change."""
-        import pyspark.sql.functions as F
-
         versions, counts, stored = {}, {}, {}
-        one = F.lit(1).cast("bigint")
         for n in self.pt.tasks[v].relations:
             b = self.base[n]
             ver = Versions(b.decl, self.versions[n].old, self.versions[n].old_rows)
             if b.changed:
                 ver.set_change(b.new, b.new_rows, b.plus, b.plus_rows, b.minus, b.minus_rows)
-                counts[n] = LazyFrame(lambda new=b.new: new.withColumn(COUNT, one))
+                counts[n] = with_constant(self.spark, b.new, b.decl, COUNT, 1)
                 added = with_constant(self.spark, b.plus, b.decl, COUNT, 1)
                 stored[n] = (b.minus if b.minus_rows else None, added if b.plus_rows else None)
             versions[n] = ver
