@@ -177,6 +177,26 @@ def test_native_closure_equals_networkx_and_semi_naive_ranks(pairs, parts):
     assert ranks == {(x, y): r for x, y, r in ref.rows()}
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 15), st.integers(0, 15)), max_size=50),
+       st.sampled_from([1, 2, 3]))
+def test_unranked_closure_over_components_equals_networkx(pairs, parts):
+    pt, cl, _ = _closure_task()
+    edges = pl.DataFrame(pairs or None, schema={"c0": pl.Int64, "c1": pl.Int64}, orient="row")
+    want = set(nx.transitive_closure(nx.DiGraph(pairs), reflexive=False).edges())
+    got = []
+    for index in range(parts):  # each share: only its own sources, each pair once
+        def share(_, df, index=index):
+            return df.filter(pl.col("c0").hash(seed=7) % parts == index)
+        out = run_closure(cl.rules, cl.relations, pt.program.decls, {"a": edges.unique()}, {},
+                          share if parts > 1 else None, ranked=False)
+        assert len(out.rounds) == 1
+        got += out.relation(cl.relations[0]).rows()
+        if parts == 1:
+            break
+    assert len(got) == len(set(got)) and set(got) == want
+
+
 def test_bitmap_blocks_and_sorted_visited_agree():
     rng = np.random.default_rng(5)
     from levelflow.engine.plans.closure import Adjacency

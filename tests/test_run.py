@@ -452,3 +452,31 @@ def test_fact_paths_that_are_not_what_they_should_be_say_what_they_are(tmp_path,
     assert code == 1 and "b.facts" in err and "(a directory)" in err
     code, _, err = _cli(["run", str(path), "-F", str(path), "-D", str(tmp_path / "o")], capsys)
     assert code == 1 and "fact directory is not a directory" in err
+
+
+def test_a_relation_nothing_reads_brings_back_its_counts_only(spark, tmp_path):
+    """`.printsize` only: the task's one job returns counts, and reading the relation later
+    runs the task again (a lazy plan), with the same tuples as a stored run."""
+    from levelflow.engine.session import jobs_started
+    from levelflow.tasks import build_tasks, parse_program
+
+    (tmp_path / "e.facts").write_text("".join(f"{i}\t{(i * 7 + 3) % 40}\n" for i in range(60)))
+    head = ".decl e(x:number, y:number)\n.input e\n.decl t(x:number, y:number)\n"
+    rules = "t(x, y) :- [e+](x, y).\n"
+    counted = build_tasks(parse_program(head + rules + ".printsize t\n", "c.dl"))
+    stored = build_tasks(parse_program(head + rules + ".output t\n", "s.dl"))
+    before = jobs_started(spark)
+    res = run_program(spark, counted, tmp_path, None, jobs=1, plan="partitioned")
+    # One job for t, none for its .printsize; every job of the run is one of its tasks'.
+    assert res.trace.extra[counted.task_of("t").id]["spark_jobs"] == 1
+    assert jobs_started(spark) - before == sum(x["spark_jobs"] for x in res.trace.extra.values())
+    ref = run_program(spark, stored, tmp_path, None, jobs=1, plan="partitioned")
+
+    def plan(df):
+        return df._jdf.queryExecution().logical().toString()
+    # The counted relation is the task's plan (its workers run again when read); the output's
+    # is rooted on the stored rows.
+    assert "MapInArrow" in plan(res.relation("t")) and "MapInArrow" not in plan(ref.relation("t"))
+    want = {tuple(r) for r in ref.relation("t").collect()}
+    assert res.printsize == {"t": len(want)} and len(want) > 60
+    assert {tuple(r) for r in res.relation("t").collect()} == want

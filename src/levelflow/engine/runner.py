@@ -112,6 +112,9 @@ class _Run:
         self.schedule: list[tuple[int, int, float, float]] = []
         self.sched_seconds = 0.0
         self.spark_jobs: dict[int, int] = {}  # per task that ran: the Spark jobs it started
+        # Relations whose tuples are read: by a later task or as an output. A task with none
+        # of them (say, `.printsize` only) brings back its counts, not its tuples.
+        self.read = set(self.program.outputs).union(*(t.reads_from for t in program_tasks.tasks))
 
     def _relation(self, name: str):
         """Return the computed DataFrame of `name`, or an empty one if its task did not run."""
@@ -140,7 +143,8 @@ class _Run:
         rows = input_rows(self.program, task, counts, self.factdir)
         plan = choose_plan(task, self.program.decls, rows, self.plan, self.plan_rows or LOCAL_ROWS)
         out = evaluate_planned(self.spark, self.program, task, inputs, self.factdir, plan=plan,
-                               checkpoint=self.checkpoint, cancel=self.cancel, counts=counts)
+                               checkpoint=self.checkpoint, cancel=self.cancel, counts=counts,
+                               store=not self.read.isdisjoint(task.relations))
         stats = getattr(out, "stats", None)
         known = getattr(stats, "rows", {})
         # The evaluator counts what it materializes; count here only what it did not.

@@ -126,10 +126,53 @@ def _layers_sorted(adj: Adjacency, sources: np.ndarray, bits: int
     return layers
 
 
+def _grouped(keys: np.ndarray, values: np.ndarray, wanted: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Return (how many times each wanted key occurs, the values at those keys' positions) as
+    one CSR-style expansion: wanted[0]'s values, then wanted[1]'s, ... Keys are small
+    non-negative integers (component labels): counted by bincount, not searched."""
+    order = np.argsort(keys, kind="stable")
+    sizes = np.bincount(keys, minlength=int(wanted.max(initial=0)) + 1)
+    starts = np.cumsum(sizes) - sizes
+    counts = sizes[wanted]
+    shift = np.repeat(starts[wanted] - (np.cumsum(counts) - counts), counts)
+    shift += np.arange(len(shift))
+    return counts, values[order][shift]
+
+
+def reached(adj: Adjacency, sources: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return every pair (source, target) of the closure from source ids, as node values.
+
+    The nodes of a strongly connected component reach the same nodes, so the search runs over
+    the components (an edge inside one means it reaches itself) and each pair of components
+    (C, D) found becomes the sources in C times the nodes of D: a social graph's giant
+    component is searched as one node.
+    """
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import connected_components
+
+    n = len(adj.nodes)
+    graph = csr_matrix((np.ones(len(adj.adj), np.int8), adj.adj, adj.ptr), shape=(n, n))
+    _, component = connected_components(graph, directed=True, connection="strong")
+    tails = np.repeat(np.arange(n), adj.deg)
+    condensed = np.unique(np.stack([component[tails], component[adj.adj]], 1), axis=0)
+    cadj = Adjacency(condensed[:, 0], condensed[:, 1])
+    found = bfs_layers(cadj, cadj.ids(np.unique(component[sources])))
+    if not found:
+        return adj.nodes[:0], adj.nodes[:0]
+    c = cadj.nodes[np.concatenate([s for s, _ in found])]
+    d = cadj.nodes[np.concatenate([t for _, t in found])]
+    # (C, D) -> (s, D) for each source s in C -> (s, t) for each node t of D.
+    counts, s = _grouped(component[sources], adj.nodes[sources], c)
+    counts, t = _grouped(component, adj.nodes, np.repeat(d, counts))
+    return np.repeat(s, counts), t
+
+
 def run_closure(rules: tuple[Rule, ...], names: tuple[str, ...], decls: Mapping[str, Decl],
                 lower: Mapping[str, pl.DataFrame], facts: Mapping[str, pl.DataFrame],
-                share: Share | None = None) -> TaskOutcome:
-    """Return the closure task's outcome (as run_task's: tuples by round) computed by BFS."""
+                share: Share | None = None, ranked: bool = True) -> TaskOutcome:
+    """Return the closure task's outcome (as run_task's: tuples by round) computed by BFS;
+    with `ranked=False`, every tuple in one round (its shortest path is not asked for)."""
     (name,) = names
     # Only the shape regpath generates (a base rule and a step rule, no facts) is a closure of
     # its base rule; anything else (floats too) goes to the generic evaluator.
@@ -142,9 +185,12 @@ def run_closure(rules: tuple[Rule, ...], names: tuple[str, ...], decls: Mapping[
     starts = edges.select(pl.col("c0").unique().alias("c0"), pl.col("c0").unique().alias("c1"))
     if share is not None:  # this partition's sources: the carried key is the source
         starts = share(name, starts)
-    layers = bfs_layers(adj, np.sort(adj.ids(starts["c0"].to_numpy())))
-    rounds = [{name: pl.DataFrame({"c0": adj.nodes[s], "c1": adj.nodes[t]},
-                                  schema=empty_frame(decls[name]).schema)}
+    sources = np.sort(adj.ids(starts["c0"].to_numpy()))
+    if ranked:
+        layers = [(adj.nodes[s], adj.nodes[t]) for s, t in bfs_layers(adj, sources)]
+    else:
+        layers = [pair for pair in [reached(adj, sources)] if len(pair[0])]
+    rounds = [{name: pl.DataFrame({"c0": s, "c1": t}, schema=empty_frame(decls[name]).schema)}
               for s, t in layers] or [{name: empty_frame(decls[name])}]
     rows = {name: sum(r[name].height for r in rounds)}
     # run_task counts the last round too, the one that found nothing.

@@ -15,7 +15,7 @@ from levelflow.engine.evaluate import (
     fact_rows,
 )
 from levelflow.engine.facts import input_path, io_delimiter, io_headers, read_facts
-from levelflow.engine.plans.in_spark import Layout, run_packed, unpack
+from levelflow.engine.plans.in_spark import Layout, run_counted, run_packed, unpack
 from levelflow.engine.plans.planner import Plan
 from levelflow.tasks.ast import Program
 from levelflow.tasks.tasks import Task
@@ -56,11 +56,13 @@ def _layout(program: Program, task: Task, sources, plan: Plan, parts: int,
 def evaluate_planned(spark, program: Program, task: Task, relations: Mapping,
                      factdir: str | Path | None = None, *, plan: Plan, counts=None,
                      ranked: bool = False, cancel=None, checkpoint: str = "local",
-                     parts: int | None = None, keep: tuple[str, str] | None = None
-                     ) -> TaskResult:
+                     parts: int | None = None, keep: tuple[str, str] | None = None,
+                     store: bool = True) -> TaskResult:
     """Return the task's relations (a TaskResult with `.stats`) evaluated under `plan`.
 
     `keep` (lineage, token): leave each share's result on its executor (plans/resident.py).
+    `store=False`: nothing will read the tuples but maybe once; the one job returns their
+    counts only, and reading a relation runs the task again (a plain lazy Spark plan).
     """
     if plan.kind == "global":
         return evaluate_task(spark, program, task, relations, factdir, checkpoint=checkpoint,
@@ -80,7 +82,10 @@ def evaluate_planned(spark, program: Program, task: Task, relations: Mapping,
     # At least two shares, so that a one-core session still splits (and tests the split).
     parts = parts or max(spark.sparkContext.defaultParallelism, 2)
     layout = _layout(program, task, tuple(specs), plan, parts, keep, ranked)
-    packed, rows, rounds = run_packed(spark, layout, frames, checkpoint)
+    if store:
+        packed, rows, rounds = run_packed(spark, layout, frames, checkpoint)
+    else:
+        packed, rows, rounds = run_counted(spark, layout, frames)
     out = TaskResult(unpack(packed, layout, ranked))
     out.stats = EvalStats(task=task.name, iterations=rounds, rows=rows,
                           seconds=time.perf_counter() - t0, plan=plan.kind)

@@ -8,6 +8,7 @@ share and packs each relation back into the layout of in_spark.py.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from functools import partial
 
 import numpy as np
 import polars as pl
@@ -18,7 +19,7 @@ from levelflow.engine.plans.closure import run_closure
 from levelflow.engine.plans.columnar import frame_schema
 from levelflow.engine.plans.encode import decode, dictionary, encode, encode_decl, encode_rule
 from levelflow.engine.plans.fixpoint import TaskOutcome, run_task
-from levelflow.engine.plans.in_spark import BASE_FACTS, STATS_REL, Layout
+from levelflow.engine.plans.in_spark import BASE_FACTS, COUNT_REL, STATS_REL, Layout
 
 _ARROW_TYPES = {"number": pa.int64(), "unsigned": pa.int64(), "float": pa.float64(),
                 "symbol": pa.string()}
@@ -88,6 +89,12 @@ def share_filter(layout, index: int):
 def _pack(outcome: TaskOutcome, layout: Layout, schema: pa.Schema,
           symbols: pl.Series) -> Iterator[pa.RecordBatch]:
     """Yield the outcome's relations (and its round count) as batches of the packed schema."""
+    if not layout.emit:  # their counts only
+        counts = [len(outcome.relation(name)) for name in layout.names]
+        rels = COUNT_REL - np.arange(len(counts), dtype=np.int32)
+        yield batch({"_it": pa.array(counts, pa.int64())}, len(counts), rels, schema)
+        yield batch({"_it": pa.array([outcome.iterations], pa.int64())}, 1, STATS_REL, schema)
+        return
     for r, name in enumerate(layout.names):
         df = decode(outcome.relation(name, ranked=layout.ranked), layout.decls[name], symbols)
         if not df.height:
@@ -99,12 +106,13 @@ def _pack(outcome: TaskOutcome, layout: Layout, schema: pa.Schema,
     yield batch({"_it": pa.array([outcome.iterations], pa.int64())}, 1, STATS_REL, schema)
 
 
-def batch(cols: dict, rows: int, rel: int, schema: pa.Schema) -> pa.RecordBatch:
-    """Return one batch of `rows` rows for relation `rel`: its columns, nulls elsewhere."""
+def batch(cols: dict, rows: int, rel, schema: pa.Schema) -> pa.RecordBatch:
+    """Return one batch of `rows` rows for relation `rel` (or one `_rel` per row): its columns,
+    nulls elsewhere."""
     arrays = []
     for f in schema:
         if f.name == "_rel":
-            arrays.append(pa.array(np.full(rows, rel, dtype=np.int32)))
+            arrays.append(pa.array(np.broadcast_to(np.asarray(rel, np.int32), rows)))
         elif f.name in cols:
             arrays.append(cols[f.name].cast(f.type))
         else:
@@ -132,7 +140,9 @@ def _run_encoded(layout: Layout, lower: dict, facts: dict, share, schema: pa.Sch
     codes = {s: i for i, s in enumerate(symbols.to_list())}
     coded = {n: encode(df, decls[n], symbols) for n, df in lower.items()}
     # A path expression's closure runs the native BFS operator, with the same outcome shape.
-    evaluate = run_closure if layout.closure else run_task
+    # Without ranks (nobody reads them, nothing stays resident) it searches once per component.
+    evaluate = (partial(run_closure, ranked=layout.ranked or layout.keep is not None)
+                if layout.closure else run_task)
     outcome = evaluate(tuple(encode_rule(r, codes) for r in layout.rules), layout.names,
                        {n: encode_decl(d) for n, d in decls.items()}, coded,
                        {n: encode(df, decls[n], symbols) for n, df in facts.items()}, share)
