@@ -24,17 +24,20 @@ from levelflow.tasks.ast import Atom, Const, Var
 from levelflow.tasks.tasks import ProgramTasks
 
 
-def closure_work(src: np.ndarray, dst: np.ndarray, sample: int = 64, seed: int = 0) -> int:
-    """Return the closure's pairs plus its BFS's edge visits, estimated from a sample of sources."""
+def closure_sample(src: np.ndarray, dst: np.ndarray, sample: int = 64, seed: int = 0
+                   ) -> tuple[int, int]:
+    """Return the closure's (pairs, edges its BFS walks), estimated from a sample of sources."""
     if not len(src):
-        return 0
+        return 0, 0
     adj = Adjacency(src, dst)
     sources = adj.ids(np.unique(src))
     picked = np.random.default_rng(seed).choice(sources, min(sample, len(sources)),
                                                 replace=False)
-    # Each pair (s, t) found is one more node whose out-edges the search walks.
-    found = sum(len(t) + int(adj.deg[t].sum()) for _, t in bfs_layers(adj, np.sort(picked)))
-    return found * len(sources) // len(picked)
+    found = [t for _, t in bfs_layers(adj, np.sort(picked))]
+    pairs = sum(len(t) for t in found)
+    walks = sum(int(adj.deg[t].sum()) for t in found)  # each pair (s, t) walks t's out-edges
+    scale = len(sources) / len(picked)
+    return round(pairs * scale), round(walks * scale)
 
 
 def _weights(atom: Atom, frame: pl.DataFrame) -> tuple[tuple[str, ...], pl.DataFrame] | None:
@@ -139,7 +142,7 @@ def view_cost(pt: ProgramTasks, relations: dict[str, pl.DataFrame], budget: int)
         if task.closure:
             (base,) = [r for r in task.rules if len(r.body) == 1]
             inner = relations[base.body[0].relation]
-            cost += closure_work(inner["c0"].to_numpy(), inner["c1"].to_numpy())
+            cost += sum(closure_sample(inner["c0"].to_numpy(), inner["c1"].to_numpy()))
         else:
             for rule in task.rules:
                 cost += int(body_matches(rule.body, relations) or 0)
