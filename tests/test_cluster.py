@@ -146,3 +146,24 @@ def test_run_on_standalone_cluster_matches_local_run(standalone_master, spark, t
     # The work really went to the cluster: the master saw the application finish.
     apps = _master_status(master_ui).get("completedapps", [])
     assert any(app.get("name") == "levelflow" for app in apps), apps
+
+
+def test_counted_closure_on_standalone_cluster(standalone_master, spark, tmp_path):
+    """A closure only `.printsize`d comes back from the executors as its count (one job) and
+    matches the local run's."""
+    from levelflow.engine.runner import run_program
+    from levelflow.tasks import build_tasks, load_program
+
+    prog = tmp_path / "prog"
+    (prog / "facts").mkdir(parents=True)
+    (prog / "program.dl").write_text(".decl e(x:number, y:number)\n.input e\n"
+                                     ".decl t(x:number, y:number)\nt(x, y) :- [e+](x, y).\n"
+                                     ".printsize t\n")
+    (prog / "facts" / "e.facts").write_text("".join(f"{i}\t{(i * 5 + 1) % 30}\n"
+                                                    for i in range(45)))
+    proc = _cluster_run(prog, tmp_path / "out", standalone_master[0], "--plan", "partitioned")
+    stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stderr
+    local = run_program(spark, build_tasks(load_program(prog / "program.dl")), prog / "facts",
+                        None, plan="partitioned")
+    assert local.printsize["t"] > 45 and f"t\t{local.printsize['t']}" in stdout.splitlines()

@@ -9,7 +9,9 @@ fixpoint.run_task on its partition and returns the relations packed the same way
 `o<rel>_c<j>`, and `_it` the round a tuple was found in). The result is cut by one job that
 stores it as column batches (cached_cut; a localCheckpoint where that is unavailable, or the
 reliable checkpoint when asked); its row counts and rounds are observed on the JVM side during
-that same job, and each relation is a filter over the stored rows.
+that same job, and each relation is a filter over the stored rows. A task whose tuples nothing
+reads (`.printsize` only) skips the storing: its job brings back one count row per share and
+relation (run_counted), and its relations stay the unstored plan, which runs again if read.
 """
 
 from __future__ import annotations
