@@ -163,3 +163,22 @@ def test_cli_any_selectivity_keeps_the_draws(tmp_path, capsys):
     drawn = draw_views(schema, type_ranges(schema, 300), edges, 6, random.Random(4), None)
     assert (tmp_path / "any" / "program.dl").read_text().count(":-") == 6
     assert all(v in (tmp_path / "any" / "program.dl").read_text() for v in drawn)
+
+
+def test_a_schema_without_edges_is_one_error_line(tmp_path, capsys):
+    from levelflow.cli import main
+
+    path = tmp_path / "noedge.xml"
+    path.write_text("<generator><graph><nodes>100</nodes></graph><predicates><size>1</size>"
+                    "<alias symbol='0'>a</alias></predicates><types><size>1</size>"
+                    "<alias type='0'>A</alias><proportion type='0'>1.0</proportion></types>"
+                    "<schema></schema></generator>")
+    for how in ("linear", "any"):
+        with pytest.raises(SystemExit) as e:
+            main(["workload", "gmark", str(path), str(tmp_path / how), "--selectivity", how])
+        err = capsys.readouterr().err
+        assert e.value.code == 1 and err.count("\n") == 1 and "no view can be drawn" in err
+        assert str(path) in err
+    with pytest.raises(SystemExit) as e:  # the graph alone is fine
+        main(["workload", "gmark", str(path), str(tmp_path / "g"), "--queries", "0"])
+    assert e.value.code == 0

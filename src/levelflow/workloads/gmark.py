@@ -184,6 +184,9 @@ def draw_views(schema: Schema, ranges, edges: dict[str, np.ndarray], count: int,
                rng: random.Random, tuples_per_node: int | None) -> list[str]:
     """Return `count` random views; with `tuples_per_node`, each one costs at most that many
     tuples per node on these edges (selectivity.view_cost): the others are drawn again."""
+    if count and not _steps(schema, ranges):
+        raise LevelflowError("error: no edge of the schema joins two types that have nodes: "
+                             "no view can be drawn (use --queries 0 for the graph alone)")
     if tuples_per_node is None:
         return [generate_query(schema, ranges, f"q{k}", rng) for k in range(count)]
     from levelflow.tasks import build_tasks, parse_program
