@@ -128,19 +128,16 @@ def closure_program(form: str, label: str, extra: str = ""):
 def in_worker(label: str, pairs: np.ndarray, best_of: int = 2) -> dict[str, float]:
     """Return {form: seconds} of the closure computed in one Python process (what a Spark task
     runs, unranked as in a from-scratch run): plans.closure against plans.fixpoint."""
-    from functools import partial
-
     import polars as pl
 
-    from levelflow.engine.plans.closure import run_closure
-    from levelflow.engine.plans.fixpoint import run_task
+    from levelflow.engine.plans.closure import task_evaluator
 
     edges = pl.DataFrame({"c0": pairs[:, 0], "c1": pairs[:, 1]})
     best: dict[str, float] = {}
     for _ in range(best_of):
         for form in CLOSURE:
             pt, task = closure_program(form, label)
-            run = partial(run_closure, ranked=False) if task.closure else run_task
+            run = task_evaluator(task.closure, ranked=False)
             t0 = time.perf_counter()
             run(task.rules, task.relations, pt.program.decls, {label: edges}, {})
             best[form] = min(best.get(form, 1e9), time.perf_counter() - t0)

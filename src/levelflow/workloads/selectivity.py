@@ -18,8 +18,7 @@ from collections.abc import Mapping
 import numpy as np
 import polars as pl
 
-from levelflow.engine.plans.closure import Adjacency, bfs_layers, run_closure
-from levelflow.engine.plans.fixpoint import run_task
+from levelflow.engine.plans.closure import Adjacency, bfs_layers, task_evaluator
 from levelflow.tasks.ast import Atom, Const, Var
 from levelflow.tasks.tasks import ProgramTasks
 
@@ -148,7 +147,7 @@ def view_cost(pt: ProgramTasks, relations: dict[str, pl.DataFrame], budget: int)
                 cost += int(body_matches(rule.body, relations) or 0)
         if cost > budget:
             return None
-        run = run_closure if task.closure else run_task
+        run = task_evaluator(task.closure, ranked=False)  # as a from-scratch run's workers do
         outcome = run(task.rules, task.relations, pt.program.decls, relations, {})
         for name in task.relations:
             relations[name] = outcome.relation(name).unique()

@@ -15,6 +15,7 @@ round expands the whole frontier at once (np.repeat over CSR ranges), no per-tup
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 
 import numpy as np
 import polars as pl
@@ -54,13 +55,18 @@ class Adjacency:
         """Return the flat indices (row << bits | neighbour) one step from each flat index."""
         row, v = flat >> bits, flat & ((1 << bits) - 1)
         counts = self.deg[v]
-        total = int(counts.sum())
-        if not total:
+        if not counts.sum():
             return np.empty(0, np.int64)
-        # Position j of a run goes to ptr[v] + j: run starts shifted by the runs before them.
-        shift = np.repeat(self.ptr[v] - (np.cumsum(counts) - counts), counts)
-        nbr = self.adj[shift + np.arange(total)]
+        nbr = self.adj[ranges(self.ptr[v], counts)]
         return (np.repeat(row, counts) << bits) | nbr
+
+
+def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Return the positions starts[i], starts[i] + 1, ..., starts[i] + counts[i] - 1, for each
+    i in turn, as one array (no loop: run starts shifted by the runs before them)."""
+    out = np.repeat(starts - (np.cumsum(counts) - counts), counts)
+    out += np.arange(len(out))
+    return out
 
 
 def bfs_layers(adj: Adjacency, sources: np.ndarray, block_cells: int = BLOCK_CELLS
@@ -135,9 +141,7 @@ def _grouped(keys: np.ndarray, values: np.ndarray, wanted: np.ndarray
     sizes = np.bincount(keys, minlength=int(wanted.max(initial=0)) + 1)
     starts = np.cumsum(sizes) - sizes
     counts = sizes[wanted]
-    shift = np.repeat(starts[wanted] - (np.cumsum(counts) - counts), counts)
-    shift += np.arange(len(shift))
-    return counts, values[order][shift]
+    return counts, values[order][ranges(starts[wanted], counts)]
 
 
 def reached(adj: Adjacency, sources: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -189,9 +193,16 @@ def run_closure(rules: tuple[Rule, ...], names: tuple[str, ...], decls: Mapping[
     if ranked:
         layers = [(adj.nodes[s], adj.nodes[t]) for s, t in bfs_layers(adj, sources)]
     else:
-        layers = [pair for pair in [reached(adj, sources)] if len(pair[0])]
+        s, t = reached(adj, sources)
+        layers = [(s, t)] if len(s) else []
     rounds = [{name: pl.DataFrame({"c0": s, "c1": t}, schema=empty_frame(decls[name]).schema)}
               for s, t in layers] or [{name: empty_frame(decls[name])}]
     rows = {name: sum(r[name].height for r in rounds)}
     # run_task counts the last round too, the one that found nothing.
     return TaskOutcome(rounds=rounds, iterations=len(layers), rows=rows)
+
+
+def task_evaluator(closure: bool, ranked: bool = True):
+    """Return what evaluates a task in a worker: the native closure operator (ranked by BFS
+    layers, or not) for a path expression's closure, else semi-naive run_task."""
+    return partial(run_closure, ranked=ranked) if closure else run_task

@@ -8,17 +8,16 @@ share and packs each relation back into the layout of in_spark.py.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from functools import partial
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
 from levelflow.engine.plans import resident
-from levelflow.engine.plans.closure import run_closure
+from levelflow.engine.plans.closure import task_evaluator
 from levelflow.engine.plans.columnar import frame_schema
 from levelflow.engine.plans.encode import decode, dictionary, encode, encode_decl, encode_rule
-from levelflow.engine.plans.fixpoint import TaskOutcome, run_task
+from levelflow.engine.plans.fixpoint import TaskOutcome
 from levelflow.engine.plans.in_spark import BASE_FACTS, COUNT_REL, STATS_REL, Layout
 
 _ARROW_TYPES = {"number": pa.int64(), "unsigned": pa.int64(), "float": pa.float64(),
@@ -90,7 +89,7 @@ def _pack(outcome: TaskOutcome, layout: Layout, schema: pa.Schema,
           symbols: pl.Series) -> Iterator[pa.RecordBatch]:
     """Yield the outcome's relations (and its round count) as batches of the packed schema."""
     if not layout.emit:  # their counts only
-        counts = [len(outcome.relation(name)) for name in layout.names]
+        counts = [outcome.rows.get(name, 0) for name in layout.names]
         rels = COUNT_REL - np.arange(len(counts), dtype=np.int32)
         yield batch({"_it": pa.array(counts, pa.int64())}, len(counts), rels, schema)
         yield batch({"_it": pa.array([outcome.iterations], pa.int64())}, 1, STATS_REL, schema)
@@ -141,8 +140,7 @@ def _run_encoded(layout: Layout, lower: dict, facts: dict, share, schema: pa.Sch
     coded = {n: encode(df, decls[n], symbols) for n, df in lower.items()}
     # A path expression's closure runs the native BFS operator, with the same outcome shape.
     # Without ranks (nobody reads them, nothing stays resident) it searches once per component.
-    evaluate = (partial(run_closure, ranked=layout.ranked or layout.keep is not None)
-                if layout.closure else run_task)
+    evaluate = task_evaluator(layout.closure, ranked=layout.ranked or layout.keep is not None)
     outcome = evaluate(tuple(encode_rule(r, codes) for r in layout.rules), layout.names,
                        {n: encode_decl(d) for n, d in decls.items()}, coded,
                        {n: encode(df, decls[n], symbols) for n, df in facts.items()}, share)
