@@ -336,7 +336,7 @@ def test_update_program_cli_refuses_a_bad_program(spark, tmp_path, capsys, monke
     assert StateDir(tmp_path / "st").current() == 0
     with pytest.raises(SystemExit) as e:
         cli_main(["update", str(tmp_path / "st"), "--facts", str(tmp_path / "f")])
-    assert e.value.code == 1
+    assert e.value.code == 2
     assert capsys.readouterr().err.strip().startswith("--facts: only with --program")
 
 

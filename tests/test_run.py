@@ -329,17 +329,29 @@ def test_missing_fact_file_is_one_line_and_leaves_outdir_alone(tmp_path, capsys)
 
 
 @pytest.mark.parametrize("flags, fragment", [
-    (["-j", "0"], "jobs"),
-    (["--checkpoint", "disk"], "checkpoint"),
+    (["-j", "0"], "--jobs: must be a positive integer, got 0"),
+    (["-j", "two"], "'--jobs'"),  # typer's own usage error: exit 2 as well
+    (["--checkpoint", "disk"], "--checkpoint: must be one of local, reliable"),
     (["--scheduler", "no-such-scheduler"], "no-such-scheduler"),
+    (["--local-rows", "-5"], "--local-rows: must be a number of rows >= 0, got -5"),
+    (["--plan", "fast"], "--plan: must be one of auto, local, partitioned, global"),
+    (["--master", "foo"], "--master: not a Spark master URL: 'foo'"),
+    (["--master", "local[x]"], "--master: not a Spark master URL: 'local[x]'"),
 ])
-def test_bad_flags_are_one_line_exit_1(tmp_path, capsys, flags, fragment):
+def test_bad_flag_values_are_one_line_exit_2(tmp_path, capsys, flags, fragment):
     path, factdir = _program(tmp_path, BRANCH, {"a": "1\n", "b": ""})
-    code, _, err = _cli(["run", str(path), "-F", str(factdir), "-D", str(tmp_path / "o"), *flags],
-                        capsys)
-    assert code == 1
+    out = tmp_path / "new" / "o"
+    code, stdout, err = _cli(["run", str(path), "-F", str(factdir), "-D", str(out), *flags],
+                             capsys)
+    assert code == 2  # the rule: a wrong command line exits 2, as typer's usage errors do
     assert err.count("\n") == 1 and fragment in err and "Traceback" not in err
-    assert not (tmp_path / "o").exists()
+    assert stdout == "" and not (tmp_path / "new").exists()  # no folder left behind
+
+
+def test_the_exit_status_rule_is_in_the_help(capsys):
+    code, out, _ = _cli(["--help"], capsys)
+    assert code == 0
+    assert "Exit status" in out and "2 a wrong command line" in " ".join(out.split())
 
 
 def test_bad_program_is_one_line_exit_1(tmp_path, capsys):

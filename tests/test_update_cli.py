@@ -88,7 +88,7 @@ def test_update_shows_live_phases_like_run(state, capsys, monkeypatch):
             seen.append(text)
 
     @contextmanager
-    def fake_spark(master, driver_memory, log):
+    def fake_spark(master, driver_memory, log, clock=None):
         seen.append("<spark up>")
         yield None
 
@@ -99,8 +99,8 @@ def test_update_shows_live_phases_like_run(state, capsys, monkeypatch):
     with pytest.raises(SystemExit) as e:
         cli_main(["update", str(state / "state"), "--insert", str(diff)])
     assert e.value.code == 0
-    assert seen == ["starting Spark (local[*])", "<spark up>",
-                    "applying 1 change(s) as one epoch", "<applied>"]
+    assert seen == ["starting Spark (local[*])", "<spark up>", "opening the state",
+                    "<applied>"]  # _apply says the rest: tests/test_cli_progress.py
 
 
 @pytest.mark.parametrize("name,text,fragment", [
@@ -192,9 +192,8 @@ def test_run_state_then_update_end_to_end(tmp_path):
 
 
 @pytest.mark.parametrize("flags,named", [
-    (["--trace-out", "t.json"], "--trace-out"),
-    (["--schedule", "s.json"], "--schedule"),
     (["--checkpoint", "reliable"], "--checkpoint reliable"),
+    (["--plan", "local"], "--plan local"),
 ])
 def test_run_state_refuses_flags_it_cannot_honour(tmp_path, capsys, flags, named):
     prog = write(tmp_path / "p.dl", PROGRAM)
@@ -202,11 +201,12 @@ def test_run_state_refuses_flags_it_cannot_honour(tmp_path, capsys, flags, named
     write(tmp_path / "facts" / "label.facts", "1\tone\n")
     with pytest.raises(SystemExit) as e:
         cli_main(["run", str(prog), "-F", str(tmp_path / "facts"), "-D", str(tmp_path / "out"),
-                  "--state", str(tmp_path / "st"), *[str(tmp_path / f) if f.endswith(".json")
-                                                     else f for f in flags]])
-    assert e.value.code == 1
-    assert capsys.readouterr().err.strip() == f"--state: cannot be combined with {named}"
-    assert not (tmp_path / "st").exists()
+                  "--state", str(tmp_path / "st"), *flags])
+    assert e.value.code == 2  # a usage error: the flags do not combine
+    assert capsys.readouterr().err.strip() == (
+        f"--state: cannot be combined with {named} (a state's epochs choose each task's plan "
+        f"as its updates need)")
+    assert not (tmp_path / "st").exists() and not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("flags,message", [
@@ -218,7 +218,7 @@ def test_run_state_refuses_flags_it_cannot_honour(tmp_path, capsys, flags, named
 def test_bad_elastic_flags_are_one_line(tmp_path, capsys, flags, message):
     with pytest.raises(SystemExit) as e:
         cli_main(["update", str(tmp_path / "none"), *flags])
-    assert e.value.code == 1
+    assert e.value.code == 2
     assert capsys.readouterr().err.strip() == message
 
 
@@ -226,7 +226,7 @@ def test_update_refuses_an_unknown_scheduler_before_spark(state, capsys):
     current = StateDir(state / "state").current()
     with pytest.raises(SystemExit) as e:
         cli_main(["update", str(state / "state"), "--scheduler", "nope"])
-    assert e.value.code == 1
+    assert e.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("--scheduler: unknown scheduler 'nope'") and "\n" not in err
     assert StateDir(state / "state").current() == current
@@ -251,7 +251,7 @@ def test_shell_refuses_a_negative_switch(tmp_path, capsys):
     prog = write(tmp_path / "p.dl", PROGRAM)
     with pytest.raises(SystemExit) as e:
         cli_main(["shell", str(prog), "-F", str(tmp_path), "--switch", "-1"])
-    assert e.value.code == 1
+    assert e.value.code == 2
     assert capsys.readouterr().err.strip() == "--switch: must be a fraction >= 0, got -1.0"
 
 

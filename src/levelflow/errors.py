@@ -25,3 +25,11 @@ class LevelflowError(Exception):
         if len(args) == 1 and isinstance(args[0], str):
             args = (brief(args[0]),)
         super().__init__(*args)
+
+
+class UsageError(LevelflowError):
+    """A command line that is wrong in itself: a malformed or out-of-range flag value, or flags
+    that do not combine. Exit 2, as typer's own usage errors; errors in what the flags name
+    (a program, a fact file, a state) exit 1."""
+
+    exit_code = 2

@@ -4,9 +4,15 @@ from typing import Annotated
 
 import typer
 
+EXIT_STATUS = ("Exit status: 0 done; 1 an error in what a command reads or does (a program, "
+               "fact file or state, Spark); 2 a wrong command line (an unknown flag, a "
+               "malformed or out-of-range value, flags that do not combine); 3 a scheduler "
+               "stalled; 130 interrupted (Ctrl-C).")
+
 app = typer.Typer(
     name="levelflow",
     help="Keep Datalog results up to date by scheduling predicate tasks on a DAG.",
+    epilog=EXIT_STATUS,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,

@@ -102,6 +102,8 @@ def graph(
                                  ) from None
     if as_json:
         typer.echo(json.dumps(graph_json(pt)))
+        if dot is not None:  # stdout holds only the JSON
+            typer.echo(_dot_note(dot, pt), err=True)
         return
     console = Console()
     console.print(_table(pt))
@@ -114,6 +116,14 @@ def graph(
         console.print("path expressions (closures run a native operator):", highlight=False)
         for name, text in pt.program.paths:
             console.print(f"  {for_rich(name)} = {for_rich(text)}", highlight=False)
+    if dot is not None:
+        typer.echo(_dot_note(dot, pt))
+
+
+def _dot_note(dot: Path, pt: ProgramTasks) -> str:
+    """Return the line saying where the DOT file went and how to draw it."""
+    return (f"DOT written to {dot} ({_count(len(pt.tasks), 'task')}, "
+            f"{_count(pt.graph.num_edges, 'edge')}; draw it with `dot -Tsvg {dot} -o graph.svg`)")
 
 
 def _count(n: int, noun: str) -> str:

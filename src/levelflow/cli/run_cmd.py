@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
@@ -14,21 +15,61 @@ import typer
 from levelflow.cli import defaults
 from levelflow.cli.app import app
 from levelflow.engine.paths import CONFINE_DEFAULT
-from levelflow.errors import LevelflowError
+from levelflow.errors import LevelflowError, UsageError
 
 CONFINE_HELP = ("Refuse an .input file outside -F and an .output file outside -D (off by "
                 "default, as in Soufflé, where filename= may name any path).")
+STATE_HELP = ("Keep the maintained state here (epoch 0) for `levelflow update`. Takes "
+              "--trace-out and --schedule; not --plan or --checkpoint reliable: a state's "
+              "epochs choose each task's plan as its updates need.")
 
 
 def scheduler_from_flag(spec: str, graph):
-    """Return the scheduler `--scheduler spec` names; a bad spec is one line, exit 1."""
-    from levelflow.engine.runner import RunError
+    """Return the scheduler `--scheduler spec` names; a bad spec is one line, exit 2."""
     from levelflow.scheduler import make_scheduler
 
     try:
         return make_scheduler(spec, graph)
     except LevelflowError as e:
-        raise RunError(f"--scheduler: {e}") from None  # a bad flag: exit 1 like the others
+        raise UsageError(f"--scheduler: {e}") from None
+
+
+def check_run_flags(jobs: int, checkpoint: str, plan: str, local_rows: int, master: str) -> None:
+    """Return None if run's flag values are well formed; else raise a UsageError naming one."""
+    from levelflow.cli.spark import check_master_url
+    from levelflow.engine.checks import CHECKPOINTS
+    from levelflow.engine.plans.planner import PLANS
+
+    if jobs < 1:
+        raise UsageError(f"--jobs: must be a positive integer, got {jobs}")
+    if checkpoint not in CHECKPOINTS:
+        raise UsageError(f"--checkpoint: must be one of {', '.join(CHECKPOINTS)}, "
+                         f"got {checkpoint!r}")
+    if plan not in PLANS:
+        raise UsageError(f"--plan: must be one of {', '.join(PLANS)}, got {plan!r}")
+    if local_rows < 0:
+        raise UsageError(f"--local-rows: must be a number of rows >= 0, got {local_rows}")
+    check_master_url(master)
+
+
+def missing_dirs(paths) -> list[Path]:
+    """Return the directories in and above `paths` that do not exist yet, deepest first."""
+    missing: list[Path] = []
+    for path in paths:
+        for d in (path, *path.parents):
+            if d.exists() or d in missing:
+                break
+            missing.append(d)
+    return sorted(missing, key=lambda d: len(d.parts), reverse=True)
+
+
+def remove_empty(dirs: list[Path]) -> None:
+    """Remove those of `dirs` (deepest first) that are still empty: a failed run leaves none."""
+    for d in dirs:
+        try:
+            d.rmdir()
+        except OSError:  # not empty (something was written) or already gone
+            pass
 
 
 def _prepare(program: Path, factdir: Path, outdir: Path, scheduler: str, jobs: int,
@@ -38,10 +79,9 @@ def _prepare(program: Path, factdir: Path, outdir: Path, scheduler: str, jobs: i
     `out_files` maps a flag to the file it writes: its directory is made now, not after the run.
     """
     from levelflow.engine.paths import check_io_paths
-    from levelflow.engine.runner import RunError, check_fact_files, check_run_args
+    from levelflow.engine.runner import RunError, check_fact_files
     from levelflow.tasks import build_tasks, load_program
 
-    check_run_args(jobs, checkpoint)
     program_tasks = build_tasks(load_program(program))
     sched = scheduler_from_flag(scheduler, program_tasks.graph)
     if not factdir.is_dir():
@@ -105,16 +145,17 @@ def _check_state(state: Path | None, trace_out, schedule_out, checkpoint: str,
                  plan: str = "auto") -> None:
     """Return None if `--state` can be honoured with the other flags; else raise one line."""
     from levelflow.engine.incremental.state import StateDir, StateError
-    from levelflow.engine.runner import RunError
 
     if state is None:
         return
-    flags = (("--trace-out", trace_out), ("--schedule", schedule_out),
-             ("--checkpoint reliable", checkpoint == "reliable"),
-             (f"--plan {plan}", plan != "auto"))  # epoch 0 runs as the state's updates will
+    # Epoch 0 runs as the state's updates will: each task's plan follows what its updates
+    # need (a state held where it lives, a counted task's counts), so no plan is forced.
+    flags = (("--checkpoint reliable", checkpoint == "reliable"),
+             (f"--plan {plan}", plan != "auto"))
     unsupported = [flag for flag, value in flags if value]
     if unsupported:  # refused rather than silently ignored
-        raise RunError(f"--state: cannot be combined with {', '.join(unsupported)}")
+        raise UsageError(f"--state: cannot be combined with {', '.join(unsupported)} (a "
+                         f"state's epochs choose each task's plan as its updates need)")
     StateDir(state).check_usable()
     if StateDir(state).exists():
         raise StateError(f"{state}: error: already holds a state; use `levelflow update`")
@@ -134,22 +175,71 @@ def _checkpoints(spark, checkpoint: str):
         shutil.rmtree(ckdir, ignore_errors=True)
 
 
-def _evaluate(spark, program_tasks, sched, factdir, outdir, opts: dict, progress) -> None:
+def write_trace_files(trace, schedule, trace_out: Path | None, schedule_out: Path | None
+                      ) -> list[str]:
+    """Write the jobtrace/1 and schedule/1 files asked for; return a note per file written."""
+    notes = []
+    if trace_out is not None:
+        from levelflow.traces import dump_trace
+
+        dump_trace(trace, trace_out)
+        notes.append(f"trace written to {trace_out}")
+    if schedule_out is not None:
+        from levelflow.traces import write_schedule
+
+        write_schedule(schedule, trace, schedule_out)
+        notes.append(f"schedule written to {schedule_out}")
+    return notes
+
+
+def _evaluate_into_state(spark, program_tasks, sched, factdir, outdir, opts: dict, progress,
+                         clock) -> None:
+    """Evaluate the program as the state's epoch 0, write the outputs, print the summary."""
+    from levelflow.engine.incremental.session_api import IncrementalSession
+
+    t0 = time.perf_counter()
+    session = IncrementalSession.bootstrap(spark, program_tasks, factdir, opts["state"],
+                                           scheduler=sched, jobs=opts["jobs"],
+                                           progress=progress)
+    last = session.last
+    clock.add("reading facts", time.perf_counter() - t0 - last.seconds)  # and indexing them
+    clock.add("tasks", last.seconds - last.write_seconds)
+    clock.add("state", last.write_seconds)
+    counts: dict[str, int] = {}
+    if outdir is not None and program_tasks.program.outputs:
+        progress.phase("writing outputs")
+        with clock.part("outputs"):
+            counts = session.write_outputs(outdir, jobs=opts["jobs"])
+    notes = write_trace_files(last.trace, last.schedule, opts["trace_out"], opts["schedule_out"])
+    progress.stop()
+    print(clock.line(last.ran, last.total) + outputs_note(program_tasks.program, outdir, counts))
+    for note in notes:
+        print(note)
+    for name in program_tasks.program.printsize:
+        print(f"{name}\t{session.size(name)}")
+
+
+def _evaluate(spark, program_tasks, sched, factdir, outdir, opts: dict, progress,
+              clock) -> None:
     """Run the program on `spark` and print the summary with where the outputs went."""
     from levelflow.engine.runner import run_program
 
     if opts["state"] is not None:  # the run is the maintained state's epoch 0
-        from levelflow.engine.incremental.session_api import run_with_state
-
-        progress.stop()
-        run_with_state(spark, program_tasks, factdir, outdir, opts["state"], sched, opts["jobs"])
+        _evaluate_into_state(spark, program_tasks, sched, factdir, outdir, opts, progress, clock)
         return
     result = run_program(spark, program_tasks, factdir, outdir, scheduler=sched,
-                         jobs=opts["jobs"], trace_out=opts["trace_out"],
-                         schedule_out=opts["schedule_out"], progress=progress,
+                         jobs=opts["jobs"], progress=progress,
                          checkpoint=opts["checkpoint"], plan=opts["plan"],
                          plan_rows=opts["plan_rows"])
-    print(result.summary() + outputs_note(program_tasks.program, outdir, result.output_counts))
+    clock.add("tasks", result.wall_seconds - result.output_seconds)
+    clock.add("outputs", result.output_seconds)
+    notes = write_trace_files(result.trace, sorted(result.schedule,
+                                                   key=lambda row: (row[2], row[1])),
+                              opts["trace_out"], opts["schedule_out"])
+    print(clock.line(result.ran, result.total)
+          + outputs_note(program_tasks.program, outdir, result.output_counts))
+    for note in notes:
+        print(note)
     for name, count in result.printsize.items():
         print(f"{name}\t{count}")
 
@@ -179,35 +269,54 @@ def run_command(
     spark_log: Annotated[Path | None, typer.Option(
         "--spark-log", help="Keep Spark's own log in this file (default: a temp file, "
         "removed unless Spark failed).")] = None,
-    state: Annotated[Path | None, typer.Option(
-        "--state", help="Keep the maintained state here (epoch 0) for `levelflow update`.")
-    ] = None,
+    state: Annotated[Path | None, typer.Option("--state", help=STATE_HELP)] = None,
     plan: Annotated[str, typer.Option("--plan", help=defaults.PLAN_HELP)] = defaults.PLAN,
     local_rows: Annotated[int, typer.Option("--local-rows", help=defaults.LOCAL_ROWS_HELP)
                           ] = defaults.LOCAL_ROWS,
     confine: Annotated[bool, typer.Option("--confine", help=CONFINE_HELP)] = CONFINE_DEFAULT,
 ) -> None:
-    """Evaluate PROGRAM from scratch on Spark; print 'ran k of N', outputs, .printsize counts."""
+    """Evaluate PROGRAM from scratch on Spark; print 'ran k of N' with the wall time and its
+    parts, the outputs and .printsize counts."""
+    from levelflow.cli.timing import WallClock
+
+    clock = WallClock()
+    check_run_flags(jobs, checkpoint, plan, local_rows, master)
+    _check_state(state, trace_out, schedule_out, checkpoint, plan)
+    files = [p.parent for p in (trace_out, schedule_out) if p is not None]
+    made = missing_dirs([outdir, *files])  # removed again if the run fails before writing
+    try:
+        program_tasks, sched = _prepare(program, factdir, outdir, scheduler, jobs, checkpoint,
+                                        {"--trace-out": trace_out, "--schedule": schedule_out},
+                                        confine)
+        opts = {"state": state, "jobs": jobs, "trace_out": trace_out,
+                "schedule_out": schedule_out, "checkpoint": checkpoint, "plan": plan,
+                "plan_rows": local_rows, "master": master, "driver_memory": driver_memory,
+                "spark_log": spark_log, "quiet": quiet}
+        _run_on_spark(program_tasks, sched, factdir, outdir, opts, clock)
+    except BaseException:
+        remove_empty(made)
+        raise
+
+
+def _run_on_spark(program_tasks, sched, factdir, outdir, opts: dict, clock) -> None:
+    """Start Spark and evaluate, with the live line; a Spark failure names Spark's log."""
     from levelflow.cli.spark import spark_session
     from levelflow.engine.plans import check_plan
     from levelflow.engine.progress import make_progress
     from levelflow.engine.runner import RunError
 
-    program_tasks, sched = _prepare(program, factdir, outdir, scheduler, jobs, checkpoint,
-                                    {"--trace-out": trace_out, "--schedule": schedule_out},
-                                    confine)
-    _check_state(state, trace_out, schedule_out, checkpoint, plan)
-    check_plan(program_tasks, plan)  # a forced plan that does not apply: before Spark starts
+    check_plan(program_tasks, opts["plan"])  # a forced plan that does not apply: before Spark
+    spark_log, master = opts["spark_log"], opts["master"]
     log = spark_log or Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
-    keep_log, progress = spark_log is not None, make_progress(quiet)
-    opts = {"state": state, "jobs": jobs, "trace_out": trace_out, "schedule_out": schedule_out,
-            "checkpoint": checkpoint, "plan": plan, "plan_rows": local_rows}
+    keep_log, progress = spark_log is not None, make_progress(opts["quiet"])
     try:
         progress.start(program_tasks.graph.names)
         progress.phase(f"starting Spark ({master})")
-        with spark_session(master, driver_memory, log) as spark, _checkpoints(spark, checkpoint):
+        with spark_session(master, opts["driver_memory"], log, clock) as spark, \
+                _checkpoints(spark, opts["checkpoint"]):
             progress.phase("")
-            _evaluate(spark, program_tasks, sched, factdir, outdir, opts, progress)
+            progress.watch(spark)
+            _evaluate(spark, program_tasks, sched, factdir, outdir, opts, progress, clock)
     except RunError as e:
         keep_log = True  # a Spark failure: its log says why
         raise RunError(f"{e} (Spark log: {log})") from None

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import tempfile
+import threading
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from levelflow.cli import defaults
+from levelflow.cli import defaults, options
 from levelflow.cli.app import app
-from levelflow.cli.run_cmd import CONFINE_HELP
 from levelflow.engine.paths import CONFINE_DEFAULT
 from levelflow.errors import LevelflowError
 
+CONFINE_HELP = ("Refuse an .input file outside -F, symbolic links followed (off by default, as "
+                "in Soufflé, where filename= may name any path).")
 HELP = """\
 commands:
   insert R(1,"a")   queue a fact to insert into input relation R
@@ -24,7 +28,8 @@ commands:
   print R           print relation R (Soufflé format, sorted)
   size R            print the number of tuples of R
   help              this text
-  quit              leave (uncommitted changes are discarded)"""
+  quit              leave (uncommitted changes are discarded); also exit or Ctrl-D
+Ctrl-C at the prompt cancels the line being typed; during a command it ends the shell."""
 
 
 class Shell:
@@ -133,12 +138,23 @@ class Shell:
         print_epoch(result, self.session.program, self.out)
 
     def loop(self, lines) -> None:
-        """Run commands from an iterable of lines until quit or the end of input."""
+        """Run commands from an iterable of lines until quit or the end of input.
+
+        At a prompt, Ctrl-C while waiting for a line cancels that line, as Python's REPL does:
+        the session and its warm state stay.
+        """
         while True:
             if self.prompt:
                 self.out.write("levelflow> ")
                 self.out.flush()
-            line = lines.readline() if hasattr(lines, "readline") else next(lines, "")
+            try:
+                with _idle_sigint(self.prompt):
+                    line = lines.readline() if hasattr(lines, "readline") else next(lines, "")
+            except KeyboardInterrupt:
+                if not self.prompt:
+                    raise
+                self.out.write("\nKeyboardInterrupt\n")
+                continue
             if not line:
                 break
             if not self.execute(line):
@@ -147,13 +163,31 @@ class Shell:
             self.say(f"note: {len(self.session.discard())} uncommitted change(s) discarded")
 
 
-def _open(spark, program_tasks, factdir: Path, state: Path | None, resume: bool, switch: float):
+@contextmanager
+def _idle_sigint(prompt: bool):
+    """While the prompt waits for a line, let Ctrl-C raise KeyboardInterrupt without ending the
+    JVM (the CLI's own handler ends it, for Ctrl-C during a command)."""
+    if not prompt or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _open(spark, program_tasks, factdir: Path, state, resume: bool, flags: dict, progress):
     """Return the IncrementalSession the prompt works on: resumed, or bootstrapped (epoch 0)."""
     from levelflow.engine.incremental.session_api import IncrementalSession
 
+    opts = {"switch": flags["switch"], "mode": flags["strategy"],
+            "large_change": flags["large_change"], "scheduler": flags["scheduler"],
+            "jobs": flags["jobs"]}
     if resume:
-        return IncrementalSession.open(spark, state, switch=switch)
-    return IncrementalSession.bootstrap(spark, program_tasks, factdir, state, switch=switch)
+        return IncrementalSession.open(spark, state, **opts)
+    return IncrementalSession.bootstrap(spark, program_tasks, factdir, state, progress=progress,
+                                        **opts)
 
 
 @app.command("shell")
@@ -163,25 +197,29 @@ def shell_command(
         "-F", "--fact-dir", help="Directory of the .input fact files (epoch 0).")] = Path("."),
     state: Annotated[Path | None, typer.Option(
         "--state", help="Keep (or resume) the maintained state in this directory.")] = None,
-    switch: Annotated[float, typer.Option("--switch", help=defaults.SWITCH_HELP)
-                      ] = defaults.SWITCH,
-    master: Annotated[str, typer.Option("--master", help=defaults.MASTER_HELP)
-                      ] = defaults.MASTER,
-    driver_memory: Annotated[str, typer.Option(
-        "--driver-memory", help=defaults.DRIVER_MEMORY_HELP)] = defaults.DRIVER_MEMORY,
+    switch: options.Switch = defaults.SWITCH,
+    strategy: options.Strategy = defaults.STRATEGY,
+    large_change: options.LargeChange = defaults.LARGE_CHANGE,
+    scheduler: options.Scheduler = defaults.SCHEDULER,
+    jobs: options.Jobs = defaults.JOBS,
+    keep_epochs: options.KeepEpochs = None,
+    master: options.Master = defaults.MASTER,
+    driver_memory: options.DriverMemory = defaults.DRIVER_MEMORY,
     confine: Annotated[bool, typer.Option("--confine", help=CONFINE_HELP)] = CONFINE_DEFAULT,
 ) -> None:
     """Interactive prompt: insert / remove / commit / load / print / size / help / quit."""
-    from levelflow.cli.spark import spark_session
-    from levelflow.cli.update_cmd import check_switch
+    from levelflow.cli.run_cmd import scheduler_from_flag
+    from levelflow.cli.update_cmd import check_session_flags
     from levelflow.engine.incremental.state import StateDir, StateError
     from levelflow.engine.paths import check_io_paths
-    from levelflow.engine.progress import make_progress
     from levelflow.engine.runner import check_fact_files
     from levelflow.tasks import build_tasks, load_program
 
-    check_switch(switch, "elastic", defaults.LARGE_CHANGE)
+    flags = {"switch": switch, "strategy": strategy, "large_change": large_change,
+             "scheduler": scheduler, "jobs": jobs, "keep_epochs": keep_epochs}
+    check_session_flags(flags, master)
     program_tasks = build_tasks(load_program(program))
+    scheduler_from_flag(scheduler, program_tasks.graph)  # checked before Spark starts
     if state is not None:
         StateDir(state).check_usable()
     resume = state is not None and StateDir(state).exists()
@@ -192,14 +230,25 @@ def shell_command(
     else:
         check_io_paths(program_tasks.program, factdir, None, confine)
         check_fact_files(program_tasks.program, factdir)
+    statedir = StateDir(state, keep=keep_epochs) if state is not None else None
+    _run_prompt(program_tasks, factdir, statedir, resume, flags, master, driver_memory)
+
+
+def _run_prompt(program_tasks, factdir: Path, statedir, resume: bool, flags: dict,
+                  master: str, driver_memory: str) -> None:
+    """Start Spark, open or bootstrap the session with a live line, then run the prompt."""
+    from levelflow.cli.spark import spark_session
+    from levelflow.engine.progress import make_progress
+
     log = Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
     progress = make_progress()  # a live line on a terminal until the prompt is up
     try:
         progress.start(program_tasks.graph.names)
         progress.phase(f"starting Spark ({master})")
         with spark_session(master, driver_memory, log) as spark:
+            progress.watch(spark)
             progress.phase("resuming the state" if resume else "evaluating epoch 0")
-            session = _open(spark, program_tasks, factdir, state, resume, switch)
+            session = _open(spark, program_tasks, factdir, statedir, resume, flags, progress)
             progress.stop()
             print(f"epoch {session.epoch}: "
                   f"{session.last.summary() if session.last else 'resumed'}"

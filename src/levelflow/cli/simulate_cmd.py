@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -120,15 +121,38 @@ def _check_flags(specs: list[str], model: str, schedule, gantt) -> None:
                                      f"{','.join(specs)}")
 
 
-def _simulate_all(trace, specs, P: int, model: str, charge: bool, record: bool,
+@contextmanager
+def _status(shown: bool):
+    """Yield say(text): a transient status line on stderr while it is shown, else nothing."""
+    if not shown:
+        yield lambda text: None
+        return
+    from rich.console import Console
+
+    with Console(stderr=True).status("") as status:
+        yield lambda text: status.update(text)
+
+
+def _load(trace_path: Path, specs: list[str], say):
+    """Return (trace, built schedulers), saying what is being done (the slow start of a run)."""
+    from levelflow.simulator.replay import build_scheduler
+    from levelflow.traces import load_trace
+
+    say(f"reading {trace_path}")
+    trace = load_trace(trace_path)
+    built = []  # every scheduler before running any: a bad name fails before output starts
+    for i, spec in enumerate(specs, 1):
+        say(f"preparing scheduler {spec} ({i} of {len(specs)}) for {len(trace.graph):,} tasks")
+        built.append(build_scheduler(spec, trace))
+    return trace, built
+
+
+def _simulate_all(trace, specs, built, P: int, model: str, charge: bool, record: bool,
                   show_progress: bool, as_json: bool, where: str) -> list:
     """Return one SimResult per spec (a stalling scheduler raises SchedulerStall: one line and
     exit 3, from cli.main)."""
     from levelflow.simulator import simulate
-    from levelflow.simulator.replay import build_scheduler
 
-    # Build every scheduler before running any, so a bad name fails before output starts.
-    built = [build_scheduler(spec, trace) for spec in specs]
     results = []
     for spec, (sched, _, setup_s) in zip(specs, built, strict=True):
         if show_progress:
@@ -183,28 +207,37 @@ def simulate_cmd(
 ) -> None:
     """Replay a job trace under schedulers on P simulated processors and compare them."""
     from levelflow.simulator import default_processors
-    from levelflow.traces import load_trace
 
     specs = _split_specs(scheduler)
     _check_flags(specs, model, schedule, gantt)
-    trace = load_trace(trace_path)
+    shown = not (as_json or quiet) and sys.stderr.isatty()
+    with _status(shown) as say:
+        trace, built = _load(trace_path, specs, say)
     P = default_processors(trace, processors)
-    show_progress = (not (as_json or quiet) and len(trace.graph) >= LONG_RUN_NODES
-                     and sys.stderr.isatty())
+    show_progress = shown and len(trace.graph) >= LONG_RUN_NODES
     record = schedule is not None or gantt is not None
-    results = _simulate_all(trace, specs, P, model, charge_overhead, record, show_progress,
-                            as_json, str(trace_path))
+    results = _simulate_all(trace, specs, built, P, model, charge_overhead, record,
+                            show_progress, as_json, str(trace_path))
+    notes = []
     if schedule is not None:
         from levelflow.traces import write_schedule
 
         write_schedule(results[0].schedule, trace, schedule)
+        notes.append(f"schedule written to {schedule} ({len(results[0].schedule):,} rows, "
+                     f"{specs[0]})")
     if gantt is not None:
         from levelflow.simulator.gantt import plot_gantt
 
-        plot_gantt(results[0].schedule, P, gantt, names=trace.graph.names,
-                   title=f"{trace.name or trace_path.name}: {specs[0]}, P={P}")
+        with _status(shown) as say:
+            say(f"drawing the Gantt chart of {len(results[0].schedule):,} task runs")
+            plot_gantt(results[0].schedule, P, gantt, names=trace.graph.names,
+                       title=f"{trace.name or trace_path.name}: {specs[0]}, P={P}")
+        notes.append(f"Gantt chart written to {gantt} ({specs[0]}, {P} processors)")
     if not (as_json or quiet):
         _print_table(results, trace, P, model)
+    if not quiet:
+        for note in notes:  # beside --json, on stderr: stdout holds only the JSON lines
+            print(note, file=sys.stderr if as_json else sys.stdout)
 
 
 def _with_progress(trace, sched, spec: str, P: int, model: str, charge: bool, record: bool):

@@ -14,14 +14,23 @@ import signal
 import socket
 import subprocess
 import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from levelflow.errors import LevelflowError
+from levelflow.errors import LevelflowError, UsageError
 
 JAVA_MIN = 17
 CONNECT_TIMEOUT = 5.0  # seconds to open a TCP connection to a remote master
+# The master URLs Spark takes (SparkContext.createTaskScheduler); anything else would fail
+# only once the JVM is up, as a Java exception.
+_MASTER_FORMS = re.compile(
+    r"local(\[(\*|[1-9]\d*)(,\s*[1-9]\d*)?\])?"
+    r"|local-cluster\[\s*[1-9]\d*\s*,\s*[1-9]\d*\s*,\s*[1-9]\d*\s*\]"
+    r"|spark://[^\s,:/]+(:\d+)?(,[^\s,:/]+(:\d+)?)*"
+    r"|yarn|k8s://\S+")
+MASTER_FORMS = "local, local[N], local[*], local[N,F], spark://HOST:PORT, yarn or k8s://URL"
 # Seconds a remote master gets to accept the application once the JVM is up; Spark itself
 # retries for 60 s and then fails with a stopped context (LEVELFLOW_MASTER_TIMEOUT overrides).
 REGISTER_TIMEOUT = 30.0
@@ -115,8 +124,17 @@ def master_addresses(master: str) -> list[tuple[str, int]]:
     return []
 
 
+def check_master_url(master: str) -> None:
+    """Return None if `master` has the form of a Spark master URL; else raise a usage error."""
+    if _MASTER_FORMS.fullmatch(master) is None:
+        raise UsageError(f"--master: not a Spark master URL: {master!r} (use "
+                         f"{MASTER_FORMS})")
+
+
 def check_master(master: str, timeout: float = CONNECT_TIMEOUT) -> None:
-    """Return None if some address of a remote `master` accepts a connection; else one line."""
+    """Return None if `master` is a URL and some address of a remote one accepts a connection;
+    else one line."""
+    check_master_url(master)
     try:
         addresses = master_addresses(master)
     except ValueError:
@@ -265,18 +283,22 @@ def _start(conf, master: str, log: Path):
 
 
 @contextmanager
-def spark_session(master: str, driver_memory: str, log: Path):
+def spark_session(master: str, driver_memory: str, log: Path, clock=None):
     """Yield a SparkSession for a CLI command; Ctrl-C or an error ends its JVM, and it is stopped.
 
-    Java and a remote master are checked before the JVM starts; the JVM writes to `log`.
+    Java and a remote master are checked before the JVM starts; the JVM writes to `log`. The
+    time to start counts as `clock`'s part "Spark start" (cli.timing.WallClock), if given.
     """
     from levelflow.engine.session import spark_conf
 
+    t0 = time.perf_counter()
     check_java()
     check_master(master)
     quiet_pyspark_loggers()
     try:
         spark, proc = _start(spark_conf(master, driver_memory=driver_memory), master, log)
+        if clock is not None:
+            clock.add("Spark start", time.perf_counter() - t0)
         try:
             yield spark
         except BaseException:

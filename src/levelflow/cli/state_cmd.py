@@ -25,14 +25,22 @@ class StateCmdError(LevelflowError):
 
 @contextmanager
 def _spark(master: str, driver_memory: str):
-    """Yield the CLI's SparkSession (cli/spark.py), its JVM's output in a temp log."""
-    from levelflow.cli.spark import spark_session
+    """Yield (the CLI's SparkSession (cli/spark.py), a live progress line); the JVM's output
+    goes to a temp log. The line says what is being done and how far Spark's jobs got."""
+    from levelflow.cli.spark import check_master_url, spark_session
+    from levelflow.engine.progress import make_progress
 
+    check_master_url(master)
     log = Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
+    progress = make_progress()
     try:
+        progress.start(())
+        progress.phase(f"starting Spark ({master})")
         with spark_session(master, driver_memory, log) as spark:
-            yield spark
+            progress.watch(spark)
+            yield spark, progress
     finally:
+        progress.stop()
         log.unlink(missing_ok=True)
 
 
@@ -59,8 +67,8 @@ def check_command(
     from levelflow.engine.incremental.repair import check_state
 
     state = _open(statedir)
-    with _spark(master, driver_memory) as spark:
-        ok, lines = check_state(spark, state)
+    with _spark(master, driver_memory) as (spark, progress):
+        ok, lines = check_state(spark, state, progress.phase)
     for line in lines:
         print(line)
     if not ok:
@@ -90,14 +98,18 @@ def repair_command(
     from levelflow.engine.incremental.repair import epoch_problems, rebuild, restore_epoch
 
     state = _open(statedir)
-    with _spark(master, driver_memory) as spark:
+    with _spark(master, driver_memory) as (spark, progress):
         if from_epoch is not None and not rebuild_flag:
+            progress.phase(f"verifying epoch {from_epoch} to restore it")
             new = restore_epoch(spark, state, from_epoch)
+            progress.stop()
             print(f"{statedir}: epoch {new} is a copy of epoch {from_epoch}")
             return
+        progress.phase(f"verifying epoch {state.current()}")
         if not rebuild_flag and not epoch_problems(spark, state, state.current()):
+            progress.stop()
             print(f"{statedir}: epoch {state.current()} is whole; nothing to repair")
             return
-        result = rebuild(spark, state, from_epoch)
+        result = rebuild(spark, state, from_epoch, progress=progress)
     print(f"{statedir}: epoch {result.epoch} rebuilt from the base facts of epoch "
           f"{result.epoch - 1 if from_epoch is None else from_epoch}", file=sys.stdout)

@@ -11,10 +11,11 @@ import typer
 
 from levelflow.cli import defaults, options
 from levelflow.cli.app import app
-from levelflow.cli.run_cmd import CONFINE_HELP
 from levelflow.engine.paths import CONFINE_DEFAULT
-from levelflow.errors import LevelflowError
+from levelflow.errors import LevelflowError, UsageError
 
+CONFINE_HELP = ("Refuse an .output file outside -D, symbolic links followed (off by default, "
+                "as in Soufflé; the facts to insert or remove are the files you name).")
 NOTHING = "nothing to do: no fact to insert or remove; the state is unchanged"
 
 
@@ -22,8 +23,9 @@ class UpdateArgsError(LevelflowError):
     """A bad flag or directory given to `levelflow update`."""
 
 
-def print_epoch(result, program, out=None) -> None:
-    """Print per output relation the tuples added and removed, the strategies and the summary."""
+def print_epoch(result, program, out=None, summary: str | None = None) -> None:
+    """Print per output relation the tuples added and removed, the strategies and the summary
+    (`summary`, else the epoch's own 'ran k of N tasks in S s')."""
     out = out or sys.stdout  # looked up now: a caller (or a test) may have replaced it
     for name in program.outputs:
         d = result.deltas.get(name)
@@ -39,19 +41,31 @@ def print_epoch(result, program, out=None) -> None:
     if result.strategies:
         print("strategies: " + ", ".join(f"{t}={s}" for t, s in result.strategies.items()),
               file=out)
-    print(result.summary(), file=out)
+    print(summary or result.summary(), file=out)
 
 
 def check_switch(switch: float, strategy: str, large_change: float) -> None:
-    """Return None if the elastic flags are valid; else raise UpdateArgsError naming the flag."""
+    """Return None if the elastic flags are valid; else raise a UsageError naming the flag."""
     from levelflow.engine.incremental.maintain import MODES
 
     if not 0 <= switch:
-        raise UpdateArgsError(f"--switch: must be a fraction >= 0, got {switch}")
+        raise UsageError(f"--switch: must be a fraction >= 0, got {switch}")
     if not 0 < large_change:
-        raise UpdateArgsError(f"--large-change: must be a fraction > 0, got {large_change}")
+        raise UsageError(f"--large-change: must be a fraction > 0, got {large_change}")
     if strategy not in MODES:
-        raise UpdateArgsError(f"--strategy: must be one of {', '.join(MODES)}, got {strategy!r}")
+        raise UsageError(f"--strategy: must be one of {', '.join(MODES)}, got {strategy!r}")
+
+
+def check_session_flags(flags: dict, master: str) -> None:
+    """Return None if the flags update, shell and serve share are well formed; else one line."""
+    from levelflow.cli.spark import check_master_url
+
+    check_switch(flags["switch"], flags["strategy"], flags["large_change"])
+    if flags["jobs"] < 1:
+        raise UsageError(f"--jobs: must be a positive integer, got {flags['jobs']}")
+    if flags["keep_epochs"] is not None and flags["keep_epochs"] < 1:
+        raise UsageError(f"--keep-epochs: must be a positive integer, got {flags['keep_epochs']}")
+    check_master_url(master)
 
 
 def _prepare(statedir: Path, ops_files: tuple, flags: dict):
@@ -62,9 +76,8 @@ def _prepare(statedir: Path, ops_files: tuple, flags: dict):
     from levelflow.engine.paths import check_io_paths
     from levelflow.tasks import build_tasks, parse_program
 
-    check_switch(flags["switch"], flags["strategy"], flags["large_change"])
-    if flags["jobs"] < 1:
-        raise UpdateArgsError(f"--jobs: must be a positive integer, got {flags['jobs']}")
+    if flags["facts"] is not None and flags["program"] is None:
+        raise UsageError("--facts: only with --program (the new input relations' facts)")
     state = StateDir(statedir, keep=flags["keep_epochs"])
     data = state.manifest()  # raises a one-line StateError if there is no state
     program_tasks = build_tasks(parse_program(data["program"], data["program_file"]))
@@ -73,8 +86,6 @@ def _prepare(statedir: Path, ops_files: tuple, flags: dict):
         from levelflow.engine.incremental.program_change import load_new_program
 
         program_tasks = load_new_program(flags["program"], flags["facts"])
-    elif flags["facts"] is not None:
-        raise UpdateArgsError("--facts: only with --program (the new input relations' facts)")
     check_io_paths(program_tasks.program, None, flags["outdir"], flags["confine"])
     scheduler_from_flag(flags["scheduler"], program_tasks.graph)  # checked before Spark starts
     # Every file is parsed and checked before Spark starts: a bad line refuses the whole epoch.
@@ -86,39 +97,50 @@ def _prepare(statedir: Path, ops_files: tuple, flags: dict):
     return program_tasks, ops, state
 
 
-def _apply(spark, state, ops, program, flags: dict, progress) -> None:
+def _apply(spark, state, ops, program, flags: dict, progress, clock) -> None:
     """Commit `ops` as one epoch on `spark`, print it, and write what the flags ask for."""
+    from levelflow.cli.run_cmd import write_trace_files
     from levelflow.engine.incremental.session_api import IncrementalSession
 
-    session = IncrementalSession.open(spark, state, scheduler=flags["scheduler"],
-                                      jobs=flags["jobs"], mode=flags["strategy"],
-                                      switch=flags["switch"], large_change=flags["large_change"])
+    progress.watch(spark)
+    with clock.part("opening the state"):
+        session = IncrementalSession.open(
+            spark, state, scheduler=flags["scheduler"], jobs=flags["jobs"],
+            mode=flags["strategy"], switch=flags["switch"], large_change=flags["large_change"])
     if not ops and flags["program"] is None:  # only -D: write the outputs, no new epoch
+        progress.phase("writing outputs")
         session.write_outputs(flags["outdir"])
         progress.stop()
         print(f"{NOTHING}; outputs written to {flags['outdir']}")
         return
     session.extend(ops)
-    if flags["program"] is not None:
-        result = session.replace_program(flags["program"], flags["facts"], progress=progress)
-    else:
-        result = session.commit(progress=progress)  # tasks done and running, as `run` shows
-    progress.stop()  # the live line goes before the epoch's lines are printed
-    print_epoch(result, program)  # the epoch is applied: say so first
-    if flags["trace_out"] is not None:
-        from levelflow.traces import dump_trace
-
-        dump_trace(result.trace, flags["trace_out"])
-    if flags["schedule_out"] is not None:
-        from levelflow.traces import write_schedule
-
-        write_schedule(result.schedule, result.trace, flags["schedule_out"])
+    progress.phase("moving to the new program as one epoch" if flags["program"]
+                   else f"applying {len(ops)} change(s) as one epoch")
+    with clock.part("epoch"):
+        if flags["program"] is not None:
+            result = session.replace_program(flags["program"], flags["facts"],
+                                             progress=progress)
+        else:
+            result = session.commit(progress=progress)  # tasks done and running, as `run` shows
+    epoch_wall = clock.parts.pop("epoch")  # split into the tasks and the durable write
+    clock.add("tasks", result.seconds - result.write_seconds)
+    clock.add("state", epoch_wall - (result.seconds - result.write_seconds))
     if (outdir := flags["outdir"]) is not None:
+        progress.phase("writing outputs")
         try:
-            session.write_outputs(outdir)
+            with clock.part("outputs"):
+                session.write_outputs(outdir)
         except OSError as e:
+            progress.stop()
+            print_epoch(result, program)
             raise UpdateArgsError(f"{outdir}: error: epoch {result.epoch} was applied, but "
                                   f"its outputs could not be written ({e})") from None
+    notes = write_trace_files(result.trace, result.schedule, flags["trace_out"],
+                              flags["schedule_out"])
+    progress.stop()  # the live line goes before the epoch's lines are printed
+    print_epoch(result, program, summary=clock.line(result.ran, result.total))
+    for note in notes:
+        print(note)
 
 
 @app.command("update")
@@ -161,14 +183,19 @@ def update_command(
              "scheduler": scheduler, "jobs": jobs, "trace_out": trace_out, "outdir": outdir,
              "schedule_out": schedule_out, "keep_epochs": keep_epochs, "confine": confine,
              "program": program, "facts": facts}
+    from levelflow.cli.timing import WallClock
+
+    clock = WallClock()
+    check_session_flags(flags, master)
     program_tasks, ops, state = _prepare(statedir, (insert or [], remove or []), flags)
     if not ops and outdir is None and program is None:  # no Spark, no epoch
         print(NOTHING)
         return
-    _run(master, driver_memory, program_tasks, state, ops, flags)
+    _run(master, driver_memory, program_tasks, state, ops, flags, clock)
 
 
-def _run(master: str, driver_memory: str, program_tasks, state, ops, flags: dict) -> None:
+def _run(master: str, driver_memory: str, program_tasks, state, ops, flags: dict,
+         clock) -> None:
     """Start Spark and apply the epoch, with the live line `run` shows."""
     from levelflow.cli.spark import spark_session
     from levelflow.engine.progress import make_progress
@@ -178,11 +205,9 @@ def _run(master: str, driver_memory: str, program_tasks, state, ops, flags: dict
     try:
         progress.start(program_tasks.graph.names)
         progress.phase(f"starting Spark ({master})")
-        with spark_session(master, driver_memory, log) as spark:
-            progress.phase("moving to the new program as one epoch" if flags["program"]
-                           else f"applying {len(ops)} change(s) as one epoch" if ops
-                           else "writing outputs")
-            _apply(spark, state, ops, program_tasks.program, flags, progress)
+        with spark_session(master, driver_memory, log, clock) as spark:
+            progress.phase("opening the state")
+            _apply(spark, state, ops, program_tasks.program, flags, progress, clock)
     finally:
         progress.stop()
         log.unlink(missing_ok=True)

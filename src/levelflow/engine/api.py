@@ -38,18 +38,32 @@ def _as_tasks(program: str | os.PathLike | Program | ProgramTasks) -> ProgramTas
 
 
 def run(program: str | os.PathLike | Program | ProgramTasks, factdir=None, outdir=None, *,
-        spark=None, master: str = "local[*]", scheduler="hybrid", jobs: int = 2,
-        checkpoint: str = "local", trace_out=None, schedule_out=None,
-        progress=None) -> RunResult:
-    """Return the RunResult of running `program` from scratch on `spark` (or a local session)."""
+        spark=None, master: str = "local[*]", driver_memory: str = "2g", scheduler="hybrid",
+        jobs: int = 2, checkpoint: str = "local", trace_out=None, schedule_out=None,
+        progress=None, plan: str = "auto", local_rows: int | None = None,
+        confine: bool = False) -> RunResult:
+    """Return the RunResult of running `program` from scratch on `spark` (or a local session).
+
+    The options are `levelflow run`'s: `plan` (auto|local|partitioned|global), `local_rows`
+    (auto's threshold, `--local-rows`), `confine` (`--confine`); `master` and `driver_memory`
+    only when no session is passed. For `--state`, use IncrementalSession.bootstrap.
+    """
+    from levelflow.engine.paths import check_io_paths
+
     program_tasks = _as_tasks(program)
+    if local_rows is not None and (not isinstance(local_rows, int) or local_rows < 0):
+        raise RunError(f"local_rows: must be a number of rows >= 0, got {local_rows!r}")
+    if confine:
+        check_io_paths(program_tasks.program, Path(factdir) if factdir is not None else Path.cwd(),
+                       Path(outdir) if outdir is not None else None, confine)
     if spark is None:
         from levelflow.engine.session import make_session
 
-        spark = make_session(master=master)
+        spark = make_session(master=master, driver_memory=driver_memory)
     if checkpoint == "reliable" and not spark.sparkContext.getCheckpointDir():
         raise RunError("checkpoint: 'reliable' needs a checkpoint directory on the session "
                        "(spark.sparkContext.setCheckpointDir(...))")
     return run_program(spark, program_tasks, Path(factdir) if factdir is not None else None,
                        outdir, scheduler=scheduler, jobs=jobs, trace_out=trace_out,
-                       schedule_out=schedule_out, progress=progress, checkpoint=checkpoint)
+                       schedule_out=schedule_out, progress=progress, checkpoint=checkpoint,
+                       plan=plan, plan_rows=local_rows)

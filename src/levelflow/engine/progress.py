@@ -28,6 +28,9 @@ class Progress:
     def phase(self, text: str) -> None:
         """Show what the run is doing outside task evaluation (e.g. writing outputs)."""
 
+    def watch(self, spark) -> None:
+        """Show how far the Spark jobs `spark` is running have got (tasks done of all)."""
+
     def stop(self) -> None:
         """End the display (also after an error)."""
 
@@ -46,6 +49,7 @@ class RichProgress(Progress):
         self._done = 0
         self._phase = ""
         self._t0 = time.perf_counter()
+        self._tracker = None  # a SparkContext's status tracker, once watched
 
     def start(self, names: Sequence[str]) -> None:
         """Begin a run and start the live display (already live: just take the names)."""
@@ -76,6 +80,10 @@ class RichProgress(Progress):
         """Show a phase outside task evaluation."""
         self._phase = text
 
+    def watch(self, spark) -> None:
+        """Show the running Spark stages' tasks done of all on the line."""
+        self._tracker = spark.sparkContext.statusTracker()
+
     def stop(self) -> None:
         """Stop the live display, leaving the terminal clean."""
         if self._live is not None:
@@ -99,6 +107,8 @@ class RichProgress(Progress):
             line.append(running, style="cyan")
         if self._phase:
             line.append(f"  {self._phase}", style="yellow")
+        if (stages := spark_stages(self._tracker)):
+            line.append(f"  Spark: {stages}", style="green")
         line.append(f"  {now - self._t0:.1f}s", style="dim")
         return line
 
@@ -106,6 +116,22 @@ class RichProgress(Progress):
         # Live re-renders on every refresh, so the elapsed times tick without events.
         self._spinner.update(text=self.render())
         return self._spinner
+
+
+def spark_stages(tracker) -> str:
+    """Return 'N of M Spark tasks done' over the active stages ('' if none or unknown)."""
+    if tracker is None:
+        return ""
+    try:  # from the display's thread: the JVM may be busy, or gone after Ctrl-C
+        infos = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
+    except Exception:  # noqa: BLE001 - a status line must never fail the command
+        return ""
+    infos = [i for i in infos if i is not None]
+    if not infos:
+        return ""
+    done = sum(i.numCompletedTasks for i in infos)
+    total = sum(i.numTasks for i in infos)
+    return f"{done} of {total} tasks done in {len(infos)} stage(s)"
 
 
 def make_progress(quiet: bool = False, console=None) -> Progress:

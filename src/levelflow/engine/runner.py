@@ -141,7 +141,8 @@ class _Run:
 
         task = self.pt.tasks[v]
         rows = input_rows(self.program, task, counts, self.factdir)
-        plan = choose_plan(task, self.program.decls, rows, self.plan, self.plan_rows or LOCAL_ROWS)
+        threshold = LOCAL_ROWS if self.plan_rows is None else self.plan_rows  # 0: never local
+        plan = choose_plan(task, self.program.decls, rows, self.plan, threshold)
         out = evaluate_planned(self.spark, self.program, task, inputs, self.factdir, plan=plan,
                                checkpoint=self.checkpoint, cancel=self.cancel, counts=counts,
                                store=not self.read.isdisjoint(task.relations))

@@ -98,6 +98,7 @@ class EpochResult:
     arranged: tuple[str, ...] = ()  # tasks updated where their state lives (arranged.py)
     # A program change's epoch: task name -> kept | updated | recomputed | new | dropped.
     status: dict[str, str] = field(default_factory=dict)
+    write_seconds: float = 0.0  # of `seconds`, the durable write of the state (0 without one)
 
     def summary(self) -> str:
         """Return the line 'ran k of N tasks in S s'."""

@@ -42,16 +42,23 @@ def epoch_problems(spark, state: StateDir, epoch: int, base_only: bool = False) 
     return verify(spark, items)
 
 
-def check_state(spark, state: StateDir) -> tuple[bool, list[str]]:
+def _silent(text: str) -> None:
+    """Say nothing (the default of `say`)."""
+
+
+def check_state(spark, state: StateDir, say=_silent) -> tuple[bool, list[str]]:
     """Return (whether the current epoch is whole, report lines): its problems one a line,
-    then each older epoch on disk and whether it verifies."""
+    then each older epoch on disk and whether it verifies. `say(text)` hears how far it got."""
     current = state.current()
+    on_disk = epochs_on_disk(state)
+    say(f"verifying epoch {current} (the current one, of {len(on_disk)} on disk)")
     problems = epoch_problems(spark, state, current)
     lines = list(problems)
     lines.append(f"{state.path}: epoch {current} (current): "
                  + ("ok" if not problems else f"damaged, {len(problems)} problem(s)"))
-    for e in epochs_on_disk(state):
+    for i, e in enumerate(on_disk, 1):
         if e != current:
+            say(f"verifying epoch {e} ({i} of {len(on_disk)} on disk)")
             bad = epoch_problems(spark, state, e)
             lines.append(f"{state.path}: epoch {e}: " + ("ok (`levelflow state repair "
                          f"{state.path} --from-epoch {e}` makes it current again)"
@@ -81,21 +88,27 @@ def restore_epoch(spark, state: StateDir, epoch: int) -> int:
         return new
 
 
-def rebuild(spark, state: StateDir, epoch: int | None = None, **options):
+def rebuild(spark, state: StateDir, epoch: int | None = None, progress=None, **options):
     """Return the EpochResult of re-evaluating the program from scratch on the base facts of
-    `epoch` (the current one by default), committed as a new epoch."""
+    `epoch` (the current one by default), committed as a new epoch; `progress`
+    (engine.progress) shows the tasks as `run` does."""
     from levelflow.engine.evaluate import cut
     from levelflow.engine.incremental.maintain import counted_relations
     from levelflow.engine.incremental.session_api import IncrementalSession
     from levelflow.engine.incremental.versions import Versions
 
     epoch = state.current() if epoch is None else epoch
+    if progress is not None:
+        progress.phase(f"verifying the base facts of epoch {epoch}")
     bad = epoch_problems(spark, state, epoch, base_only=True)
     if bad:
         raise StateError(f"{bad[0]}; the base facts of epoch {epoch} cannot be used "
                          f"(rebuild the state from fact files with `levelflow run --state`)")
     data = state.manifest(epoch)
     pt = _program(state, data)
+    if progress is not None:
+        progress.start(pt.graph.names)
+        progress.phase(f"re-evaluating the program on the base facts of epoch {epoch}")
     old = state.load(spark, pt.program, check=False, epoch=epoch)
     snap = empty_snapshot(spark, pt.program, counted_relations(pt))
     snap.epoch = state.current()  # the epoch this one follows, as a session's writer expects
@@ -109,4 +122,4 @@ def rebuild(spark, state: StateDir, epoch: int | None = None, **options):
     state.hold_readers_lock()
     session = IncrementalSession(spark, pt, data["program"], snap, state, **options)
     with session._writing():
-        return session._run_epoch(base, bootstrap=True)
+        return session._run_epoch(base, bootstrap=True, progress=progress)

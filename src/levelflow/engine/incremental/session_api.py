@@ -139,21 +139,27 @@ class IncrementalSession:
 
     @classmethod
     def bootstrap(cls, spark, program, factdir, statedir: str | os.PathLike | None = None,
-                  **options) -> IncrementalSession:
-        """Return a session whose epoch 0 is the program evaluated from scratch on `factdir`."""
+                  *, progress=None, **options) -> IncrementalSession:
+        """Return a session whose epoch 0 is the program evaluated from scratch on `factdir`.
+
+        `progress` (engine.progress) shows the facts read, the tasks run and the state written.
+        """
         from levelflow.engine.checks import check_fact_files
         from levelflow.engine.facts import input_path, io_delimiter, io_headers, read_facts
 
         pt, text = _load(program)
         prog = pt.program
         check_fact_files(prog, factdir)
-        state = StateDir(statedir) if statedir is not None else None
+        state = (statedir if isinstance(statedir, StateDir) or statedir is None
+                 else StateDir(statedir))
         if state is not None and state.exists():
             raise StateError(f"{state.path}: error: already holds a state (epoch "
                              f"{state.current()}); use `levelflow update` or remove it")
         snap = empty_snapshot(spark, prog, counted_relations(pt))
         base, indexed = {}, {}
-        for name, io in prog.inputs.items():
+        for i, (name, io) in enumerate(prog.inputs.items(), 1):
+            if progress is not None:
+                progress.phase(f"reading facts of {name} ({i} of {len(prog.inputs)})")
             decl = prog.decls[name]
             ver = Versions(decl, snap.base[name], 0)
             path = input_path(io, factdir)
@@ -166,10 +172,12 @@ class IncrementalSession:
                 ver.set_change(df, rows, df, rows, None, 0)
             base[name] = ver
         session = cls(spark, pt, text, snap, state, **options)
+        if progress is not None:
+            progress.phase("evaluating epoch 0")
         if state is not None:
             state.hold_readers_lock()
         with session._writing():
-            session.last = session._run_epoch(base, bootstrap=True)
+            session.last = session._run_epoch(base, bootstrap=True, progress=progress)
         session.base_index.seed(session.snap.epoch, indexed)
         session.base_index.prefetch(session.snap, prog.decls)
         return session
@@ -365,7 +373,10 @@ class IncrementalSession:
                       arranged=self.arranged, change=change)
         epoch.run(self.scheduler, self.jobs)
         snap, changed, changed_base = epoch.snapshot()
+        t_write = time.perf_counter()
         if self.statedir is not None:
+            if progress is not None:
+                progress.phase(f"writing epoch {snap.epoch} to the state")
             held = snap.arranged
             snap = self.statedir.commit(self.spark, self.program, self.program_text, snap,
                                         changed, changed_base, before_switch=before_switch,
@@ -373,7 +384,9 @@ class IncrementalSession:
             # The files hold the same tuples as the executors' copies; the Spark-side logs
             # start again from them (their old bases may be files of collected epochs).
             snap.arranged = _restarted(held)
-        result = epoch.result(time.perf_counter() - t0)
+        t_end = time.perf_counter()
+        result = epoch.result(t_end - t0)
+        result.write_seconds = t_end - t_write if self.statedir is not None else 0.0
         if change is not None:  # a program change: what became of each task
             result.status = change.statuses(epoch)
         self.snap = snap
@@ -416,21 +429,3 @@ class IncrementalSession:
         rels = {n: self.snap.tuples(n) for n in self.program.outputs}
         return write_outputs(self.program, rels, outdir, jobs=jobs)
 
-
-def run_with_state(spark, program_tasks: ProgramTasks, factdir, outdir, statedir, scheduler,
-                   jobs: int, out=None) -> IncrementalSession:
-    """Return the session after evaluating from scratch into `statedir` (epoch 0), as `run` does.
-
-    Writes the `.output` relations to `outdir` and prints 'ran k of N tasks' and .printsize.
-    """
-    import sys
-
-    out = out or sys.stdout
-    session = IncrementalSession.bootstrap(spark, program_tasks, factdir, statedir,
-                                           scheduler=scheduler, jobs=jobs)
-    if outdir is not None and program_tasks.program.outputs:
-        session.write_outputs(outdir, jobs=jobs)
-    print(session.last.summary(), file=out)
-    for name in program_tasks.program.printsize:
-        print(f"{name}\t{session.size(name)}", file=out)
-    return session
