@@ -429,7 +429,8 @@ def test_cli_end_to_end_on_an_example(tmp_path):
     expected = _sorted_lines(example / "expected")
     where = lines[0].split(f"; outputs in {out}{os.sep}: ")[1].split(", ")  # where they went
     assert sorted(where) == sorted(f"{name} ({len(rows):,})" for name, rows in expected.items())
-    assert lines[1:] == [f"unreachable\t{len(expected['unreachable.csv'])}"]
+    assert lines[1:] == [f"trace written to {trace}",
+                         f"unreachable\t{len(expected['unreachable.csv'])}"]
     assert "\x1b[" not in proc.stdout  # no progress display when stdout is not a terminal
     assert _sorted_lines(out) == expected
     assert json.loads(trace.read_text())["format"] == "jobtrace/1"

@@ -25,23 +25,33 @@ class StateCmdError(LevelflowError):
 
 @contextmanager
 def _spark(master: str, driver_memory: str):
-    """Yield (the CLI's SparkSession (cli/spark.py), a live progress line); the JVM's output
-    goes to a temp log. The line says what is being done and how far Spark's jobs got."""
-    from levelflow.cli.spark import check_master_url, spark_session
+    """Yield the CLI's SparkSession (cli/spark.py), its JVM's output in a temp log."""
+    from levelflow.cli.spark import spark_session
+
+    log = Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
+    try:
+        with spark_session(master, driver_memory, log) as spark:
+            yield spark
+    finally:
+        log.unlink(missing_ok=True)
+
+
+@contextmanager
+def _spark_shown(master: str, driver_memory: str):
+    """Yield (SparkSession, the live line): what is being done, how far Spark's jobs got."""
+    from levelflow.cli.spark import check_master_url
     from levelflow.engine.progress import make_progress
 
     check_master_url(master)
-    log = Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
     progress = make_progress()
     try:
         progress.start(())
         progress.phase(f"starting Spark ({master})")
-        with spark_session(master, driver_memory, log) as spark:
+        with _spark(master, driver_memory) as spark:
             progress.watch(spark)
             yield spark, progress
     finally:
         progress.stop()
-        log.unlink(missing_ok=True)
 
 
 def _open(statedir: Path):
@@ -67,7 +77,7 @@ def check_command(
     from levelflow.engine.incremental.repair import check_state
 
     state = _open(statedir)
-    with _spark(master, driver_memory) as (spark, progress):
+    with _spark_shown(master, driver_memory) as (spark, progress):
         ok, lines = check_state(spark, state, progress.phase)
     for line in lines:
         print(line)
@@ -98,7 +108,7 @@ def repair_command(
     from levelflow.engine.incremental.repair import epoch_problems, rebuild, restore_epoch
 
     state = _open(statedir)
-    with _spark(master, driver_memory) as (spark, progress):
+    with _spark_shown(master, driver_memory) as (spark, progress):
         if from_epoch is not None and not rebuild_flag:
             progress.phase(f"verifying epoch {from_epoch} to restore it")
             new = restore_epoch(spark, state, from_epoch)
