@@ -14,6 +14,7 @@ from levelflow.tasks.ast import (
     IO,
     Atom,
     BinOp,
+    Call,
     Comparison,
     Const,
     Decl,
@@ -26,6 +27,7 @@ from levelflow.tasks.ast import (
     Wildcard,
 )
 from levelflow.tasks.errors import DatalogError
+from levelflow.tasks.functors import regex_problem
 from levelflow.tasks.parser import Parsed
 from levelflow.tasks.regpath import expand_paths
 from levelflow.tasks.strata import Precedence, precedence
@@ -171,6 +173,8 @@ def _walk(term: Term) -> Iterator[Term]:
         if isinstance(t, BinOp):
             stack.append(t.right)
             stack.append(t.left)
+        elif isinstance(t, Call):
+            stack.extend(reversed(t.args))
 
 
 def _vars(term: Term) -> Iterator[Var]:
@@ -213,8 +217,8 @@ def _check_rule(rule: Rule, decls: dict[str, Decl], report: Problems) -> Rule:
             for t in _walk(arg):
                 if isinstance(t, Wildcard) and isinstance(lit, Comparison):
                     report(t.loc, "wildcard '_' is not allowed in a comparison")
-                elif isinstance(t, BinOp):
-                    for w in (t.left, t.right):
+                elif isinstance(t, BinOp | Call):
+                    for w in ((t.left, t.right) if isinstance(t, BinOp) else t.args):
                         if isinstance(w, Wildcard):
                             report(w.loc, "wildcard '_' is not allowed in arithmetic")
             _check_constants(arg, report)
@@ -223,6 +227,7 @@ def _check_rule(rule: Rule, decls: dict[str, Decl], report: Problems) -> Rule:
             _check_constants(arg, report)
     if rule.is_fact:
         return _check_fact(rule, decls, report)
+    _check_functors(rule, report)
     _check_types(rule, decls, report)
     _check_grounded(rule, report)
     return rule
@@ -312,6 +317,12 @@ def _check_types(rule: Rule, decls: dict[str, Decl], report: Problems) -> None:
                                 f"but {describe(arg, got)}")
     for c in comparisons:
         left, right = typer.infer(c.left), typer.infer(c.right)
+        if c.op.lstrip("!") in ("contains", "match"):
+            for term, ty in ((c.left, left), (c.right, right)):
+                if ty not in (None, "symbol"):
+                    report(term.loc, f"type mismatch: '{c.op.lstrip('!')}' takes symbols, but "
+                                     f"{describe(term, ty)}")
+            continue
         if not comparable(left, right):
             report(c.loc, f"type mismatch: cannot compare {_kind(c.left, left)} with "
                           f"{_kind(c.right, right)}")
@@ -320,6 +331,38 @@ def _check_types(rule: Rule, decls: dict[str, Decl], report: Problems) -> None:
 def _kind(term: Term, ty: str | None) -> str:
     ty = "number" if ty == "int" else ty
     return f"{ty} {show(term)}" if isinstance(term, Const | Var) else f"a {ty} expression"
+
+
+def _generator(lit: object) -> bool:
+    """Return whether a body literal is `x = range(...)` (or `range(...) = x`)."""
+    return (isinstance(lit, Comparison) and lit.op == "="
+            and any(isinstance(t, Call) and t.name == "range" and isinstance(o, Var)
+                    for t, o in ((lit.left, lit.right), (lit.right, lit.left))))
+
+
+def _check_functors(rule: Rule, report: Problems) -> None:
+    """Report `range` outside `x = range(...)`, and constant patterns `match` cannot use."""
+    generators = {id(lit) for lit in rule.body if _generator(lit)}
+    terms = [(arg, None) for head in rule.heads for arg in head.args]
+    for lit in rule.body:
+        if isinstance(lit, Comparison):
+            terms += [(lit.left, lit), (lit.right, lit)]
+            if lit.op.lstrip("!") == "match" and isinstance(lit.left, Const):
+                why = (regex_problem(lit.left.value) if lit.left.kind == "symbol" else None)
+                if why is not None:
+                    report(lit.left.loc, f"bad regular expression {show(lit.left)}: {why}")
+        else:
+            atom = lit.atom if isinstance(lit, Negation) else lit
+            terms += [(arg, None) for arg in atom.args]
+    for term, lit in terms:
+        for t in _walk(term):
+            if isinstance(t, Call) and t.name == "range" and not (
+                    id(lit) in generators and t in (lit.left, lit.right)):
+                report(t.loc, "'range' generates values: write 'x = range(from, to[, step])' "
+                              "in the body")
+            if isinstance(t, Call) and t.name == "autoinc":
+                report(t.loc, "'autoinc()' is not supported (its numbering is not stable "
+                              "under incremental updates)")
 
 
 def _check_grounded(rule: Rule, report: Problems) -> None:
@@ -340,7 +383,7 @@ def _check_grounded(rule: Rule, report: Problems) -> None:
     uses: list[Term] = [arg for head in rule.heads for arg in head.args]
     for lit in rule.body:
         if isinstance(lit, Atom):
-            uses.extend(arg for arg in lit.args if isinstance(arg, BinOp))
+            uses.extend(arg for arg in lit.args if isinstance(arg, BinOp | Call))
         elif isinstance(lit, Negation):
             uses.extend(lit.atom.args)
         else:
