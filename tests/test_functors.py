@@ -11,6 +11,7 @@ import random
 
 import pytest
 from naive_datalog import evaluate as naive_evaluate
+from naive_datalog import format_row
 from test_incremental_properties import rows_of, write_facts
 
 from levelflow.engine.incremental import IncrementalSession
@@ -45,6 +46,8 @@ ucasts(x, utoi(x), utof(x), x - 3, max(x, 4)) :- u(x).
 fcasts(x, ftoi(x), ftou(x), to_string(x), x ^ 2.0, max(x, 1)) :- f(x).
 .decl itou_(x:number, u:unsigned, f:float)
 itou_(x, itou(x), itof(x)) :- n(x).
+.decl lits(x:number, s:symbol)
+lits(x, to_string(2 ^ 3)) :- n(x), x > 2 ^ 5.
 .output ops
 .output fcasts
 """
@@ -66,6 +69,8 @@ lacks(a, b) :- s(a), s(b), !contains(a, b).
 matched(t) :- s(t), match("a.*", t).
 .decl unmatched(t:symbol)
 unmatched(t) :- s(t), !match("[a-c]+[0-9]?", t).
+.decl anchored(t:symbol)
+anchored(t) :- s(t), match("a|b1", t).
 .decl parsed(t:symbol, x:number)
 parsed(t, to_number(t)) :- s(t).
 .decl order(lo:symbol, hi:symbol)
@@ -122,10 +127,15 @@ def _run_all_plans(spark, tmp_path, text: str, facts: dict) -> dict:
     write_facts(tmp_path, used)
     expected = naive_evaluate(pt, tmp_path)
     for plan in PLANS:
-        result = run_program(spark, pt, tmp_path, None, jobs=2, plan=plan)
+        out = tmp_path / f"out-{plan}"
+        result = run_program(spark, pt, tmp_path, out, jobs=2, plan=plan)
         for name in pt.program.decls:
             got = rows_of(result.relation(name))
             assert got == expected[name], (plan, name, got ^ expected[name])
+        for name in pt.program.outputs:  # floats printed as Soufflé prints them (%g)
+            lines = (out / f"{name}.csv").read_text().splitlines()
+            types = pt.program.decls[name].types
+            assert sorted(lines) == sorted(format_row(r, types) for r in expected[name])
     return expected
 
 
@@ -159,6 +169,9 @@ def test_arithmetic_bitwise_and_casts_agree_under_every_plan(spark, tmp_path):
     assert fcasts[0.1] == (0, 0, "0.100000", 0.1**2, 1.0)  # to_string is std::to_string (%f)
     assert 1e19 not in fcasts  # beyond 64-bit integers: no ftoi
     assert {r[0] for r in ref["itou_"]} == {0, 1, 3, 5, 62, 64}
+    assert ref["lits"] == {(62, "8"), (64, "8")}  # functors of literals only
+    lines = (tmp_path / "out-global" / "fcasts.csv").read_text().splitlines()
+    assert "0.1\t0\t0\t0.100000\t0.01\t1" in lines and "3\t3\t3\t3.000000\t9\t3" in lines
 
 
 def test_string_functors_agree_under_every_plan(spark, tmp_path):
@@ -172,6 +185,7 @@ def test_string_functors_agree_under_every_plan(spark, tmp_path):
     assert ("", "x7y") in ref["has"] and ("abc", "ab") in ref["lacks"]
     assert {t for (t,) in ref["matched"]} == {"a", "ab", "abc"}  # anchored: "xab" would fail
     assert {t for (t,) in ref["unmatched"]} == {"12", " -3", "x7y", ""}
+    assert ref["anchored"] == {("a",), ("b1",)}  # the whole text must match: not "ab"
     assert {t: x for t, x in ref["parsed"]} == {"12": 12, " -3": -3}  # others: no value
     assert ("12", "b1") in ref["order"] and ("", "") in ref["order"]
 

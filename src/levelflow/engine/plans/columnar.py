@@ -100,8 +100,10 @@ def by_rows(fn: Callable, args: list[pl.Expr], dtype: pl.DataType) -> pl.Expr:
         return pl.Series([None if any(v is None for v in row) else fn(*row)
                           for row in zip(*cols, strict=True)], dtype=dtype)
 
-    return pl.struct([a.alias(n) for a, n in zip(args, names, strict=True)]).map_batches(
-        run, return_dtype=dtype)
+    # The row index gives the struct the frame's height when every argument is a literal.
+    rows = pl.int_range(pl.len()).alias("_row")
+    return pl.struct([rows, *(a.alias(n) for a, n in zip(args, names, strict=True))]
+                     ).map_batches(run, return_dtype=dtype)
 
 
 def _integral_op(op: str, a: pl.Expr, b: pl.Expr, kind: str) -> pl.Expr:
