@@ -139,6 +139,8 @@ def value(term, env):
     if isinstance(term, Var):
         return env[term.name]
     if isinstance(term, Call):
+        if term.name == "autoinc":  # the binding's number (see number_bindings)
+            return env["@autoinc"] + (term.args[0].value if term.args else 0)
         args = [value(a, env) for a in term.args]
         if term.name in ("min", "max") and any(isinstance(a, float) for a in args):
             args = [float(a) for a in args]  # an integer literal among floats is a float
@@ -257,6 +259,20 @@ def _is_range(lit):
     return None
 
 
+def calls_autoinc(term):
+    """Return whether a head argument calls autoinc()."""
+    if isinstance(term, Call):
+        return term.name == "autoinc" or any(calls_autoinc(a) for a in term.args)
+    return isinstance(term, BinOp) and (calls_autoinc(term.left) or calls_autoinc(term.right))
+
+
+def number_bindings(envs):
+    """autoinc(): the rule's distinct bindings, sorted by their variables taken by name, are
+    numbered 0, 1, ... (levelflow's numbering: Soufflé's counter follows its evaluation order)."""
+    keyed = {tuple(env[k] for k in sorted(env)): env for env in envs}
+    return [{**keyed[key], "@autoinc": i} for i, key in enumerate(sorted(keyed))]
+
+
 def read_facts(path, decl, delimiter):
     """Return the set of tuples in a fact file (the format is trusted)."""
     rows = set()
@@ -285,7 +301,10 @@ def evaluate(program_tasks, factdir):
         while changed:
             changed = False
             for rule in task.rules:
-                for env in list(solve(rule.body, db, {})):
+                envs = list(solve(rule.body, db, {}))
+                if any(calls_autoinc(a) for h in rule.heads for a in h.args):
+                    envs = number_bindings(envs)
+                for env in envs:
                     for head in rule.heads:
                         decl = program.decls[head.relation]
                         try:

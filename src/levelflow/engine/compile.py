@@ -196,6 +196,14 @@ class SparkOps(Ops):
         return (df.withColumn("_k", F.explode(ks))
                 .withColumn(name, lo + F.col("_k") * step).drop("_k"))
 
+    def numbered(self, df, cols, name):
+        from pyspark.sql import Window
+
+        F = self.F
+        rows = df.dropDuplicates(cols) if cols else df.limit(1)
+        order = Window.orderBy(*(cols or [F.lit(1)]))  # one partition: a number per row
+        return rows.withColumn(name, (F.row_number().over(order) - 1).cast("bigint"))
+
     def non_negative(self, value):
         return self.F.when(value >= 0, value)
 

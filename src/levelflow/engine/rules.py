@@ -33,6 +33,8 @@ from levelflow.tasks.ast import (
     Wildcard,
 )
 
+AUTOINC = "_auto"  # the column of a body row's number
+
 
 class CompileError(LevelflowError):
     """A rule cannot be evaluated (an ungrounded variable, a non-stratified negation, ...)."""
@@ -95,6 +97,8 @@ class Ops:
     def call(self, name: str, args: list, kinds: list[str], kind: str): ...  # a functor's value
     def test(self, op: str, left, right): ...  # `contains` / `match` as a condition
     def generate(self, df, name: str, args: list, kind: str): ...  # a row per `range` value
+    def numbered(self, df, cols: list[str], name: str): ...  # distinct rows numbered 0.. in
+    # the order of `cols` (the variables by name): autoinc()'s numbers, the same in every plan
     def non_negative(self, value): ...  # the value where >= 0, else none
     def cast(self, expr, primitive: str): ...
     def unit(self): ...  # one row, no variables: the empty conjunction
@@ -165,6 +169,9 @@ def call_expr(ops: Ops, call: Call, types: Mapping[str, str]) -> tuple[object, s
     """Return a functor's value (none where Soufflé's is an error) and its type."""
     if call.name == "range":
         raise CompileError(f"{where(call)}: error: 'range' only binds a variable: x = range(...)")
+    if call.name == "autoinc":  # head_rows numbered the body's rows in AUTOINC
+        base = call.args[0].value if call.args else 0
+        return ops.arith("+", ops.col(AUTOINC), ops.lit(base, "number"), "number"), "number"
     exprs, kinds, kind = call_args(ops, call, types)
     value = ops.call(call.name, exprs, kinds, kind)
     return (ops.non_negative(value) if kind == "unsigned" else value), kind
@@ -395,6 +402,8 @@ def head_rows(ops: Ops, body, types: Mapping[str, str], head: Atom, decl: Decl):
     if decl.arity == 0:
         return ops.nullary_head(body)
     named, computed = [], []
+    if functors.uses_autoinc([Rule((head,), ())]):
+        body = ops.numbered(body, [var_col(v) for v in sorted(types)], AUTOINC)
     for i, (arg, primitive) in enumerate(zip(head.args, decl.types, strict=True)):
         if isinstance(arg, Wildcard):
             raise CompileError(f"{where(head)}: error: a wildcard in the head of a rule")

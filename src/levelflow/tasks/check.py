@@ -84,6 +84,7 @@ def check(parsed: Parsed, file: str) -> Program:
     rules = tuple(_check_rule(rule, decls, report) for rule in parsed.rules)
     prec = precedence(decls, rules)
     _check_stratified(prec, rules, report)
+    rules = _number_autoinc(prec, rules, report)
     error = report.first()
     if error is not None:
         raise error
@@ -353,16 +354,15 @@ def _check_functors(rule: Rule, report: Problems) -> None:
                     report(lit.left.loc, f"bad regular expression {show(lit.left)}: {why}")
         else:
             atom = lit.atom if isinstance(lit, Negation) else lit
-            terms += [(arg, None) for arg in atom.args]
+            terms += [(arg, lit) for arg in atom.args]
     for term, lit in terms:
         for t in _walk(term):
             if isinstance(t, Call) and t.name == "range" and not (
                     id(lit) in generators and t in (lit.left, lit.right)):
                 report(t.loc, "'range' generates values: write 'x = range(from, to[, step])' "
                               "in the body")
-            if isinstance(t, Call) and t.name == "autoinc":
-                report(t.loc, "'autoinc()' is not supported (its numbering is not stable "
-                              "under incremental updates)")
+            if isinstance(t, Call) and t.name == "autoinc" and (t.args or lit is not None):
+                report(t.loc, "'autoinc()' takes no arguments and stands in a rule head")
 
 
 def _check_grounded(rule: Rule, report: Problems) -> None:
@@ -393,6 +393,42 @@ def _check_grounded(rule: Rule, report: Problems) -> None:
             if var.name not in bound:
                 report(var.loc, f"variable '{var.name}' is not grounded (no positive body atom "
                                 "binds it)")
+
+
+def _number_autoinc(prec: Precedence, rules: tuple[Rule, ...], report: Problems
+                    ) -> tuple[Rule, ...]:
+    """Return the rules with the k-th rule using `autoinc()` numbering from k * 2^32 (its
+    argument), so numbers stay apart across rules as Soufflé's one counter keeps them; report
+    `autoinc()` in a recursive rule (each round would number its tuples anew)."""
+    ids, comp = prec.ids, prec.comp_of
+    out, k = [], 0
+    for rule in rules:
+        calls = [t for h in rule.heads for a in h.args for t in _walk(a)
+                 if isinstance(t, Call) and t.name == "autoinc"]
+        if not calls:
+            out.append(rule)
+            continue
+        heads = {comp[ids[h.relation]] for h in rule.heads if h.relation in ids}
+        if any(atom.relation in ids and comp[ids[atom.relation]] in heads
+               for _, atom, _ in rule.body_atoms()):
+            report(calls[0].loc, "'autoinc()' in a recursive rule (each round would number "
+                                 "its tuples anew)")
+        base = Const(k << 32, "number")
+        out.append(Rule(tuple(Atom(h.relation, tuple(_numbered(a, base) for a in h.args), h.loc)
+                              for h in rule.heads), rule.body, rule.loc))
+        k += 1
+    return tuple(out)
+
+
+def _numbered(term: Term, base: Const) -> Term:
+    """Return the term with `autoinc()` given its rule's base."""
+    if isinstance(term, Call):
+        args = (base,) if term.name == "autoinc" else tuple(_numbered(a, base)
+                                                            for a in term.args)
+        return Call(term.name, args, term.loc)
+    if isinstance(term, BinOp):
+        return BinOp(term.op, _numbered(term.left, base), _numbered(term.right, base), term.loc)
+    return term
 
 
 def _check_stratified(prec: Precedence, rules: tuple[Rule, ...], report: Problems) -> None:

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
 from functools import lru_cache
+
+from levelflow.tasks.ast import BinOp, Call, Rule
 
 NUMERIC = ("number", "unsigned", "float")
 INTEGRAL = ("number", "unsigned")
@@ -33,6 +36,15 @@ FIXED = {"strlen": (("symbol",), "number"), "substr": (("symbol", "number", "num
 CONSTRAINTS = ("contains", "match")  # boolean functors: body literals, never values
 # Every functor name a term may call (`range` only as `x = range(...)`).
 CALLS = frozenset({*CASTS, *FIXED, "min", "max", "cat", "bnot", "lnot", "range", "autoinc"})
+
+
+def uses_autoinc(rules: Iterable[Rule]) -> bool:
+    """Return whether a rule head calls `autoinc()` (its task is renumbered, never updated)."""
+    def has(term) -> bool:
+        if isinstance(term, Call):
+            return term.name == "autoinc" or any(map(has, term.args))
+        return isinstance(term, BinOp) and (has(term.left) or has(term.right))
+    return any(has(a) for rule in rules for h in rule.heads for a in h.args)
 
 
 class FunctorTypeError(ValueError):
@@ -92,8 +104,9 @@ def call_type(name: str, types: list[str | None]) -> str | None:
         if "float" in types:
             raise FunctorTypeError("'range' over floats is not supported (integers only)")
         return _join(name, types, INTEGRAL)
-    if name == "autoinc":
-        _arity(name, n, 0)
+    if name == "autoinc":  # the checker gives it one argument: its rule's first number
+        if n > 1:
+            _arity(name, n, 0)
         return "number"
     raise FunctorTypeError(f"unknown functor '{name}'")
 

@@ -219,6 +219,10 @@ class PolarsOps(Ops):
     def generate(self, df, name, args, kind):
         return range_rows(df, name, args)
 
+    def numbered(self, df, cols, name):
+        rows = df.unique(subset=cols).sort(cols) if cols else df.head(1)
+        return rows.with_row_index(name).with_columns(pl.col(name).cast(pl.Int64))
+
     def non_negative(self, value):
         return pl.when(value >= 0).then(value)
 
