@@ -27,7 +27,7 @@ from levelflow.tasks.ast import (
     Wildcard,
 )
 from levelflow.tasks.errors import DatalogError
-from levelflow.tasks.functors import regex_problem
+from levelflow.tasks.functor_check import check_functors, number_autoinc, subterms
 from levelflow.tasks.parser import Parsed
 from levelflow.tasks.regpath import expand_paths
 from levelflow.tasks.strata import Precedence, precedence
@@ -84,7 +84,7 @@ def check(parsed: Parsed, file: str) -> Program:
     rules = tuple(_check_rule(rule, decls, report) for rule in parsed.rules)
     prec = precedence(decls, rules)
     _check_stratified(prec, rules, report)
-    rules = _number_autoinc(prec, rules, report)
+    rules = number_autoinc(prec, rules, report)
     error = report.first()
     if error is not None:
         raise error
@@ -165,17 +165,7 @@ def _check_ios(ios: list[IO], decls: dict[str, Decl], report: Problems
     return inputs, outputs, tuple(more_outputs), tuple(printsize)
 
 
-def _walk(term: Term) -> Iterator[Term]:
-    """Yield a term and its subterms, left to right."""
-    stack = [term]
-    while stack:
-        t = stack.pop()
-        yield t
-        if isinstance(t, BinOp):
-            stack.append(t.right)
-            stack.append(t.left)
-        elif isinstance(t, Call):
-            stack.extend(reversed(t.args))
+_walk = subterms
 
 
 def _vars(term: Term) -> Iterator[Var]:
@@ -228,7 +218,7 @@ def _check_rule(rule: Rule, decls: dict[str, Decl], report: Problems) -> Rule:
             _check_constants(arg, report)
     if rule.is_fact:
         return _check_fact(rule, decls, report)
-    _check_functors(rule, report)
+    check_functors(rule, report)
     _check_types(rule, decls, report)
     _check_grounded(rule, report)
     return rule
@@ -334,37 +324,6 @@ def _kind(term: Term, ty: str | None) -> str:
     return f"{ty} {show(term)}" if isinstance(term, Const | Var) else f"a {ty} expression"
 
 
-def _generator(lit: object) -> bool:
-    """Return whether a body literal is `x = range(...)` (or `range(...) = x`)."""
-    return (isinstance(lit, Comparison) and lit.op == "="
-            and any(isinstance(t, Call) and t.name == "range" and isinstance(o, Var)
-                    for t, o in ((lit.left, lit.right), (lit.right, lit.left))))
-
-
-def _check_functors(rule: Rule, report: Problems) -> None:
-    """Report `range` outside `x = range(...)`, and constant patterns `match` cannot use."""
-    generators = {id(lit) for lit in rule.body if _generator(lit)}
-    terms = [(arg, None) for head in rule.heads for arg in head.args]
-    for lit in rule.body:
-        if isinstance(lit, Comparison):
-            terms += [(lit.left, lit), (lit.right, lit)]
-            if lit.op.lstrip("!") == "match" and isinstance(lit.left, Const):
-                why = (regex_problem(lit.left.value) if lit.left.kind == "symbol" else None)
-                if why is not None:
-                    report(lit.left.loc, f"bad regular expression {show(lit.left)}: {why}")
-        else:
-            atom = lit.atom if isinstance(lit, Negation) else lit
-            terms += [(arg, lit) for arg in atom.args]
-    for term, lit in terms:
-        for t in _walk(term):
-            if isinstance(t, Call) and t.name == "range" and not (
-                    id(lit) in generators and t in (lit.left, lit.right)):
-                report(t.loc, "'range' generates values: write 'x = range(from, to[, step])' "
-                              "in the body")
-            if isinstance(t, Call) and t.name == "autoinc" and (t.args or lit is not None):
-                report(t.loc, "'autoinc()' takes no arguments and stands in a rule head")
-
-
 def _check_grounded(rule: Rule, report: Problems) -> None:
     bound: set[str] = set()
     for lit in rule.body:
@@ -393,42 +352,6 @@ def _check_grounded(rule: Rule, report: Problems) -> None:
             if var.name not in bound:
                 report(var.loc, f"variable '{var.name}' is not grounded (no positive body atom "
                                 "binds it)")
-
-
-def _number_autoinc(prec: Precedence, rules: tuple[Rule, ...], report: Problems
-                    ) -> tuple[Rule, ...]:
-    """Return the rules with the k-th rule using `autoinc()` numbering from k * 2^32 (its
-    argument), so numbers stay apart across rules as Soufflé's one counter keeps them; report
-    `autoinc()` in a recursive rule (each round would number its tuples anew)."""
-    ids, comp = prec.ids, prec.comp_of
-    out, k = [], 0
-    for rule in rules:
-        calls = [t for h in rule.heads for a in h.args for t in _walk(a)
-                 if isinstance(t, Call) and t.name == "autoinc"]
-        if not calls:
-            out.append(rule)
-            continue
-        heads = {comp[ids[h.relation]] for h in rule.heads if h.relation in ids}
-        if any(atom.relation in ids and comp[ids[atom.relation]] in heads
-               for _, atom, _ in rule.body_atoms()):
-            report(calls[0].loc, "'autoinc()' in a recursive rule (each round would number "
-                                 "its tuples anew)")
-        base = Const(k << 32, "number")
-        out.append(Rule(tuple(Atom(h.relation, tuple(_numbered(a, base) for a in h.args), h.loc)
-                              for h in rule.heads), rule.body, rule.loc))
-        k += 1
-    return tuple(out)
-
-
-def _numbered(term: Term, base: Const) -> Term:
-    """Return the term with `autoinc()` given its rule's base."""
-    if isinstance(term, Call):
-        args = (base,) if term.name == "autoinc" else tuple(_numbered(a, base)
-                                                            for a in term.args)
-        return Call(term.name, args, term.loc)
-    if isinstance(term, BinOp):
-        return BinOp(term.op, _numbered(term.left, base), _numbered(term.right, base), term.loc)
-    return term
 
 
 def _check_stratified(prec: Precedence, rules: tuple[Rule, ...], report: Problems) -> None:

@@ -259,8 +259,10 @@ def apply(name: str, args: list, source: str | None, kind: str):
     raise ValueError(f"functor {name} has no single value")
 
 
-# Python's syntax that ECMAScript (C++ std::regex) lacks: refused when the pattern is a constant.
-_NOT_ECMASCRIPT = re.compile(r"(?<!\\)\(\?[^:=!]|\\[AZzG]")
+# Syntax Python's re and C++'s std::regex (ECMAScript) read differently: Python's (?P<n>,
+# (?i), lookbehind, \A \Z; C++'s [[:alpha:]] classes. A pattern holding it matches nothing (a
+# constant one is refused by the checker), so no backend answers other than Soufflé would.
+_NOT_ECMASCRIPT = re.compile(r"(?<!\\)\(\?[^:=!]|\\[AZzG]|\[\[[:.=]")
 
 
 @lru_cache(maxsize=256)
@@ -278,7 +280,8 @@ def compiled(pattern: str) -> re.Pattern | None:
 def regex_problem(pattern: str) -> str | None:
     """Return why a constant pattern cannot be matched, or None when it can."""
     if _NOT_ECMASCRIPT.search(pattern):
-        return "uses syntax ECMAScript regular expressions lack ((?P, (?i), lookbehind, \\A, \\Z)"
+        return ("uses syntax Python and C++ (ECMAScript) read differently: (?P, (?i), "
+                "lookbehind, \\A, \\Z, [[:class:]]")
     try:
         re.compile(pattern, re.ASCII)
     except (re.error, RecursionError, OverflowError) as e:
