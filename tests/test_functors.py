@@ -71,6 +71,8 @@ matched(t) :- s(t), match("a.*", t).
 unmatched(t) :- s(t), !match("[a-c]+[0-9]?", t).
 .decl anchored(t:symbol)
 anchored(t) :- s(t), match("a|b1", t).
+.decl pat(p:symbol, t:symbol)
+pat(p, t) :- s(p), s(t), match(cat(p, "*"), t).
 .decl parsed(t:symbol, x:number)
 parsed(t, to_number(t)) :- s(t).
 .decl order(lo:symbol, hi:symbol)
@@ -200,6 +202,8 @@ def test_string_functors_agree_under_every_plan(spark, tmp_path):
     assert {t for (t,) in ref["matched"]} == {"a", "ab", "abc"}  # anchored: "xab" would fail
     assert {t for (t,) in ref["unmatched"]} == {"12", " -3", "x7y", ""}
     assert ref["anchored"] == {("a",), ("b1",)}  # the whole text must match: not "ab"
+    assert ("a", "") in ref["pat"] and ("ab", "a") in ref["pat"] and ("ab", "ab") in ref["pat"]
+    assert not {t for p, t in ref["pat"] if p == ""}  # "*" is a bad pattern: no match, no crash
     assert {t: x for t, x in ref["parsed"]} == {"12": 12, " -3": -3}  # others: no value
     assert ("12", "b1") in ref["order"] and ("", "") in ref["order"]
 
