@@ -2,17 +2,21 @@
 
 It reuses only the parser (AST and task order, for strata). Per task: apply every rule to the
 whole current database until nothing changes. Integer `/` and `%` are C's (truncating); a row
-whose arithmetic divides by zero is dropped, as the engine does. Run as a script to write a
+whose arithmetic divides by zero or leaves 64 bits is dropped, as the engine does. Functors are
+written here from Soufflé's documentation and its interpreter's C++ (one plain Python line
+each), apart from levelflow's own code. Run as a script to write a
 program directory's expected/*.csv: `python tests/naive_datalog.py tests/programs/<name>`.
 """
 
 from __future__ import annotations
 
+import math
+import re
 import sys
 from pathlib import Path
 
 from levelflow.tasks import build_tasks, load_program
-from levelflow.tasks.ast import Atom, BinOp, Const, Negation, Var, Wildcard
+from levelflow.tasks.ast import Atom, BinOp, Call, Comparison, Const, Negation, Var, Wildcard
 
 _CONVERT = {"number": int, "unsigned": int, "float": float, "symbol": str}
 _CMP = {"=": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
@@ -23,26 +27,153 @@ class _NoValue(Exception):
     """Arithmetic without a value (division by zero): the row is dropped."""
 
 
+def int64(v):
+    """Return v if it is a 64-bit signed integer (floats pass), else drop the row."""
+    if isinstance(v, int) and not -2**63 <= v < 2**63:
+        raise _NoValue
+    return v
+
+
+def bits(v):
+    """Return v modulo 2^64 read as a signed 64-bit integer (C++ bit operations)."""
+    v &= 2**64 - 1
+    return v - 2**64 if v >= 2**63 else v
+
+
+def power(a, b):
+    """Soufflé's `^`: C's pow, truncated to an integer for integers."""
+    if isinstance(a, float) or isinstance(b, float):
+        try:
+            return math.pow(a, b)
+        except (OverflowError, ValueError):
+            raise _NoValue from None
+    if b >= 0:
+        return int64(a ** b) if abs(a) < 2 or b < 64 else int64(2**64)
+    if a == 0:
+        raise _NoValue  # pow(0, -n) is infinite
+    return 1 if a == 1 else ((-1) ** b if a == -1 else 0)
+
+
+def arith(op, a, b):
+    """Return `a op b` for Soufflé's binary operators."""
+    if op == "+":
+        return int64(a + b)
+    if op == "-":
+        return int64(a - b)
+    if op == "*":
+        return int64(a * b)
+    if op == "^":
+        return power(a, b)
+    if op in ("band", "bor", "bxor"):
+        return bits({"band": a & b, "bor": a | b, "bxor": a ^ b}[op])
+    if op == "bshl":
+        return bits(a << (b & 63))
+    if op == "bshr":
+        return a >> (b & 63)
+    if op == "bshru":
+        return bits((a & (2**64 - 1)) >> (b & 63))
+    if op == "land":
+        return int(a != 0 and b != 0)
+    if op == "lor":
+        return int(a != 0 or b != 0)
+    if op == "lxor":
+        return int((a != 0) != (b != 0))
+    if b == 0:
+        raise _NoValue
+    if isinstance(a, float) or isinstance(b, float):
+        return a / b if op == "/" else math.fmod(a, b)
+    q = abs(a) // abs(b)
+    q = q if (a >= 0) == (b >= 0) else -q
+    return int64(q if op == "/" else a - b * q)
+
+
+def to_int(v, low=-2**63):
+    """A float, integer or decimal text as an integer (C's truncation), or drop the row."""
+    if isinstance(v, str):
+        text = v.lstrip(" \t")
+        digits = text[1:] if text[:1] in ("+", "-") else text
+        if not (digits.isascii() and digits.isdigit()):
+            raise _NoValue  # Soufflé stops with an error
+        v = int(text)
+    if isinstance(v, float) and not math.isfinite(v):
+        raise _NoValue
+    v = int(v)
+    if not low <= v < 2**63:
+        raise _NoValue
+    return v
+
+
+def to_float(v):
+    """A number or a decimal text as a float."""
+    try:
+        v = float(v)
+    except ValueError:
+        raise _NoValue from None
+    if not math.isfinite(v):
+        raise _NoValue
+    return v
+
+
+def substr(s, i, n):
+    """C++'s s.substr(i, n): Soufflé warns and gives "" when i is outside s."""
+    if i < 0 or i > len(s):
+        return ""
+    return s[i:] if n < 0 else s[i:i + n]
+
+
+FUNCTORS = {
+    "min": lambda *xs: min(xs), "max": lambda *xs: max(xs), "cat": lambda *xs: "".join(xs),
+    "strlen": len, "substr": substr, "bnot": lambda x: ~x, "lnot": lambda x: int(x == 0),
+    "to_string": lambda x: f"{x:f}" if isinstance(x, float) else str(x),
+    "to_number": to_int, "ftoi": to_int, "utoi": to_int,
+    "to_unsigned": lambda x: to_int(x, 0), "itou": lambda x: to_int(x, 0),
+    "ftou": lambda x: to_int(x, 0),
+    "to_float": to_float, "itof": to_float, "utof": to_float,
+}
+
+
 def value(term, env):
     """Return the value of a term under a variable binding."""
     if isinstance(term, Const):
         return term.value
     if isinstance(term, Var):
         return env[term.name]
+    if isinstance(term, Call):
+        if term.name == "autoinc":  # the binding's number (see number_bindings)
+            return env["@autoinc"] + (term.args[0].value if term.args else 0)
+        args = [value(a, env) for a in term.args]
+        if term.name in ("min", "max") and any(isinstance(a, float) for a in args):
+            args = [float(a) for a in args]  # an integer literal among floats is a float
+        return FUNCTORS[term.name](*args)
     a, b = value(term.left, env), value(term.right, env)
-    if term.op == "+":
-        return a + b
-    if term.op == "-":
-        return a - b
-    if term.op == "*":
-        return a * b
-    if b == 0:
-        raise _NoValue
     if isinstance(a, float) or isinstance(b, float):
-        return a / b if term.op == "/" else a - b * int(a / b)
-    q = abs(a) // abs(b)
-    q = q if (a >= 0) == (b >= 0) else -q
-    return q if term.op == "/" else a - b * q
+        a, b = float(a), float(b)
+    return arith(term.op, a, b)
+
+
+def souffle_range(lo, hi, step=None):
+    """Soufflé's range: from lo up to (not including) hi by step (1 or -1 by direction);
+    a zero step gives lo once when lo != hi."""
+    if step is None:
+        step = 1 if lo <= hi else -1
+    out = []
+    x = lo
+    while (step > 0 and x < hi) or (step < 0 and x > hi):
+        out.append(x)
+        x += step
+    if step == 0 and lo != hi:
+        out.append(lo)
+    return out
+
+
+def test(op, a, b):
+    """`contains(a, b)`: b holds a; `match(a, b)`: the regex a matches the whole of b."""
+    if op == "contains":
+        return a in b
+    try:
+        return re.fullmatch(a, b, re.ASCII) is not None
+    except re.error:
+        return False
 
 
 def bound(term, env):
@@ -51,6 +182,8 @@ def bound(term, env):
         return term.name in env
     if isinstance(term, BinOp):
         return bound(term.left, env) and bound(term.right, env)
+    if isinstance(term, Call):
+        return all(bound(a, env) for a in term.args)
     return True
 
 
@@ -91,8 +224,19 @@ def solve(body, db, env):
                                for row in db[lit.atom.relation]):
                         yield from solve(rest, db, env)
                     return
+            elif _is_range(lit) and bound(_is_range(lit)[1], env):
+                var, call = _is_range(lit)
+                for x in souffle_range(*(value(a, env) for a in call.args)):
+                    if var.name not in env or env[var.name] == x:
+                        yield from solve(rest, db, {**env, var.name: x})
+                return
             elif bound(lit.left, env) and bound(lit.right, env):
-                if _CMP[lit.op](value(lit.left, env), value(lit.right, env)):
+                a, b = value(lit.left, env), value(lit.right, env)
+                if lit.op.lstrip("!") in ("contains", "match"):
+                    ok = test(lit.op.lstrip("!"), a, b) != lit.op.startswith("!")
+                else:
+                    ok = _CMP[lit.op](a, b)
+                if ok:
                     yield from solve(rest, db, env)
                 return
             elif lit.op == "=":
@@ -103,6 +247,30 @@ def solve(body, db, env):
         except _NoValue:
             return
     raise ValueError(f"cannot order body {body}")
+
+
+def _is_range(lit):
+    """Return (var, call) for `var = range(...)`, else None."""
+    if not (isinstance(lit, Comparison) and lit.op == "="):
+        return None
+    for var, call in ((lit.left, lit.right), (lit.right, lit.left)):
+        if isinstance(var, Var) and isinstance(call, Call) and call.name == "range":
+            return var, call
+    return None
+
+
+def calls_autoinc(term):
+    """Return whether a head argument calls autoinc()."""
+    if isinstance(term, Call):
+        return term.name == "autoinc" or any(calls_autoinc(a) for a in term.args)
+    return isinstance(term, BinOp) and (calls_autoinc(term.left) or calls_autoinc(term.right))
+
+
+def number_bindings(envs):
+    """autoinc(): the rule's distinct bindings, sorted by their variables taken by name, are
+    numbered 0, 1, ... (levelflow's numbering: Soufflé's counter follows its evaluation order)."""
+    keyed = {tuple(env[k] for k in sorted(env)): env for env in envs}
+    return [{**keyed[key], "@autoinc": i} for i, key in enumerate(sorted(keyed))]
 
 
 def read_facts(path, decl, delimiter):
@@ -133,7 +301,10 @@ def evaluate(program_tasks, factdir):
         while changed:
             changed = False
             for rule in task.rules:
-                for env in list(solve(rule.body, db, {})):
+                envs = list(solve(rule.body, db, {}))
+                if any(calls_autoinc(a) for h in rule.heads for a in h.args):
+                    envs = number_bindings(envs)
+                for env in envs:
                     for head in rule.heads:
                         decl = program.decls[head.relation]
                         try:
@@ -141,6 +312,9 @@ def evaluate(program_tasks, factdir):
                                         for a, t in zip(head.args, decl.types, strict=True))
                         except _NoValue:
                             continue
+                        if any(t == "unsigned" and v < 0
+                               for v, t in zip(row, decl.types, strict=True)):
+                            continue  # levelflow's unsigned values stop at zero
                         if row not in db[head.relation]:
                             db[head.relation].add(row)
                             changed = True

@@ -2,13 +2,16 @@
 
 Spark 4 runs in ANSI mode, where overflow and division by zero raise; here they yield NULL
 instead (try_add, try_mod, a guarded `div`) and the row is dropped. Float arithmetic is on
-doubles. Known-small atoms are broadcast; so are the rows joined so far when the first atom is
-a few rows (a delta) and the next one is big.
+doubles. `^`, `match` and conversions from or to text run tasks/functors.py's Python functions
+in a UDF, as the Polars backend runs them, so both answer alike. Known-small atoms are
+broadcast; so are the rows joined so far when the first atom is a few rows (a delta) and the
+next one is big.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING
 
 from levelflow.engine.rules import (
@@ -22,6 +25,7 @@ from levelflow.engine.rules import (
     where,
 )
 from levelflow.engine.types import SQL_TYPES
+from levelflow.tasks import functors
 from levelflow.tasks.ast import BinOp, Const, Decl, Rule, Term
 
 if TYPE_CHECKING:
@@ -86,8 +90,22 @@ class SparkOps(Ops):
     def col(self, name):
         return self.F.col(name)
 
+    def by_rows(self, fn: Callable, args: list, kind: str):
+        """Return `fn` applied row by row in a Python UDF (null for a row with a null
+        argument), as columnar.by_rows does in the workers."""
+        def run(*row, fn=fn):
+            return None if any(v is None for v in row) else fn(*row)
+
+        udf = self.F.udf(run, SQL_TYPES.get(kind, kind), useArrow=True)
+        return udf(*args)
+
     def arith(self, op, left, right, kind):
         F = self.F
+        if op == "^":
+            typed = [c.cast(SQL_TYPES[kind]) for c in (left, right)]
+            return self.by_rows(partial(functors.power, kind=kind), typed, kind)
+        if op in functors.INTEGRAL_OPS:
+            return self._integral(op, left, right)
         if op == "+":
             return F.try_add(left, right)
         if op == "-":
@@ -100,6 +118,91 @@ class SparkOps(Ops):
             # `div` is Spark's integral division (truncating, like C); guarded against zero.
             return F.when(right != 0, F.call_function("div", left, right))
         return F.try_mod(left, right)
+
+    def _integral(self, op, left, right):
+        """Return a bitwise, shift or logical operation on bigints (Java masks shifts by 63,
+        as Soufflé does; logical ones give 0 or 1)."""
+        F = self.F
+        if op == "band":
+            return left.bitwiseAND(right)
+        if op == "bor":
+            return left.bitwiseOR(right)
+        if op == "bxor":
+            return left.bitwiseXOR(right)
+        if op in ("land", "lor", "lxor"):
+            x, y = left != 0, right != 0
+            return (x & y if op == "land" else x | y if op == "lor" else x != y).cast("bigint")
+        name = {"bshl": "shiftleft", "bshr": "shiftright", "bshru": "shiftrightunsigned"}[op]
+        return F.call_function(name, left, right.bitwiseAND(F.lit(63)).cast("int"))
+
+    def _convert(self, x, source: str, kind: str):
+        """Return a conversion functor (to_number, itof, to_string, ...) of x of type source."""
+        F = self.F
+        if kind == "symbol":
+            if source == "float":
+                return self.by_rows(partial(functors.number_to_text, kind="float"), [x], kind)
+            return x.cast("string")
+        if source == "symbol":
+            return self.by_rows(partial(functors.text_to_number, kind=kind), [x], kind)
+        if kind == "float":
+            return x.cast("double")
+        if source != "float":
+            return x
+        low = x > -1.0 if kind == "unsigned" else x >= -(2.0**63)
+        return F.when(~F.isnan(x) & low & (x < 2.0**63), x.cast("bigint"))
+
+    def call(self, name, args, kinds, kind):
+        F = self.F
+        if name in functors.CASTS:
+            return self._convert(args[0], kinds[0], kind)
+        if name in ("min", "max"):
+            if len(args) == 1:
+                return args[0]
+            known = args[0].isNotNull()
+            for a in args[1:]:
+                known = known & a.isNotNull()
+            return F.when(known, (F.least if name == "min" else F.greatest)(*args))
+        if name == "cat":
+            return F.concat(*args)
+        if name == "strlen":
+            return F.char_length(args[0]).cast("bigint")
+        if name == "substr":
+            s, i, n = args
+            size = F.char_length(s).cast("bigint")
+            known = s.isNotNull() & i.isNotNull() & n.isNotNull()
+            inside = (i >= 0) & (i <= size)
+            length = F.when(n < 0, size).otherwise(F.least(n, size))
+            cut = F.call_function("substr", s, (i + 1).cast("int"), length.cast("int"))
+            return F.when(known & inside, cut).when(known, F.lit(""))
+        if name == "bnot":
+            return F.bitwise_not(args[0])
+        if name == "lnot":
+            return (args[0] == 0).cast("bigint")
+        raise ValueError(f"unknown functor {name}")
+
+    def test(self, op, left, right):
+        if op == "contains":
+            return right.contains(left)
+        return self.by_rows(functors.matches, [left, right], "boolean")
+
+    def generate(self, df, name, args, kind):
+        F = self.F
+        lo, hi = args[0], args[1]
+        step = args[2] if len(args) == 3 else F.when(lo <= hi, 1).otherwise(-1).cast("bigint")
+        count = (F.when(step > 0, F.call_function("div", hi - lo + step - 1, step))
+                 .when(step < 0, F.call_function("div", lo - hi - step - 1, -step))
+                 .otherwise((lo != hi).cast("bigint")))
+        ks = F.when(count > 0, F.sequence(F.lit(0).cast("bigint"), count - 1))
+        return (df.withColumn("_k", F.explode(ks))
+                .withColumn(name, lo + F.col("_k") * step).drop("_k"))
+
+    def numbered(self, df, cols, name):
+        from pyspark.sql import Window
+
+        F = self.F
+        rows = df.dropDuplicates(cols) if cols else df.limit(1)
+        order = Window.orderBy(*(cols or [F.lit(1)]))  # one partition: a number per row
+        return rows.withColumn(name, (F.row_number().over(order) - 1).cast("bigint"))
 
     def non_negative(self, value):
         return self.F.when(value >= 0, value)

@@ -9,6 +9,8 @@ of an atom are columns `k_<pos>`, matched against the expression's value.
 Arithmetic follows Soufflé on 64-bit integers (`/` truncates, `%` takes the dividend's sign);
 an overflow or a division by zero has no value and drops the row; an unsigned result below
 zero is an overflow; an integer literal takes its unsigned operand's type, as Soufflé infers it.
+Functors (`Call`, tasks/functors.py) are operations of the backend too; `x = range(a, b)`
+binds x to one row per value (`generate`); `contains` and `match` filter (`test`).
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from levelflow.errors import LevelflowError
+from levelflow.tasks import functors
 from levelflow.tasks.ast import (
     Atom,
     BinOp,
+    Call,
     Comparison,
     Const,
     Decl,
@@ -28,6 +32,8 @@ from levelflow.tasks.ast import (
     Var,
     Wildcard,
 )
+
+AUTOINC = "_auto"  # the column of a body row's number
 
 
 class CompileError(LevelflowError):
@@ -56,6 +62,8 @@ def term_vars(term: Term) -> set[str]:
         return {term.name}
     if isinstance(term, BinOp):
         return term_vars(term.left) | term_vars(term.right)
+    if isinstance(term, Call):
+        return set().union(*map(term_vars, term.args))
     return set()
 
 
@@ -85,6 +93,12 @@ class Ops:
     def lit(self, value, kind: str): ...
     def col(self, name: str): ...
     def arith(self, op: str, left, right, kind: str): ...  # no value on overflow or x / 0
+    # + - * / % ^ and the bitwise, shift and logical operators of tasks/functors.py.
+    def call(self, name: str, args: list, kinds: list[str], kind: str): ...  # a functor's value
+    def test(self, op: str, left, right): ...  # `contains` / `match` as a condition
+    def generate(self, df, name: str, args: list, kind: str): ...  # a row per `range` value
+    def numbered(self, df, cols: list[str], name: str): ...  # distinct rows numbered 0.. in
+    # the order of `cols` (the variables by name): autoinc()'s numbers, the same in every plan
     def non_negative(self, value): ...  # the value where >= 0, else none
     def cast(self, expr, primitive: str): ...
     def unit(self): ...  # one row, no variables: the empty conjunction
@@ -111,6 +125,8 @@ def term_expr(ops: Ops, term: Term, types: Mapping[str, str]) -> tuple[object, s
         return ops.lit(term.value, term.kind), term.kind
     if isinstance(term, Wildcard):
         raise CompileError(f"{where(term)}: error: a wildcard has no value here")
+    if isinstance(term, Call):
+        return call_expr(ops, term, types)
     left, lt = term_expr(ops, term.left, types)
     right, rt = term_expr(ops, term.right, types)
     if "symbol" in (lt, rt):
@@ -120,9 +136,44 @@ def term_expr(ops: Ops, term: Term, types: Mapping[str, str]) -> tuple[object, s
     if isinstance(term.right, Const) and rt == "number" and lt == "unsigned":
         rt = "unsigned"
     kind = "float" if "float" in (lt, rt) else ("unsigned" if lt == rt == "unsigned" else "number")
-    if term.op not in ("+", "-", "*", "/", "%"):
+    if term.op not in functors.ARITH_OPS + functors.INTEGRAL_OPS:
         raise CompileError(f"{where(term)}: error: unknown operator {term.op}")
+    if kind == "float" and term.op in functors.INTEGRAL_OPS:
+        raise CompileError(f"{where(term)}: error: '{term.op}' on a float")
     value = ops.arith(term.op, left, right, kind)
+    return (ops.non_negative(value) if kind == "unsigned" else value), kind
+
+
+def call_args(ops: Ops, call: Call, types: Mapping[str, str]) -> tuple[list, list[str], str]:
+    """Return a functor's argument expressions, their types and its result type; an integer
+    literal takes the type the other arguments agree on."""
+    parts = [term_expr(ops, a, types) for a in call.args]
+    written = ["int" if isinstance(a, Const) and a.kind == "number" else t
+               for a, (_, t) in zip(call.args, parts, strict=True)]
+    try:
+        kind = functors.call_type(call.name, written) or "number"
+    except functors.FunctorTypeError as e:
+        raise CompileError(f"{where(call)}: error: {e}") from None
+    joined = call.name in ("min", "max", "range", "bnot", "lnot")
+    exprs, kinds = [], []
+    for a, (expr, t), w in zip(call.args, parts, written, strict=True):
+        if w == "int":
+            t = kind if joined else "number"
+            expr = ops.lit(a.value, t)
+        exprs.append(expr)
+        kinds.append(t)
+    return exprs, kinds, kind
+
+
+def call_expr(ops: Ops, call: Call, types: Mapping[str, str]) -> tuple[object, str]:
+    """Return a functor's value (none where Soufflé's is an error) and its type."""
+    if call.name == "range":
+        raise CompileError(f"{where(call)}: error: 'range' only binds a variable: x = range(...)")
+    if call.name == "autoinc":  # head_rows numbered the body's rows in AUTOINC
+        base = call.args[0].value if call.args else 0
+        return ops.arith("+", ops.col(AUTOINC), ops.lit(base, "number"), "number"), "number"
+    exprs, kinds, kind = call_args(ops, call, types)
+    value = ops.call(call.name, exprs, kinds, kind)
     return (ops.non_negative(value) if kind == "unsigned" else value), kind
 
 
@@ -163,7 +214,7 @@ def atom_frame(ops: Ops, df, atom: Atom, decl: Decl, bound: Mapping[str, str]):
                 df = ops.filter(df, ops.col(col) == ops.col(first[arg.name]))
             else:
                 first[arg.name] = col
-        elif isinstance(arg, BinOp):
+        elif isinstance(arg, BinOp | Call):
             exprs.append((f"k_{i}", arg))
     named = [(var_col(name), ops.col(col)) for name, col in first.items()]
     named += [(k, ops.col(f"c{k[2:]}")) for k, _ in exprs]
@@ -256,9 +307,19 @@ class Body:
     def _comparison(self, cmp: Comparison) -> bool:
         """Filter or bind by a comparison if its variables allow; return whether it was used."""
         known = set(self.types)
+        for var, expr in ((cmp.left, cmp.right), (cmp.right, cmp.left)):
+            if (isinstance(expr, Call) and expr.name == "range" and cmp.op == "="
+                    and isinstance(var, Var) and term_vars(expr) <= known):
+                self._generate(var, expr)
+                return True
         if term_vars(cmp.left) | term_vars(cmp.right) <= known:
-            self.df = self.ops.filter(self.df, compare(cmp.op, self._expr(cmp.left),
-                                                       self._expr(cmp.right)))
+            left, right = self._expr(cmp.left), self._expr(cmp.right)
+            if cmp.op.lstrip("!") in functors.CONSTRAINTS:
+                cond = self.ops.test(cmp.op.lstrip("!"), left, right)
+                cond = ~cond if cmp.op.startswith("!") else cond
+            else:
+                cond = compare(cmp.op, left, right)
+            self.df = self.ops.filter(self.df, cond)
             return True
         if cmp.op != "=":
             return False
@@ -272,6 +333,18 @@ class Body:
                 return True
         return False
 
+    def _generate(self, var: Var, call: Call) -> None:
+        """Bind `var = range(...)`: a row per value; a bound var keeps the rows it is among."""
+        exprs, _, kind = call_args(self.ops, call, self.types)
+        name = var_col(var.name)
+        if var.name not in self.types:
+            self.df = self.ops.generate(self.df, name, exprs, kind)
+            self.types[var.name] = kind
+            return
+        self.df = self.ops.generate(self.df, "_gen", exprs, kind)
+        self.df = self.ops.drop(self.ops.filter(self.df, self.ops.col(name) ==
+                                                self.ops.col("_gen")), ["_gen"])
+
     def next_atom(self, todo: list[int], first: int | None) -> int | None:
         """Return the body position of the atom to join next, or None if none can be joined."""
         known = set(self.types)
@@ -279,7 +352,8 @@ class Body:
         for i in todo:
             atom = self.rule.body[i]
             own = {a.name for a in atom.args if isinstance(a, Var)}
-            if any(not term_vars(a) <= known | own for a in atom.args if isinstance(a, BinOp)):
+            if any(not term_vars(a) <= known | own for a in atom.args
+                   if isinstance(a, BinOp | Call)):
                 continue  # an expression argument waits for its variables
             bound_args = sum(1 for a in atom.args if isinstance(a, Const)
                              or (not isinstance(a, Wildcard) and term_vars(a) and
@@ -328,11 +402,13 @@ def head_rows(ops: Ops, body, types: Mapping[str, str], head: Atom, decl: Decl):
     if decl.arity == 0:
         return ops.nullary_head(body)
     named, computed = [], []
+    if functors.uses_autoinc([Rule((head,), ())]):
+        body = ops.numbered(body, [var_col(v) for v in sorted(types)], AUTOINC)
     for i, (arg, primitive) in enumerate(zip(head.args, decl.types, strict=True)):
         if isinstance(arg, Wildcard):
             raise CompileError(f"{where(head)}: error: a wildcard in the head of a rule")
         named.append((f"c{i}", ops.cast(term_expr(ops, arg, types)[0], primitive)))
-        if isinstance(arg, BinOp):
+        if isinstance(arg, BinOp | Call):
             computed.append(f"c{i}")
     out = ops.select(body, named)
     # No value marks an overflow or a division by zero: drop the row.

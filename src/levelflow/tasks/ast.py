@@ -53,7 +53,8 @@ class Const:
 
 @dataclass(frozen=True, slots=True)
 class BinOp:
-    """Arithmetic `left op right` with op in + - * / %; unary minus is `0 - x`."""
+    """`left op right`: + - * / % ^, band bor bxor bshl bshr bshru, land lor lxor; unary minus
+    is `0 - x`."""
 
     op: str
     left: Term
@@ -61,7 +62,16 @@ class BinOp:
     loc: Loc | None = field(default=None, compare=False)
 
 
-Term = Var | Wildcard | Const | BinOp
+@dataclass(frozen=True, slots=True)
+class Call:
+    """An intrinsic functor `name(args...)` (tasks/functors.py); `bnot x` is Call("bnot", (x,))."""
+
+    name: str
+    args: tuple[Term, ...]
+    loc: Loc | None = field(default=None, compare=False)
+
+
+Term = Var | Wildcard | Const | BinOp | Call
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +93,8 @@ class Negation:
 
 @dataclass(frozen=True, slots=True)
 class Comparison:
-    """`left op right` with op in = != < <= > >=."""
+    """`left op right` with op in = != < <= > >=, or the constraint functors `contains(left,
+    right)` and `match(left, right)` (op "contains" / "match", "!contains" / "!match" negated)."""
 
     op: str
     left: Term

@@ -14,6 +14,7 @@ from levelflow.tasks.ast import (
     IO,
     Atom,
     BinOp,
+    Call,
     Comparison,
     Const,
     Decl,
@@ -26,6 +27,7 @@ from levelflow.tasks.ast import (
     Wildcard,
 )
 from levelflow.tasks.errors import DatalogError
+from levelflow.tasks.functor_check import check_functors, number_autoinc, subterms
 from levelflow.tasks.parser import Parsed
 from levelflow.tasks.regpath import expand_paths
 from levelflow.tasks.strata import Precedence, precedence
@@ -82,6 +84,7 @@ def check(parsed: Parsed, file: str) -> Program:
     rules = tuple(_check_rule(rule, decls, report) for rule in parsed.rules)
     prec = precedence(decls, rules)
     _check_stratified(prec, rules, report)
+    rules = number_autoinc(prec, rules, report)
     error = report.first()
     if error is not None:
         raise error
@@ -162,15 +165,7 @@ def _check_ios(ios: list[IO], decls: dict[str, Decl], report: Problems
     return inputs, outputs, tuple(more_outputs), tuple(printsize)
 
 
-def _walk(term: Term) -> Iterator[Term]:
-    """Yield a term and its subterms, left to right."""
-    stack = [term]
-    while stack:
-        t = stack.pop()
-        yield t
-        if isinstance(t, BinOp):
-            stack.append(t.right)
-            stack.append(t.left)
+_walk = subterms
 
 
 def _vars(term: Term) -> Iterator[Var]:
@@ -213,8 +208,8 @@ def _check_rule(rule: Rule, decls: dict[str, Decl], report: Problems) -> Rule:
             for t in _walk(arg):
                 if isinstance(t, Wildcard) and isinstance(lit, Comparison):
                     report(t.loc, "wildcard '_' is not allowed in a comparison")
-                elif isinstance(t, BinOp):
-                    for w in (t.left, t.right):
+                elif isinstance(t, BinOp | Call):
+                    for w in ((t.left, t.right) if isinstance(t, BinOp) else t.args):
                         if isinstance(w, Wildcard):
                             report(w.loc, "wildcard '_' is not allowed in arithmetic")
             _check_constants(arg, report)
@@ -223,6 +218,7 @@ def _check_rule(rule: Rule, decls: dict[str, Decl], report: Problems) -> Rule:
             _check_constants(arg, report)
     if rule.is_fact:
         return _check_fact(rule, decls, report)
+    check_functors(rule, report)
     _check_types(rule, decls, report)
     _check_grounded(rule, report)
     return rule
@@ -312,6 +308,12 @@ def _check_types(rule: Rule, decls: dict[str, Decl], report: Problems) -> None:
                                 f"but {describe(arg, got)}")
     for c in comparisons:
         left, right = typer.infer(c.left), typer.infer(c.right)
+        if c.op.lstrip("!") in ("contains", "match"):
+            for term, ty in ((c.left, left), (c.right, right)):
+                if ty not in (None, "symbol"):
+                    report(term.loc, f"type mismatch: '{c.op.lstrip('!')}' takes symbols, but "
+                                     f"{describe(term, ty)}")
+            continue
         if not comparable(left, right):
             report(c.loc, f"type mismatch: cannot compare {_kind(c.left, left)} with "
                           f"{_kind(c.right, right)}")
@@ -340,7 +342,7 @@ def _check_grounded(rule: Rule, report: Problems) -> None:
     uses: list[Term] = [arg for head in rule.heads for arg in head.args]
     for lit in rule.body:
         if isinstance(lit, Atom):
-            uses.extend(arg for arg in lit.args if isinstance(arg, BinOp))
+            uses.extend(arg for arg in lit.args if isinstance(arg, BinOp | Call))
         elif isinstance(lit, Negation):
             uses.extend(lit.atom.args)
         else:

@@ -14,6 +14,7 @@ from levelflow.tasks.ast import (
     IO,
     Atom,
     BinOp,
+    Call,
     Comparison,
     Const,
     Literal,
@@ -27,6 +28,7 @@ from levelflow.tasks.ast import (
     Wildcard,
 )
 from levelflow.tasks.errors import DatalogError
+from levelflow.tasks.functors import CALLS, CONSTRAINTS
 from levelflow.tasks.lexer import Source, Token, tokenize
 
 MAX_NESTING = 100  # parentheses, unary minus and body groups
@@ -40,7 +42,15 @@ FUNCTORS = frozenset({
     "to_unsigned", "itou", "itof", "utoi", "utof", "ftoi", "ftou", "min", "max", "range",
     "urange", "frange", "autoinc", "lnot", "bnot", "mean", "sum", "count",
 })
-INFIX_WORDS = frozenset({"band", "bor", "bxor", "bshl", "bshr", "bshru", "land", "lor", "lxor"})
+# Binary operators by precedence, loosest first (Soufflé's parser); `^` and unary ops bind
+# tighter than all of them.
+BINARY_PREC = {op: level for level, ops in enumerate((
+    ("lor",), ("lxor",), ("land",), ("bor",), ("bxor",), ("band",), ("bshl", "bshr", "bshru"),
+    ("+", "-"), ("*", "/", "%"))) for op in ops}
+UNSUPPORTED_FUNCTORS = {
+    "ord": " (Soufflé numbers symbols in the order its symbol table met them; levelflow's "
+           "evaluation has no such order)",
+}
 DECL_QUALIFIERS = frozenset({
     "brie", "btree", "btree_delete", "inline", "no_inline", "magic", "no_magic", "override",
     "overridable", "input", "output", "printsize", "eqrel", "choice",
@@ -357,6 +367,9 @@ class _Parser:
             self.take()
             if self.at("("):
                 raise self.unsupported("negation of a parenthesized body")
+            if (self.tok.kind == "ident" and self.tok.text in CONSTRAINTS
+                    and self.peek().text == "("):
+                return [(self.constraint(True),)]
             if not (self.tok.kind == "ident" and self.peek().kind == "punct"
                     and self.peek().text == "("):
                 raise self.expected("an atom after '!'")
@@ -366,6 +379,8 @@ class _Parser:
         if tok.kind == "ident":
             nxt = self.peek()
             if nxt.kind == "punct" and nxt.text == "(":
+                if tok.text in CONSTRAINTS:
+                    return [(self.constraint(False),)]
                 if tok.text not in FUNCTORS and tok.text != "as":
                     return [(self.atom(),)]
             elif tok.text == "true":
@@ -495,49 +510,88 @@ class _Parser:
 
     # -- terms --------------------------------------------------------------------------------
     def expr(self) -> Term:
-        return self.additive()[0]
+        return self.binary()[0]
 
-    def additive(self) -> tuple[Term, int]:
-        term, depth = self.multiplicative()
-        while self.at("+") or self.at("-"):
+    def binary_prec(self) -> int | None:
+        """Return the precedence of the binary operator at the cursor, or None."""
+        tok = self.tok
+        if tok.kind in ("punct", "ident"):
+            return BINARY_PREC.get(tok.text)
+        return None
+
+    def binary(self, min_prec: int = 0) -> tuple[Term, int]:
+        """Parse by precedence climbing: Soufflé's lor < lxor < land < bor < bxor < band <
+        shifts < + - < * / %; all left-associative."""
+        term, depth = self.unary()
+        while True:
+            prec = self.binary_prec()
+            if prec is None or prec < min_prec:
+                return term, depth
             op = self.take()
-            right, rdepth = self.multiplicative()
+            right, rdepth = self.binary(prec + 1)
             depth = max(depth, rdepth) + 1
             if depth > MAX_EXPR_DEPTH:
                 raise self.error(f"expression deeper than {MAX_EXPR_DEPTH} operations", op)
             term = BinOp(op.text, term, right, self.loc(op))
-        return term, depth
-
-    def multiplicative(self) -> tuple[Term, int]:
-        term, depth = self.unary()
-        while True:
-            tok = self.tok
-            if tok.kind == "punct" and tok.text in ("*", "/", "%"):
-                op = self.take()
-                right, rdepth = self.unary()
-                depth = max(depth, rdepth) + 1
-                if depth > MAX_EXPR_DEPTH:
-                    raise self.error(f"expression deeper than {MAX_EXPR_DEPTH} operations", op)
-                term = BinOp(op.text, term, right, self.loc(op))
-            elif tok.kind == "punct" and tok.text in ("^", "**", "&", "|", "~"):
-                raise self.unsupported(f"the operator '{tok.text}'")
-            elif tok.kind == "ident" and tok.text in INFIX_WORDS:
-                raise self.unsupported(f"the operator '{tok.text}'")
-            else:
-                return term, depth
 
     def unary(self) -> tuple[Term, int]:
-        if not self.at("-"):
-            return self.primary()
+        tok = self.tok
+        if not (self.at("-") or (tok.kind == "ident" and tok.text in ("bnot", "lnot"))):
+            return self.power()
         op = self.take()
         self.nest()
         term, depth = self.unary()
         self.depth -= 1
+        if op.text != "-":
+            return Call(op.text, (term,), self.loc(op)), depth + 1
         if isinstance(term, Const) and term.kind in ("number", "float"):
             # `-5` is the constant -5 (facts need constants), not the expression 0 - 5.
             return Const(-term.value, term.kind, self.loc(op)), depth
         zero = Const(0, "number", self.loc(op))
         return BinOp("-", zero, term, self.loc(op)), depth + 1
+
+    def power(self) -> tuple[Term, int]:
+        """Parse `a ^ b`: binds tighter than unary minus, right-associative (as in Soufflé)."""
+        term, depth = self.primary()
+        if not self.at("^"):
+            if self.tok.kind == "punct" and self.tok.text in ("**", "&", "|", "~"):
+                raise self.unsupported(f"the operator '{self.tok.text}'")
+            return term, depth
+        op = self.take()
+        self.nest()
+        right, rdepth = self.unary()
+        self.depth -= 1
+        depth = max(depth, rdepth) + 1
+        if depth > MAX_EXPR_DEPTH:
+            raise self.error(f"expression deeper than {MAX_EXPR_DEPTH} operations", op)
+        return BinOp("^", term, right, self.loc(op)), depth
+
+    def call(self) -> tuple[Term, int]:
+        """Parse an intrinsic functor's call `name(args...)`."""
+        name = self.take()
+        self.take()  # (
+        self.nest()
+        args: list[Term] = []
+        depth = 0
+        if not self.at(")"):
+            while True:
+                arg, adepth = self.binary()
+                args.append(arg)
+                depth = max(depth, adepth)
+                if not self.at(","):
+                    break
+                self.take()
+        self.depth -= 1
+        self.expect(")")
+        return Call(name.text, tuple(args), self.loc(name)), depth + 1
+
+    def constraint(self, negated: bool) -> Comparison:
+        """Parse `contains(a, b)` or `match(a, b)` (after `!` when negated) as a literal."""
+        call, _ = self.call()
+        if len(call.args) != 2:
+            raise self.error(f"'{call.name}' takes two arguments", None)
+        op = ("!" if negated else "") + call.name
+        return Comparison(op, call.args[0], call.args[1], call.loc)
 
     def primary(self) -> tuple[Term, int]:
         tok = self.tok
@@ -564,8 +618,13 @@ class _Parser:
                 raise self.unsupported("'as(...)' (type casts)")
             if name in AGGREGATES and not calls:
                 raise self.unsupported(f"the aggregate '{name}'")
+            if calls and name in CALLS:
+                return self.call()
+            if calls and name in CONSTRAINTS:
+                raise self.error(f"'{name}(...)' is a constraint, not a value: write it as a "
+                                 "body literal", tok)
             if calls and name in FUNCTORS:
-                raise self.unsupported(f"the functor '{name}'")
+                raise self.unsupported(f"the functor '{name}'{UNSUPPORTED_FUNCTORS.get(name, '')}")
             if calls:
                 raise self.error(f"'{name}(...)' cannot be used as a term (functors are not "
                                  "supported)")
@@ -576,7 +635,7 @@ class _Parser:
         if self.at("("):
             self.take()
             self.nest()
-            term, depth = self.additive()
+            term, depth = self.binary()
             self.depth -= 1
             self.expect(")")
             return term, depth

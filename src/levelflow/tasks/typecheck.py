@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 from typing import Protocol
 
-from levelflow.tasks.ast import PRIMITIVES, BinOp, Const, Loc, Term, Var, Wildcard
+from levelflow.tasks import functors
+from levelflow.tasks.ast import PRIMITIVES, BinOp, Call, Const, Loc, Term, Var, Wildcard
 from levelflow.tasks.parser import TypeDef
 from levelflow.tasks.strata import strongly_connected
 
@@ -128,10 +129,21 @@ class TermTyper:
             return "int" if term.kind == "number" else term.kind
         if isinstance(term, Wildcard):
             return None
+        if isinstance(term, Call):
+            types = [self.infer(a) for a in term.args]
+            try:
+                return functors.call_type(term.name, types)
+            except functors.FunctorTypeError as e:
+                self.report(term.loc, f"type mismatch: {e}")
+                return None
         left = self.infer(term.left)
         right = self.infer(term.right)
         if left == "symbol" or right == "symbol":
             self.report(term.loc, f"arithmetic '{term.op}' on a symbol")
+            return None
+        if term.op in functors.INTEGRAL_OPS and "float" in (left, right):
+            self.report(term.loc, f"type mismatch: '{term.op}' takes number or unsigned, "
+                                  "not float")
             return None
         if left is None or left == "int":
             return right if right is not None else left
@@ -145,6 +157,8 @@ def fold(term: Term, report: Report) -> Const | None:
     """Return a constant expression evaluated to a Const (C-style / and %), or None on error."""
     if isinstance(term, Const):
         return term
+    if isinstance(term, Call):
+        return fold_call(term, report)
     if not isinstance(term, BinOp):
         return None
     left = fold(term.left, report)
@@ -156,6 +170,15 @@ def fold(term: Term, report: Report) -> Const | None:
         return None
     kind = "float" if "float" in (left.kind, right.kind) else "number"
     a, b, op = left.value, right.value, term.op
+    if op not in ("+", "-", "*", "/", "%"):
+        if kind == "float" and op in functors.INTEGRAL_OPS:
+            report(term.loc, f"type mismatch: '{op}' takes number or unsigned, not float")
+            return None
+        value = functors.binary(op, a, b, kind)
+        if value is None:
+            report(term.loc, f"'{op}' has no value here (overflow or undefined)")
+            return None
+        return Const(value, kind, term.loc)
     if op in ("/", "%") and b == 0:
         report(term.loc, "division by zero")
         return None
@@ -177,3 +200,25 @@ def fold(term: Term, report: Report) -> Const | None:
         report(term.loc, f"integer overflow: {value} does not fit in 64 bits")
         return None
     return Const(float(value) if kind == "float" else value, kind, term.loc)
+
+
+def fold_call(call: Call, report: Report) -> Const | None:
+    """Return a functor over constants evaluated to a Const, or None after reporting why not."""
+    args = [fold(a, report) for a in call.args]
+    if any(a is None for a in args):
+        return None
+    kinds = ["int" if a.kind == "number" else a.kind for a in args]
+    try:
+        kind = functors.call_type(call.name, kinds)
+    except functors.FunctorTypeError as e:
+        report(call.loc, f"type mismatch: {e}")
+        return None
+    if call.name in ("range", "autoinc"):
+        report(call.loc, f"'{call.name}' cannot stand in a fact")
+        return None
+    source = "number" if kinds and kinds[0] == "int" else (kinds[0] if kinds else None)
+    value = functors.apply(call.name, [a.value for a in args], source, kind or "number")
+    if value is None:
+        report(call.loc, f"'{call.name}' has no value here (overflow or undefined)")
+        return None
+    return Const(value, "number" if kind == "unsigned" else kind, call.loc)

@@ -30,7 +30,7 @@ from levelflow.engine.incremental.local_dred import (
 )
 from levelflow.engine.plans import resident
 from levelflow.engine.plans.columnar import frame_schema
-from levelflow.engine.plans.encode import decode, dictionary, encode, encode_decl, encode_rule
+from levelflow.engine.plans.encode import decode, dictionary, encode, encoded_program
 from levelflow.engine.plans.worker import (
     batch,
     output_schema,
@@ -148,7 +148,7 @@ def _entry(spec: Spec, share: int, src: dict) -> tuple[Entry | None, bool]:
     entry = _cached(spec, share)
     if entry is None:
         return None, False
-    if needed.is_in(entry.symbols).all():
+    if needed is None or needed.is_in(entry.symbols).all():  # None: symbols stay text
         return entry, True
     symbols = pl.concat([entry.symbols, needed]).unique().sort()
     return _recoded(entry, symbols, spec.decls), False
@@ -174,7 +174,6 @@ def _inputs(spec: Spec, share: int, src: dict, entry: Entry) -> Inputs:
     def coded(kind: str) -> dict[str, pl.DataFrame]:
         return {n: encode(df, decls[n], symbols) for n, df in src.get(kind, {}).items()}
 
-    codes = {s: i for i, s in enumerate(symbols.to_list())}
     facts_new = coded("fnew")
     for n, rows in spec.facts.items():
         own = encode(pl.DataFrame(rows, schema=frame_schema(decls[n]), orient="row"),
@@ -183,8 +182,8 @@ def _inputs(spec: Spec, share: int, src: dict, entry: Entry) -> Inputs:
     plus, minus = coded("plus"), coded("minus")
     # Shipped with the state, the lower relations are new already; else the kept ones change.
     lower = entry.lower if "state" in src else lower_now(entry.lower, plus, minus)
-    return Inputs(tuple(encode_rule(r, codes) for r in spec.rules), spec.names,
-                  {n: encode_decl(d) for n, d in decls.items()}, lower, plus, minus, facts_new,
+    rules, coded_decls = encoded_program(spec.rules, decls, symbols)
+    return Inputs(rules, spec.names, coded_decls, lower, plus, minus, facts_new,
                   coded("fplus"), coded("fminus"),
                   share_filter(spec, share) if spec.key is not None else None)
 

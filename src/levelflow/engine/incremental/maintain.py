@@ -40,6 +40,7 @@ from levelflow.engine.plans.planner import LOCAL_ROWS
 from levelflow.engine.types import column_names, empty_relation
 from levelflow.engine.workers import SparkWorkers, one_line
 from levelflow.errors import LevelflowError
+from levelflow.tasks.functors import uses_autoinc
 from levelflow.tasks.tasks import ProgramTasks
 from levelflow.traces.model import JobTrace
 
@@ -155,6 +156,8 @@ class Epoch:
         counted = task.relations[0] in self.snap.counted
         last = self.snap.scratch_seconds.get(task.name)
         if self.change is not None and self.change.forced(v):  # a new or regrouped task
+            return self._scratch(v, counted, "scratch", t0)
+        if self.mode != "scratch" and uses_autoinc(task.rules):  # numbered anew each epoch
             return self._scratch(v, counted, "scratch", t0)
         if counted and not task.rules and all(n in self.base for n in task.relations):
             return self._copy_base(v, t0)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from levelflow.engine.incremental.state import COUNT, Snapshot
 from levelflow.engine.incremental.versions import TaskContext, Versions
 from levelflow.errors import LevelflowError
-from levelflow.tasks.ast import Atom, BinOp, Comparison, Decl, Negation, Rule, Var
+from levelflow.tasks.ast import Atom, BinOp, Call, Comparison, Decl, Negation, Rule, Var
 
 if TYPE_CHECKING:
     from levelflow.engine.incremental.maintain import Epoch, EpochResult
@@ -55,6 +55,8 @@ def _term(t, names: dict):
         return Var(names.setdefault(t.name, f"v{len(names)}"))
     if isinstance(t, BinOp):
         return BinOp(t.op, _term(t.left, names), _term(t.right, names))
+    if isinstance(t, Call):
+        return Call(t.name, tuple(_term(a, names) for a in t.args))
     return t  # constants and wildcards compare without their locations
 
 

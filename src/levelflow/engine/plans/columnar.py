@@ -3,19 +3,22 @@
 A relation is a frame with positional columns c0..; the semantics are those of rules.py, as
 under Spark (compile.py), so every plan gives the same tuples. Polars wraps integers around on
 overflow, so each integer operation checks for it and yields null (the row is dropped); `/`
-and `%` truncate as C (Spark's `div`, `try_mod`); float `%` is C's fmod. Join order uses exact
-row counts.
+and `%` truncate as C (Spark's `div`, `try_mod`); float `%` is C's fmod. `^`, shifts, `match`
+and conversions from or to text run tasks/functors.py's Python functions row by row, as under
+Spark, so both answer alike. Join order uses exact row counts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 
 import numpy as np
 import polars as pl
 
 from levelflow.engine import rules
 from levelflow.engine.rules import Ops
+from levelflow.tasks import functors
 from levelflow.tasks.ast import Atom, Decl, Rule
 
 POLARS_TYPES = {"number": pl.Int64, "unsigned": pl.Int64, "float": pl.Float64,
@@ -87,6 +90,101 @@ def _float_op(op: str, a: pl.Expr, b: pl.Expr) -> pl.Expr:
     return pl.when(b != 0).then(fmod)
 
 
+def by_rows(fn: Callable, args: list[pl.Expr], dtype: pl.DataType) -> pl.Expr:
+    """Return `fn` applied row by row in Python (a row with a null argument gets null): the
+    way both backends evaluate what one of them cannot express exactly."""
+    names = [f"a{i}" for i in range(len(args))]
+
+    def run(s: pl.Series) -> pl.Series:
+        cols = [s.struct.field(n).to_list() for n in names]
+        return pl.Series([None if any(v is None for v in row) else fn(*row)
+                          for row in zip(*cols, strict=True)], dtype=dtype)
+
+    # The row index gives the struct the frame's height when every argument is a literal.
+    rows = pl.int_range(pl.len()).alias("_row")
+    return pl.struct([rows, *(a.alias(n) for a, n in zip(args, names, strict=True))]
+                     ).map_batches(run, return_dtype=dtype)
+
+
+def _integral_op(op: str, a: pl.Expr, b: pl.Expr, kind: str) -> pl.Expr:
+    """Return a bitwise, shift or logical operation on Int64 (logical ones give 0 or 1)."""
+    if op == "band":
+        return a & b
+    if op == "bor":
+        return a | b
+    if op == "bxor":
+        return a ^ b
+    if op in ("land", "lor", "lxor"):
+        x, y = a != 0, b != 0
+        return (x & y if op == "land" else x | y if op == "lor" else x ^ y).cast(pl.Int64)
+    return by_rows(partial(functors.binary, op, kind=kind), [a, b], pl.Int64)  # shifts
+
+
+def _float_to_int(x: pl.Expr, kind: str) -> pl.Expr:
+    """Return a float truncated toward zero; null outside the integers of `kind` (UB in C)."""
+    low = -1.0 if kind == "unsigned" else -(2.0**63)
+    ok = x.is_finite() & (x > low if kind == "unsigned" else x >= low) & (x < 2.0**63)
+    return pl.when(ok).then(x).otherwise(None).cast(pl.Int64)
+
+
+def _convert(name: str, x: pl.Expr, source: str, kind: str) -> pl.Expr:
+    """Return a conversion functor (to_number, itof, to_string, ...) of x of type `source`."""
+    if kind == "symbol":
+        if source == "float":
+            return by_rows(partial(functors.number_to_text, kind="float"), [x], pl.String)
+        return x.cast(pl.String)
+    if source == "symbol":
+        return by_rows(partial(functors.text_to_number, kind=kind), [x], POLARS_TYPES[kind])
+    if kind == "float":
+        return x.cast(pl.Float64)
+    return _float_to_int(x, kind) if source == "float" else x
+
+
+def _substr(s: pl.Expr, i: pl.Expr, n: pl.Expr) -> pl.Expr:
+    """Return C++'s s.substr(i, n) in characters: "" when i is outside s."""
+    size = s.str.len_chars().cast(pl.Int64)
+    known = s.is_not_null() & i.is_not_null() & n.is_not_null()
+    inside = (i >= 0) & (i <= size)
+    cut = s.str.slice(pl.when(inside).then(i).otherwise(0),
+                      pl.when(n < 0).then(size).otherwise(n))
+    return pl.when(known & inside).then(cut).when(known).then(pl.lit(""))
+
+
+def functor(name: str, args: list[pl.Expr], kinds: list[str], kind: str) -> pl.Expr:
+    """Return the value of an intrinsic functor over Polars expressions (null: no value)."""
+    if name in functors.CASTS:
+        return _convert(name, args[0], kinds[0], kind)
+    if name in ("min", "max"):
+        known = pl.all_horizontal([a.is_not_null() for a in args])
+        pick = pl.min_horizontal if name == "min" else pl.max_horizontal
+        return pl.when(known).then(pick(args))
+    if name == "cat":
+        return pl.concat_str(args)
+    if name == "strlen":
+        return args[0].str.len_chars().cast(pl.Int64)
+    if name == "substr":
+        return _substr(*args)
+    if name == "bnot":
+        return ~args[0]
+    if name == "lnot":
+        return (args[0] == 0).cast(pl.Int64)
+    raise ValueError(f"unknown functor {name}")
+
+
+def range_rows(df: pl.DataFrame, name: str, args: list[pl.Expr]) -> pl.DataFrame:
+    """Return df with a row per value of range(from, to[, step]) in column `name` (Soufflé:
+    `to` is excluded, the step is 1 or -1 by direction, a zero step gives `from` once)."""
+    lo, hi = args[0], args[1]
+    step = args[2] if len(args) == 3 else pl.when(lo <= hi).then(1).otherwise(-1)
+    count = (pl.when(step > 0).then((hi - lo + step - 1) // step)
+             .when(step < 0).then((lo - hi - step - 1) // -step)
+             .otherwise((lo != hi).cast(pl.Int64)))
+    return (df.with_columns(pl.int_ranges(0, count.clip(lower_bound=0)).alias("_k"))
+            .explode("_k")
+            .with_columns((lo + pl.col("_k") * step).alias(name))
+            .drop("_k").drop_nulls(name))
+
+
 class PolarsOps(Ops):
     """rules.Ops over Polars frames and expressions, with exact row counts for join order."""
 
@@ -102,7 +200,28 @@ class PolarsOps(Ops):
         return pl.col(name)
 
     def arith(self, op, left, right, kind):
+        if op == "^":
+            dtype = POLARS_TYPES[kind]
+            return by_rows(partial(functors.power, kind=kind), [left.cast(dtype),
+                                                                right.cast(dtype)], dtype)
+        if op in functors.INTEGRAL_OPS:
+            return _integral_op(op, left, right, kind)
         return _float_op(op, left, right) if kind == "float" else _checked_int(op, left, right)
+
+    def call(self, name, args, kinds, kind):
+        return functor(name, args, kinds, kind)
+
+    def test(self, op, left, right):
+        if op == "contains":
+            return right.str.contains(left, literal=True)
+        return by_rows(functors.matches, [left, right], pl.Boolean)
+
+    def generate(self, df, name, args, kind):
+        return range_rows(df, name, args)
+
+    def numbered(self, df, cols, name):
+        rows = df.unique(subset=cols).sort(cols) if cols else df.head(1)
+        return rows.with_row_index(name).with_columns(pl.col(name).cast(pl.Int64))
 
     def non_negative(self, value):
         return pl.when(value >= 0).then(value)

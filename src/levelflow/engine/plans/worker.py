@@ -16,7 +16,7 @@ import pyarrow as pa
 from levelflow.engine.plans import resident
 from levelflow.engine.plans.closure import task_evaluator
 from levelflow.engine.plans.columnar import frame_schema
-from levelflow.engine.plans.encode import decode, dictionary, encode, encode_decl, encode_rule
+from levelflow.engine.plans.encode import decode, dictionary, encode, encoded_program
 from levelflow.engine.plans.fixpoint import TaskOutcome
 from levelflow.engine.plans.in_spark import BASE_FACTS, COUNT_REL, STATS_REL, Layout
 
@@ -136,13 +136,12 @@ def _run_encoded(layout: Layout, lower: dict, facts: dict, share, schema: pa.Sch
     decls = layout.decls
     symbols = dictionary([(decls[n], df) for n, df in (*lower.items(), *facts.items())],
                          layout.rules)
-    codes = {s: i for i, s in enumerate(symbols.to_list())}
     coded = {n: encode(df, decls[n], symbols) for n, df in lower.items()}
     # A path expression's closure runs the native BFS operator, with the same outcome shape.
     # Without ranks (nobody reads them, nothing stays resident) it searches once per component.
     evaluate = task_evaluator(layout.closure, ranked=layout.ranked or layout.keep is not None)
-    outcome = evaluate(tuple(encode_rule(r, codes) for r in layout.rules), layout.names,
-                       {n: encode_decl(d) for n, d in decls.items()}, coded,
+    rules, coded_decls = encoded_program(layout.rules, decls, symbols)
+    outcome = evaluate(rules, layout.names, coded_decls, coded,
                        {n: encode(df, decls[n], symbols) for n, df in facts.items()}, share)
     if layout.keep is not None:
         ranked = {n: outcome.relation(n, ranked=True) for n in layout.names}

@@ -1,0 +1,296 @@
+"""Soufflé's intrinsic functors: their types, and the plain Python value of the ones every
+backend evaluates the same way (a Python function over rows: exact integer `^`, text parsing,
+float printing, regular expressions) or that constant folding needs.
+
+A function here returns None where Soufflé's answer is an error or undefined behaviour (an
+overflow, `0 ^ -1`, `to_number("x")`, a float outside the integers): the row derives nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from functools import lru_cache
+
+from levelflow.tasks.ast import BinOp, Call, Rule
+
+NUMERIC = ("number", "unsigned", "float")
+INTEGRAL = ("number", "unsigned")
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+ARITH_OPS = ("+", "-", "*", "/", "%", "^")
+INTEGRAL_OPS = ("band", "bor", "bxor", "bshl", "bshr", "bshru", "land", "lor", "lxor")
+# Conversions: name -> (argument types it takes, result type).
+CASTS = {
+    "itou": (("number",), "unsigned"), "utoi": (("unsigned",), "number"),
+    "itof": (("number",), "float"), "ftoi": (("float",), "number"),
+    "utof": (("unsigned",), "float"), "ftou": (("float",), "unsigned"),
+    "to_number": (NUMERIC + ("symbol",), "number"),
+    "to_unsigned": (NUMERIC + ("symbol",), "unsigned"),
+    "to_float": (NUMERIC + ("symbol",), "float"),
+    "to_string": (NUMERIC + ("symbol",), "symbol"),
+}
+# Fixed signatures: name -> (argument types, result type).
+FIXED = {"strlen": (("symbol",), "number"), "substr": (("symbol", "number", "number"), "symbol")}
+CONSTRAINTS = ("contains", "match")  # boolean functors: body literals, never values
+# Every functor name a term may call (`range` only as `x = range(...)`).
+CALLS = frozenset({*CASTS, *FIXED, "min", "max", "cat", "bnot", "lnot", "range", "autoinc"})
+
+
+def uses_autoinc(rules: Iterable[Rule]) -> bool:
+    """Return whether a rule head calls `autoinc()` (its task is renumbered, never updated)."""
+    def has(term) -> bool:
+        if isinstance(term, Call):
+            return term.name == "autoinc" or any(map(has, term.args))
+        return isinstance(term, BinOp) and (has(term.left) or has(term.right))
+    return any(has(a) for rule in rules for h in rule.heads for a in h.args)
+
+
+class FunctorTypeError(ValueError):
+    """A functor applied to arguments of types it does not take (the message says which)."""
+
+
+def _join(name: str, types: list[str | None], allowed: tuple[str, ...]) -> str | None:
+    """Return the one type of arguments that must agree ("int" constants take the others')."""
+    if "int" in types and not set(allowed) & set(NUMERIC):
+        raise FunctorTypeError(f"'{name}' does not take a number")
+    known = {t for t in types if t not in (None, "int")}
+    if len(known) > 1:
+        raise FunctorTypeError(f"'{name}' mixes {' and '.join(sorted(known))}")
+    if not known:
+        return "number" if "int" in types else None
+    ty = known.pop()
+    if ty not in allowed:
+        raise FunctorTypeError(f"'{name}' does not take a {ty}")
+    return ty
+
+
+def call_type(name: str, types: list[str | None]) -> str | None:
+    """Return the result type of functor `name` over arguments of these types (None: unknown).
+
+    An argument type is a primitive, "int" (an integer constant) or None (unknown).
+    """
+    n = len(types)
+    if name in CASTS:
+        allowed, result = CASTS[name]
+        _arity(name, n, 1)
+        got = "number" if types[0] == "int" else types[0]
+        if got is not None and got not in allowed:
+            raise FunctorTypeError(f"'{name}' takes {' or '.join(allowed)}, not {got}")
+        return result
+    if name in FIXED:
+        allowed, result = FIXED[name]
+        _arity(name, n, len(allowed))
+        for want, got in zip(allowed, types, strict=True):
+            if got is not None and got != want and not (got == "int" and want in NUMERIC):
+                shown = "number" if got == "int" else got
+                raise FunctorTypeError(f"'{name}' takes ({', '.join(allowed)}), not {shown}")
+        return result
+    if name in ("min", "max"):
+        if n < 1:
+            raise FunctorTypeError(f"'{name}' takes at least one argument")
+        return _join(name, types, NUMERIC + ("symbol",))
+    if name == "cat":
+        if n < 1:
+            raise FunctorTypeError("'cat' takes at least one argument")
+        return _join(name, types, ("symbol",))
+    if name in ("bnot", "lnot"):
+        _arity(name, n, 1)
+        return _join(name, types, INTEGRAL)
+    if name == "range":
+        if n not in (2, 3):
+            raise FunctorTypeError("'range' takes two or three arguments (from, to[, step])")
+        if "float" in types:
+            raise FunctorTypeError("'range' over floats is not supported (integers only)")
+        return _join(name, types, INTEGRAL)
+    if name == "autoinc":  # the checker gives it one argument: its rule's first number
+        if n > 1:
+            _arity(name, n, 0)
+        return "number"
+    raise FunctorTypeError(f"unknown functor '{name}'")
+
+
+def _arity(name: str, n: int, want: int) -> None:
+    if n != want:
+        raise FunctorTypeError(f"'{name}' takes {want} argument{'s' if want != 1 else ''}, "
+                               f"not {n}")
+
+
+def binop_type(op: str, left: str | None, right: str | None) -> str | None:
+    """Return the type of `left op right` (arithmetic, bitwise or logical)."""
+    allowed = INTEGRAL if op in INTEGRAL_OPS else NUMERIC
+    return _join(op, [left, right], allowed)
+
+
+# -- plain values, one row at a time ---------------------------------------------------------
+
+def fits(value: int, kind: str) -> int | None:
+    """Return an integer result if it is a value of `kind` (64-bit signed, unsigned below
+    2^63 as levelflow stores it), else None."""
+    low = 0 if kind == "unsigned" else INT64_MIN
+    return value if low <= value <= INT64_MAX else None
+
+
+def power(a, b, kind: str):
+    """Return a ^ b: exact on integers (C's pow truncated: 2 ^ -1 is 0), C's pow on floats."""
+    if kind == "float":
+        try:
+            return math.pow(a, b)
+        except (OverflowError, ValueError):
+            return None  # C's pow gives inf or NaN: no value, as an overflow
+    if b < 0:
+        if a == 0:
+            return None  # pow(0, -1) is infinite; its integer is undefined
+        return 1 if a == 1 else (1 - 2 * (b % 2) if a == -1 else 0)
+    if abs(a) > 1 and b >= 64:
+        return None
+    return fits(a ** b, kind)
+
+
+_INT_TEXT = re.compile(r"[ \t]*[+-]?[0-9]+", re.ASCII)
+_FLOAT_TEXT = re.compile(r"[ \t]*[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?",
+                         re.ASCII)
+
+
+def text_to_number(text: str, kind: str) -> int | float | None:
+    """Return the number a symbol spells (decimal, optional sign), or None if it spells none."""
+    if kind == "float":
+        if not _FLOAT_TEXT.fullmatch(text):
+            return None
+        value = float(text)
+        return value if math.isfinite(value) else None
+    return fits(int(text), kind) if _INT_TEXT.fullmatch(text) else None
+
+
+def number_to_text(value, kind: str) -> str:
+    """Return a number as `to_string` spells it: C++'s std::to_string (floats as `%f`)."""
+    if kind == "float":
+        return f"{value:f}" if math.isfinite(value) else ("nan" if value != value else
+                                                          "-inf" if value < 0 else "inf")
+    return str(value)
+
+
+def float_to_int(value: float, kind: str) -> int | None:
+    """Return a float truncated toward zero, or None outside the integers of `kind` (UB in C)."""
+    if not math.isfinite(value):
+        return None
+    return fits(int(value), kind)
+
+
+def convert(name: str, value, source: str):
+    """Return `name(value)` for a cast from a value of type `source` (None: no value)."""
+    result = CASTS[name][1]
+    if value is None:
+        return None
+    if result == "symbol":
+        return value if source == "symbol" else number_to_text(value, source)
+    if source == "symbol":
+        return text_to_number(value, result)
+    if result == "float":
+        return float(value)
+    if source == "float":
+        return float_to_int(value, result)
+    return fits(value, result)
+
+
+def substr(text: str, start: int, length: int) -> str:
+    """Return C++'s text.substr(start, length): "" when start is outside the text (Soufflé
+    prints a warning and gives the empty string); a negative length runs to the end."""
+    if not 0 <= start <= len(text):
+        return ""
+    return text[start:] if length < 0 else text[start:start + length]
+
+
+_MASK = (1 << 64) - 1
+
+
+def wrap(value: int, kind: str) -> int | None:
+    """Return a 64-bit two's complement result as a value of `kind` (Soufflé's bit operations
+    are defined modulo 2^64; levelflow's unsigned values stop below 2^63)."""
+    value &= _MASK
+    if kind == "unsigned":
+        return fits(value, kind)
+    return value - (1 << 64) if value > INT64_MAX else value
+
+
+def binary(op: str, a, b, kind: str):
+    """Return `a op b` for `^` and the bitwise, shift and logical operators (None: no value)."""
+    if op == "^":
+        return power(a, b, kind)
+    if op in ("land", "lor", "lxor"):
+        x, y = a != 0, b != 0
+        return int(x and y if op == "land" else x or y if op == "lor" else x != y)
+    if op == "band":
+        return wrap(a & b, kind)
+    if op == "bor":
+        return wrap(a | b, kind)
+    if op == "bxor":
+        return wrap(a ^ b, kind)
+    shift = b & 63  # Soufflé masks the shift count to the word size, as Java does
+    if op == "bshl":
+        return wrap(a << shift, kind)
+    if op == "bshr":
+        return wrap(a >> shift, kind)
+    if op == "bshru":
+        return wrap((a & _MASK) >> shift, kind)
+    raise ValueError(f"unknown operator {op}")
+
+
+def apply(name: str, args: list, source: str | None, kind: str):
+    """Return functor `name` over plain values (`source`: the first argument's type, `kind`:
+    the result's); None where it has no value. `range` and `autoinc` are not values."""
+    if name in CASTS:
+        return convert(name, args[0], source)
+    if name == "strlen":
+        return len(args[0])
+    if name == "substr":
+        return substr(*args)
+    if name == "min":
+        return min(args)
+    if name == "max":
+        return max(args)
+    if name == "cat":
+        return "".join(args)
+    if name == "bnot":
+        return wrap(~args[0], kind)
+    if name == "lnot":
+        return int(args[0] == 0)
+    raise ValueError(f"functor {name} has no single value")
+
+
+# Syntax Python's re and C++'s std::regex (ECMAScript) read differently: Python's (?P<n>,
+# (?i), lookbehind, \A \Z; C++'s [[:alpha:]] classes. A pattern holding it matches nothing (a
+# constant one is refused by the checker), so no backend answers other than Soufflé would.
+_NOT_ECMASCRIPT = re.compile(r"(?<!\\)\(\?[^:=!]|\\[AZzG]|\[\[[:.=]")
+
+
+@lru_cache(maxsize=256)
+def compiled(pattern: str) -> re.Pattern | None:
+    """Return the compiled pattern (ASCII classes, as std::regex in the C locale), or None
+    when it is malformed or uses Python syntax outside ECMAScript."""
+    if _NOT_ECMASCRIPT.search(pattern):
+        return None
+    try:
+        return re.compile(pattern, re.ASCII)
+    except (re.error, RecursionError, OverflowError):
+        return None
+
+
+def regex_problem(pattern: str) -> str | None:
+    """Return why a constant pattern cannot be matched, or None when it can."""
+    if _NOT_ECMASCRIPT.search(pattern):
+        return ("uses syntax Python and C++ (ECMAScript) read differently: (?P, (?i), "
+                "lookbehind, \\A, \\Z, [[:class:]]")
+    try:
+        re.compile(pattern, re.ASCII)
+    except (re.error, RecursionError, OverflowError) as e:
+        return str(e)
+    return None
+
+
+def matches(pattern: str, text: str) -> bool:
+    """Return whether the whole text matches (std::regex_match); a bad pattern matches nothing,
+    as Soufflé warns and answers false."""
+    regex = compiled(pattern)
+    return regex is not None and regex.fullmatch(text) is not None
