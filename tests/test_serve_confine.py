@@ -128,6 +128,7 @@ def test_without_confinement_a_program_reads_anywhere(spark, tmp_path):
 @pytest.mark.parametrize("flag,value,message", [
     ("--request-timeout", "0", "--request-timeout: must be a number of seconds > 0, got 0.0"),
     ("--max-queued", "0", "--max-queued: must be a positive integer, got 0"),
+    ("-F", "/nonexistent/facts", "-F: /nonexistent/facts: error: fact folder does not exist"),
 ])
 def test_a_bad_serve_flag_is_one_line(tree, capsys, flag, value, message):
     with pytest.raises(SystemExit) as e:
@@ -169,3 +170,16 @@ def test_serve_no_confine_warns_and_takes_the_request_timeout(spark, tmp_path):
         assert {tuple(r) for r in again.relation("secret").collect()} == {(4242,)}
     finally:
         again.close()
+
+
+@pytest.mark.parametrize("host,warned", [("127.0.0.1", False), ("::1", False),
+                                         ("localhost", False), ("0.0.0.0", True),
+                                         ("example.org", True)])
+def test_a_host_others_can_reach_is_a_warning_line(capsys, host, warned):
+    from levelflow.cli.serve_cmd import _warn
+
+    _warn(host, no_confine=False)
+    err = capsys.readouterr().err
+    assert err == (f"levelflow serve: warning: --host {host}: not a loopback address; whoever "
+                   f"can reach it can change the state and read every relation (no "
+                   f"authentication)\n" if warned else "")

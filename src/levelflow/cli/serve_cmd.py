@@ -30,8 +30,12 @@ def _raise_stop(signum, frame) -> None:
     raise _Stop
 
 
-def _check_flags(jobs: int, request_timeout: float, max_queued: int) -> None:
-    """Return None if serve's own numeric flags are valid; else raise one line naming it."""
+def _check_flags(jobs: int, request_timeout: float, max_queued: int,
+                 facts: Path | None) -> None:
+    """Return None if serve's own flags are valid; else raise one line naming the flag."""
+    if facts is not None and not facts.is_dir():
+        raise ServeArgsError(f"-F: {facts}: error: fact folder "
+                             f"{'is not a directory' if facts.exists() else 'does not exist'}")
     if jobs < 1:
         raise ServeArgsError(f"--jobs: must be a positive integer, got {jobs}")
     if not request_timeout > 0:
@@ -53,6 +57,23 @@ def _bind(host: str, port: int, request_timeout: float):
     except OSError as e:
         raise ServeArgsError(f"--host/--port: error: cannot listen on {host}:{port} "
                              f"({e.strerror or e})") from None
+
+
+def _warn(host: str, no_confine: bool) -> None:
+    """Print a warning line for each flag that lets others reach, or files be read."""
+    import ipaddress
+
+    try:
+        local = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve to any interface
+        local = False
+    if not local:
+        print(f"levelflow serve: warning: --host {host}: not a loopback address; whoever can "
+              f"reach it can change the state and read every relation (no authentication)",
+              file=sys.stderr, flush=True)
+    if no_confine:
+        print("levelflow serve: warning: --no-confine: a client's program may read any file "
+              "this process can read and name any .output file", file=sys.stderr, flush=True)
 
 
 def _serve(server, session, statedir: Path, limits: dict) -> None:
@@ -114,16 +135,14 @@ def serve_command(
     from levelflow.tasks import build_tasks, parse_program
 
     check_switch(switch, strategy, large_change)
-    _check_flags(jobs, request_timeout, max_queued)
+    _check_flags(jobs, request_timeout, max_queued, facts)
     state = StateDir(statedir, keep=keep_epochs)
     data = state.manifest()  # one line if there is no state
     pt = build_tasks(parse_program(data["program"], data["program_file"]))
     state.verify(None, pt.program, data)  # missing or cut files: before Spark
     scheduler_from_flag(scheduler, pt.graph)
     server = _bind(host, port, request_timeout)
-    if no_confine:
-        print("levelflow serve: warning: --no-confine: a client's program may read any file "
-              "this process can read and name any .output file", file=sys.stderr, flush=True)
+    _warn(host, no_confine)
     limits = {"factdir": facts, "confine": not no_confine, "max_queued": max_queued}
     log = Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
     try:
