@@ -35,9 +35,10 @@ CONVERT = {"number": int, "unsigned": int, "float": float, "symbol": str}
 class Served:
     """A server on a free port in a thread, over a session on `state`."""
 
-    def __init__(self, spark, state: Path) -> None:
+    def __init__(self, spark, state: Path, timeout: float = 60, **limits) -> None:
         self.session = IncrementalSession.open(spark, state, mode="incremental")
-        self.server = make_server(EpochService(self.session, str(state)), "127.0.0.1", 0)
+        self.service = EpochService(self.session, str(state), **limits)
+        self.server = make_server(self.service, "127.0.0.1", 0, request_timeout=timeout)
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
@@ -204,7 +205,7 @@ def test_a_program_change_over_http(spark, tmp_path):
     (tmp_path / "new" / "seed.facts").write_text("1\n3\n")
     new_text = (FAMILIES["tc"][0] + ".decl seed(x:number)\n.input seed\n"
                 ".decl reached(y:number)\nreached(y) :- seed(x), path(x, y).\n")
-    served = Served(spark, state)
+    served = Served(spark, state, factdir=tmp_path)
     try:
         before = StateDir(state).current()
         status, text = served.request("POST", "/program", "reached(y) :- nope(y).\n")

@@ -6,148 +6,50 @@
                                  strategies, seconds, spark_jobs}
     POST /program[?facts=DIR]    body: a new program's text: the state moves to it as one
                                  epoch (`update --program NEW.dl --facts DIR`); new input
-                                 relations read DIR (on the server's machine). Answers as
-                                 /epoch, plus {tasks: {task: kept|updated|recomputed|new}}
+                                 relations read DIR, relative to the fact folder (-F) and
+                                 inside it. Answers as /epoch, plus {tasks: {task: kept|..}}
     GET  /relations/NAME         the relation's tuples, tab-separated and sorted (as outputs)
     GET  /relations/NAME/size    {"relation": NAME, "size": N}
     GET  /status                 {"state", "epoch", "epochs_queued", "sizes"}
 
-Epochs run one at a time, in arrival order (one lock; the others wait for it). A request is
-parsed and checked whole before it queues: a bad one gets a 4xx whose body is one line naming
-the request line, and applies nothing. Chains are compacted after an epoch's answer is sent,
-before the next epoch. Reading tuples waits for a running epoch (its commit may delete the
-files the old snapshot reads); sizes and status do not.
-Constant: the session's program. Changes: the session's snapshot, one epoch at a time.
+A request is applied only once its whole body arrived (Content-Length bytes within the request
+timeout; else 400 or 408) and was checked (else a 4xx whose body is one line naming the request
+line); a refused one applies nothing. Epochs then run one at a time in arrival order
+(serve_service.EpochQueue). A refusal that leaves unread bytes (411, 413, a bad or doubled
+Content-Length, a cut or late body) closes the connection, so they are never read as a request.
+Chains are compacted after an epoch's answer is sent, before the next epoch. Reading tuples
+waits for a running epoch (its commit may delete the files the old snapshot reads); sizes and
+status do not.
+Constant: the routes, the timeout. Changes: nothing here; the service holds the state.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import sys
-import threading
 import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
-from levelflow.engine.session import jobs_started
 from levelflow.errors import LevelflowError
+from levelflow.serve_service import REQUEST_TIMEOUT, EpochService, RequestError
+
+__all__ = ["EpochService", "Handler", "RequestError", "Server", "make_server"]
 
 MAX_BODY = 64 << 20  # bytes of one epoch's diff
+BACKLOG = 128  # connections the kernel holds before accepting (Python's default: 5)
+LINGER_SECONDS, LINGER_BYTES = 2.0, 1 << 20  # what a closing refusal reads and drops
+ROUTES = "GET /status, /relations/NAME, /relations/NAME/size; POST /epoch, /program"
 
 
-class RequestError(LevelflowError):
-    """A request the server refuses: its HTTP status and one line."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class EpochService:
-    """What the endpoints do, over one IncrementalSession; no HTTP here."""
-
-    def __init__(self, session, label: str, log=None) -> None:
-        self.session = session
-        self.label = label  # the state directory, as status reports it
-        self.lock = threading.Lock()  # one epoch at a time; tuple reads wait for it
-        self.queued = 0
-        self.log = log or sys.stderr
-
-    def parse(self, body: bytes) -> list:
-        """Return the ops of an epoch's body; raise RequestError(400) naming the bad line."""
-        from levelflow.engine.incremental.updates import parse_diff
-
-        try:
-            text = body.decode("utf-8-sig")
-        except UnicodeDecodeError as e:
-            raise RequestError(400, f"request: error: the body is not UTF-8 ({e})") from None
-        return parse_diff(self.session.program, text, "request")
-
-    def epoch(self, ops: list) -> dict:
-        """Return the answer to an epoch of `ops` (call with the lock held)."""
-        s = self.session
-        if not ops:
-            return {"epoch": s.epoch, "relations": {}, "notes": ["nothing to do: no fact to "
-                    "insert or remove; the state is unchanged"], "strategies": {},
-                    "seconds": 0.0, "spark_jobs": 0}
-        s.discard()  # nothing a failed request queued may leak into this epoch
-        s.extend(ops)
-        jobs, t0 = jobs_started(s.spark), time.perf_counter()
-        try:
-            result = s.commit(compact=False)  # compacted once the answer is out: compact()
-        except BaseException:
-            s.discard()
-            raise
-        return self._answer(result, jobs, t0)
-
-    def _answer(self, result, jobs: int, t0: float) -> dict:
-        """Return the JSON answer to an epoch: per relation its change, notes, strategies, and
-        the seconds and Spark jobs since `t0` and `jobs`."""
-        return {"epoch": result.epoch,
-                "relations": {n: {"added": d.added_rows, "removed": d.removed_rows}
-                              for n, d in sorted(result.deltas.items())},
-                "notes": result.notes, "strategies": result.strategies,
-                "seconds": round(time.perf_counter() - t0, 4),
-                "spark_jobs": jobs_started(self.session.spark) - jobs}
-
-    def new_program(self, body: bytes, query: str):
-        """Return the checked new program and its facts directory (None: no new facts), or
-        raise RequestError(400) with the program's first error."""
-        from levelflow.engine.incremental.program_change import load_new_program
-        from levelflow.engine.incremental.session_api import ProgramText
-
-        try:
-            text = body.decode("utf-8-sig")
-        except UnicodeDecodeError as e:
-            raise RequestError(400, f"request: error: the body is not UTF-8 ({e})") from None
-        facts = parse_qs(query).get("facts", [None])[0]
-        try:
-            load_new_program(ProgramText(text, "request"), facts)  # errors before queuing
-        except LevelflowError as e:
-            raise RequestError(400, str(e).splitlines()[0]) from None
-        return ProgramText(text, "request"), facts
-
-    def program(self, new) -> dict:
-        """Return the answer to moving to a new program (call with the lock held)."""
-        s = self.session
-        s.discard()
-        jobs, t0 = jobs_started(s.spark), time.perf_counter()
-        result = s.replace_program(*new)
-        return {**self._answer(result, jobs, t0), "tasks": dict(sorted(result.status.items()))}
-
-    def compact(self) -> None:
-        """Fold chains past the policy (call with the lock held); a failure is only logged."""
-        try:
-            self.session.compact()
-        except LevelflowError as e:
-            print(f"levelflow serve: {e}", file=self.log, flush=True)
-
-    def relation_name(self, name: str) -> str:
-        """Return `name` if the program declares it; else raise RequestError(404)."""
-        if name not in self.session.program.decls:
-            raise RequestError(404, f"error: unknown relation {name!r}")
-        return name
-
-    def tuples(self, name: str) -> str:
-        """Return a relation's tuples as an output file holds them (sorted, tab-separated)."""
-        from levelflow.engine.facts import format_rows
-
-        decl = self.session.program.decls[self.relation_name(name)]
-        with self.lock:
-            df = self.session.relation(name)
-            rows = df.orderBy(*df.columns).collect() if decl.arity else df.limit(1).collect()
-        return "".join(format_rows(rows, decl))
-
-    def status(self) -> dict:
-        """Return the state, its epoch, the epochs waiting and every relation's size."""
-        snap = self.session.snap  # one snapshot: epoch and sizes agree
-        return {"state": self.label, "epoch": snap.epoch, "epochs_queued": self.queued,
-                "sizes": dict(sorted(snap.rows.items()))}
+class _Closing(RequestError):
+    """A refusal after which the connection's unread bytes cannot be trusted: it closes."""
 
 
 class Handler(BaseHTTPRequestHandler):
-    """The HTTP side: routes, bodies, one-line errors."""
+    """The HTTP side: routes, whole bodies, one-line errors."""
 
     server_version = "levelflow"
     protocol_version = "HTTP/1.1"  # keep-alive: a stream of epochs reuses one connection
@@ -156,16 +58,26 @@ class Handler(BaseHTTPRequestHandler):
     def service(self) -> EpochService:
         return self.server.service  # type: ignore[attr-defined]
 
+    def setup(self) -> None:
+        self.timeout = self.server.request_timeout  # type: ignore[attr-defined]
+        super().setup()
+
     def log_message(self, format, *args) -> None:  # noqa: A002 - the base class's name
         pass  # one line per request would drown the one line that matters
 
-    def _send(self, status: int, body: str, kind: str = "application/json") -> None:
+    def _send(self, status: int, body: str, kind: str = "application/json",
+              headers: dict | None = None) -> None:
         data = body.encode()
         self.send_response(status)
         self.send_header("Content-Type", f"{kind}; charset=utf-8")
         self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.end_headers()
-        self.wfile.write(data)
+        if self.command != "HEAD":
+            self.wfile.write(data)
         self.wfile.flush()
 
     def _json(self, payload: dict) -> None:
@@ -176,8 +88,9 @@ class Handler(BaseHTTPRequestHandler):
         from levelflow.engine.incremental.state import StateError
         from levelflow.engine.incremental.updates import UpdateError
 
+        headers = {}
         if isinstance(e, RequestError):
-            status = e.status
+            status, headers = e.status, e.headers
         elif isinstance(e, UpdateError):
             status = HTTPStatus.BAD_REQUEST
         elif isinstance(e, StateError):  # e.g. another writer moved the state on
@@ -188,17 +101,86 @@ class Handler(BaseHTTPRequestHandler):
             from levelflow.engine.workers import one_line
 
             status, e = 500, RuntimeError(f"error: {one_line(e)}")
-        self._send(int(status), str(e).splitlines()[0] + "\n", "text/plain")
+        closing = isinstance(e, _Closing)
+        if closing:
+            self.close_connection = True
+        self._send(int(status), str(e).splitlines()[0] + "\n", "text/plain", headers)
+        if closing:
+            self._linger()
+
+    def _linger(self) -> None:
+        """Send our end's FIN, then read and drop what the client still sends (briefly): closing
+        with unread bytes would reset the connection before the client reads the answer."""
+        sock = self.connection
+        try:
+            sock.shutdown(socket.SHUT_WR)
+            end = time.monotonic() + min(LINGER_SECONDS, self.timeout)
+            dropped = 0
+            while dropped < LINGER_BYTES and (left := end - time.monotonic()) > 0:
+                sock.settimeout(left)
+                data = sock.recv(1 << 16)
+                if not data:
+                    break
+                dropped += len(data)
+        except OSError:
+            pass  # the client is gone already: nothing to protect
+
+    def send_error(self, code: int, message: str | None = None,
+                   explain: str | None = None) -> None:
+        """Answer a malformed request (bad request line, unknown method, huge headers) with one
+        line instead of the base class's HTML page, and close."""
+        self.close_connection = True
+        try:
+            self._send(code, f"request: error: {message or HTTPStatus(code).phrase}\n",
+                       "text/plain")
+        except OSError:
+            return
+        self._linger()
+
+    def _length(self) -> int:
+        """Return the announced body length; raise _Closing if it is missing, doubled, not a
+        number or too large (the body is then unread: the connection closes)."""
+        values = self.headers.get_all("Content-Length") or []
+        if self.headers.get("Transfer-Encoding") is not None:
+            raise _Closing(400 if values else 411, "request: error: Transfer-Encoding is not "
+                           "supported; send a Content-Length header")
+        if len(values) > 1:
+            raise _Closing(400, f"request: error: {len(values)} Content-Length headers; send "
+                           f"one")
+        if not values:
+            raise _Closing(411, "request: error: a Content-Length header is required")
+        length = values[0].strip()
+        if not (length.isascii() and length.isdigit()):
+            raise _Closing(400, f"request: error: Content-Length {length!r} is not a number")
+        if int(length) > MAX_BODY:
+            raise _Closing(413, f"request: error: body of {length} bytes; at most "
+                           f"{MAX_BODY} per epoch")
+        return int(length)
 
     def _body(self) -> bytes:
-        """Return the request's body; raise RequestError for a missing or huge one."""
-        length = self.headers.get("Content-Length")
-        if length is None or not length.isdigit():
-            raise RequestError(411, "request: error: a Content-Length header is required")
-        if int(length) > MAX_BODY:
-            raise RequestError(413, f"request: error: body of {length} bytes; at most "
-                               f"{MAX_BODY} per epoch")
-        return self.rfile.read(int(length))
+        """Return the whole body, read within the request timeout; raise _Closing (400 cut
+        short, 408 too slow) otherwise."""
+        length, got, chunks = self._length(), 0, []
+        end = time.monotonic() + self.timeout
+        try:
+            while got < length:
+                left = end - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                self.connection.settimeout(left)
+                chunk = self.rfile.read1(min(length - got, 1 << 20))
+                if not chunk:
+                    raise _Closing(400, f"request: error: the body was cut short: {got} of "
+                                   f"{length} bytes arrived; nothing applied")
+                chunks.append(chunk)
+                got += len(chunk)
+        except TimeoutError:
+            raise _Closing(408, f"request: error: {got} of {length} body bytes arrived in "
+                           f"{self.timeout:g} s (the request timeout); nothing applied") \
+                from None
+        finally:
+            self.connection.settimeout(self.timeout)
+        return b"".join(chunks)
 
     def do_POST(self) -> None:  # noqa: N802 - the base class's name
         """Apply the body (a diff, or a new program) as one epoch; compact after answering."""
@@ -206,35 +188,39 @@ class Handler(BaseHTTPRequestHandler):
         try:
             body = self._body()
             if url.path == "/epoch":
-                ops = self.service.parse(body)
-                run, changes = (lambda: self.service.epoch(ops)), bool(ops)
+                run = self.service.epoch_request(body)
             elif url.path == "/program":
-                new = self.service.new_program(body, url.query)
-                run, changes = (lambda: self.service.program(new)), True
+                run = self.service.program_request(body, url.query)
             else:
-                raise RequestError(404, f"error: no endpoint POST {self.path} (POST /epoch, "
-                                   f"/program)")
+                raise RequestError(404, f"error: no endpoint POST {self.path} ({ROUTES})")
+            self._run_epoch(run)
         except LevelflowError as e:
             self._fail(e)
-            return
-        self._run_epoch(run, changes)
 
-    def _run_epoch(self, run, changes: bool) -> None:
+    def _run_epoch(self, run) -> None:
+        """Run an epoch in its turn (503 if too many wait), answer, then compact."""
         svc = self.service
-        svc.queued += 1  # under the GIL; only status reads it
-        with svc.lock:
-            svc.queued -= 1
+        with svc.queue.turn():
+            if svc.stopped:
+                raise RequestError(503, "request: error: the server is stopping; nothing "
+                                   "applied")
+            before = svc.session.epoch
             try:
                 payload = run()
             except Exception as e:  # noqa: BLE001 - every failure is one line to the client
                 self._fail(e)
                 return
-            self._json(payload)
-            if changes:
-                svc.compact()
+            try:
+                self._json(payload)
+            finally:  # the epoch is applied whether or not its client still listens
+                if svc.session.epoch != before:
+                    svc.compact()
 
     def do_GET(self) -> None:  # noqa: N802 - the base class's name
         """Answer /status, /relations/NAME and /relations/NAME/size."""
+        if self.headers.get("Content-Length", "0").strip() != "0" or \
+                self.headers.get("Transfer-Encoding") is not None:
+            self.close_connection = True  # an unread body must not be read as a request
         parts = [unquote(p) for p in urlsplit(self.path).path.strip("/").split("/")]
         try:
             if parts == ["status"]:
@@ -245,16 +231,38 @@ class Handler(BaseHTTPRequestHandler):
             elif len(parts) == 2 and parts[0] == "relations":
                 self._send(200, self.service.tuples(parts[1]), "text/tab-separated-values")
             else:
-                raise RequestError(404, f"error: no endpoint GET {self.path} (GET /status, "
-                                   f"/relations/NAME, /relations/NAME/size)")
+                raise RequestError(404, f"error: no endpoint GET {self.path} ({ROUTES})")
         except Exception as e:  # noqa: BLE001 - one line to the client, the server stays up
             self._fail(e)
 
+    def _not_allowed(self) -> None:
+        """Answer a method serve does not take with one line (405) and close."""
+        self._fail(_Closing(405, f"request: error: method {self.command} is not allowed "
+                            f"({ROUTES})", {"Allow": "GET, POST"}))
 
-def make_server(service: EpochService, host: str = "127.0.0.1",
-                port: int = 0) -> ThreadingHTTPServer:
+    do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _not_allowed
+
+
+class Server(ThreadingHTTPServer):
+    """A thread per connection, a listen backlog for bursts, one line per unexpected error."""
+
+    request_queue_size = BACKLOG
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        """Say an unexpected error in one line; a client that went away is not an error."""
+        from levelflow.engine.workers import one_line
+
+        e = sys.exc_info()[1]
+        if not isinstance(e, (ConnectionError, TimeoutError)):
+            print(f"levelflow serve: error: {client_address[0]}: {one_line(e)}",
+                  file=sys.stderr, flush=True)
+
+
+def make_server(service: EpochService, host: str = "127.0.0.1", port: int = 0,
+                request_timeout: float = REQUEST_TIMEOUT) -> Server:
     """Return an HTTP server bound to host:port (0: any free port) serving `service`."""
-    server = ThreadingHTTPServer((host, port), Handler)
-    server.daemon_threads = True
+    server = Server((host, port), Handler)
     server.service = service  # type: ignore[attr-defined]
+    server.request_timeout = request_timeout  # type: ignore[attr-defined]
     return server

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+import sys
 import tempfile
 from pathlib import Path
 from typing import Annotated
@@ -12,6 +13,7 @@ import typer
 from levelflow.cli import defaults, options
 from levelflow.cli.app import app
 from levelflow.errors import LevelflowError
+from levelflow.serve_service import MAX_QUEUED, REQUEST_TIMEOUT
 
 PORT = 7341
 
@@ -28,24 +30,57 @@ def _raise_stop(signum, frame) -> None:
     raise _Stop
 
 
-def _bind(host: str, port: int):
+def _check_flags(jobs: int, request_timeout: float, max_queued: int,
+                 facts: Path | None) -> None:
+    """Return None if serve's own flags are valid; else raise one line naming the flag."""
+    if facts is not None and not facts.is_dir():
+        raise ServeArgsError(f"-F: {facts}: error: fact folder "
+                             f"{'is not a directory' if facts.exists() else 'does not exist'}")
+    if jobs < 1:
+        raise ServeArgsError(f"--jobs: must be a positive integer, got {jobs}")
+    if not request_timeout > 0:
+        raise ServeArgsError(f"--request-timeout: must be a number of seconds > 0, got "
+                             f"{request_timeout}")
+    if max_queued < 1:
+        raise ServeArgsError(f"--max-queued: must be a positive integer, got {max_queued}")
+
+
+def _bind(host: str, port: int, request_timeout: float):
     """Return the HTTP server bound to host:port, before Spark starts; one line if it cannot."""
     from levelflow.server import make_server
 
     if not 0 <= port <= 65535:
         raise ServeArgsError(f"--port: must be 0..65535, got {port}")
     try:
-        return make_server(None, host, port)  # type: ignore[arg-type] - set once open
+        return make_server(None, host, port,  # type: ignore[arg-type] - set once open
+                           request_timeout=request_timeout)
     except OSError as e:
         raise ServeArgsError(f"--host/--port: error: cannot listen on {host}:{port} "
                              f"({e.strerror or e})") from None
 
 
-def _serve(server, session, statedir: Path) -> None:
+def _warn(host: str, no_confine: bool) -> None:
+    """Print a warning line for each flag that lets others reach, or files be read."""
+    import ipaddress
+
+    try:
+        local = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name: it may resolve to any interface
+        local = False
+    if not local:
+        print(f"levelflow serve: warning: --host {host}: not a loopback address; whoever can "
+              f"reach it can change the state and read every relation (no authentication)",
+              file=sys.stderr, flush=True)
+    if no_confine:
+        print("levelflow serve: warning: --no-confine: a client's program may read any file "
+              "this process can read and name any .output file", file=sys.stderr, flush=True)
+
+
+def _serve(server, session, statedir: Path, limits: dict) -> None:
     """Serve until SIGTERM or Ctrl-C, then let the running epoch finish and close."""
     from levelflow.server import EpochService
 
-    server.service = service = EpochService(session, str(statedir))
+    server.service = service = EpochService(session, str(statedir), **limits)
     host, port = server.server_address[:2]
     print(f"levelflow serve: listening on http://{host}:{port} (state {statedir}, epoch "
           f"{session.epoch})", flush=True)
@@ -58,8 +93,7 @@ def _serve(server, session, statedir: Path) -> None:
         for s, handler in previous.items():
             signal.signal(s, handler)
         server.server_close()
-    with service.lock:  # an epoch under way completes (or fails whole) first
-        session.close()
+    service.stop()  # an epoch under way completes (or fails whole) first; none starts after
     print(f"levelflow serve: stopped at epoch {session.epoch}", flush=True)
 
 
@@ -78,6 +112,18 @@ def serve_command(
     master: options.Master = defaults.MASTER,
     driver_memory: options.DriverMemory = defaults.DRIVER_MEMORY,
     keep_epochs: options.KeepEpochs = None,
+    facts: Annotated[Path | None, typer.Option(
+        "-F", "--facts", help="Fact folder: a new program's .input files must lie in it, and "
+        "/program?facts=DIR names a folder inside it (STATE/facts unless given).")] = None,
+    no_confine: Annotated[bool, typer.Option(
+        "--no-confine", help="Let a client's program read any file this process can read "
+        "(.input) and name any .output file, as `run` does.")] = False,
+    request_timeout: Annotated[float, typer.Option(
+        "--request-timeout", help="Seconds a request's headers, and its whole body, may take "
+        "to arrive (else 408, nothing applied).")] = REQUEST_TIMEOUT,
+    max_queued: Annotated[int, typer.Option(
+        "--max-queued", help="Epochs that may wait for their turn; a further one gets 503 with "
+        "Retry-After.")] = MAX_QUEUED,
 ) -> None:
     """Hold the state warm; take epochs as HTTP POSTs of diffs (one at a time, the others
     queued); GET relations and sizes. Stops cleanly on SIGTERM or Ctrl-C."""
@@ -89,21 +135,22 @@ def serve_command(
     from levelflow.tasks import build_tasks, parse_program
 
     check_switch(switch, strategy, large_change)
-    if jobs < 1:
-        raise ServeArgsError(f"--jobs: must be a positive integer, got {jobs}")
+    _check_flags(jobs, request_timeout, max_queued, facts)
     state = StateDir(statedir, keep=keep_epochs)
     data = state.manifest()  # one line if there is no state
     pt = build_tasks(parse_program(data["program"], data["program_file"]))
     state.verify(None, pt.program, data)  # missing or cut files: before Spark
     scheduler_from_flag(scheduler, pt.graph)
-    server = _bind(host, port)
+    server = _bind(host, port, request_timeout)
+    _warn(host, no_confine)
+    limits = {"factdir": facts, "confine": not no_confine, "max_queued": max_queued}
     log = Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
     try:
         with spark_session(master, driver_memory, log) as spark:
             session = IncrementalSession.open(spark, state, scheduler=scheduler, jobs=jobs,
                                               mode=strategy, switch=switch,
                                               large_change=large_change)
-            _serve(server, session, statedir)
+            _serve(server, session, statedir, limits)
     finally:
         server.server_close()
         log.unlink(missing_ok=True)

@@ -5,7 +5,7 @@ As in Soufflé, `filename=` may name any path (absolute, or `../` out of -F / -D
 `.output` directives writing one file however it is spelled (`x.csv`, `./x.csv`, `D/x.csv`),
 and an `.output` writing the fact file an `.input` reads. With `confine`, any input outside
 the fact directory (-F) and any output outside the output directory (-D) is refused too,
-symbolic links followed.
+symbolic links followed: `serve` checks every program a client posts so (serve_service).
 """
 
 from __future__ import annotations
@@ -16,10 +16,12 @@ from pathlib import Path
 from levelflow.tasks.ast import IO, Program
 from levelflow.tasks.errors import DatalogError
 
-# `run`, `update` and `shell` default to Soufflé's behaviour (paths anywhere). A command that
-# serves programs it did not write (the planned `serve`) must default to CONFINE_SERVE.
+# `run`, `update` and `shell` default to Soufflé's behaviour (paths anywhere). `serve`, which
+# takes programs it did not write, defaults to CONFINE_SERVE.
 CONFINE_DEFAULT = False
 CONFINE_SERVE = True
+# How a refusal names the folders and the switch: `run`'s flags (serve passes its own).
+FLAGS = ("-F", "-D", "--confine")
 
 
 class PathError(DatalogError):
@@ -39,27 +41,35 @@ def _inside(path: Path, root: Path) -> bool:
     return root in path.parents
 
 
-def _confine(io: IO, path: Path, root: Path, flag: str, what: str) -> None:
+def within(path: Path, root: Path) -> bool:
+    """Return whether `path` is `root` or inside it, symbolic links followed (`..` resolved)."""
+    path, root = Path(os.path.realpath(path)), Path(os.path.realpath(root))
+    return path == root or _inside(path, root)
+
+
+def _confine(io: IO, path: Path, root: Path, flag: str, what: str, why: str) -> None:
     """Raise PathError if `path` is not inside `root`."""
     if not _inside(path, Path(os.path.realpath(root))):
         verb = "reads" if io.kind == "input" else "writes"
+        named = f"{flag} {root}" if flag else str(root)
         raise PathError(f".{io.kind} {io.relation} {verb} {path}, outside the {what} "
-                        f"{flag} {root} (--confine)", io.loc)
+                        f"{named} ({why})", io.loc)
 
 
 def check_io_paths(program: Program, factdir: Path | None, outdir: Path | None,
-                   confine: bool = CONFINE_DEFAULT) -> None:
+                   confine: bool = CONFINE_DEFAULT, flags: tuple[str, str, str] = FLAGS) -> None:
     """Return None if the directives' files may be used; else raise one PathError line.
 
     `factdir` None: the inputs are not read now (update, a resumed shell); `outdir` None: no
-    output files are written.
+    output files are written. `flags`: how a refusal names -F, -D and the switch.
     """
+    fact_flag, out_flag, why = flags
     inputs: dict[object, IO] = {}  # by path, and by inode (a hard link is the same file)
     if factdir is not None:
         for io in sorted(program.inputs.values(), key=_order):
             path = _where(factdir, io)
             if confine:
-                _confine(io, path, factdir, "-F", "fact directory")
+                _confine(io, path, factdir, fact_flag, "fact directory", why)
             for key in (path, _inode(path)):
                 if key is not None:
                     inputs.setdefault(key, io)
@@ -71,7 +81,7 @@ def check_io_paths(program: Program, factdir: Path | None, outdir: Path | None,
             continue
         path = _where(outdir, io)
         if confine:
-            _confine(io, path, outdir, "-D", "output directory")
+            _confine(io, path, outdir, out_flag, "output directory", why)
         if path in written:
             first = written[path]
             raise PathError(f"the .output directive at {_at(first)} already writes "
