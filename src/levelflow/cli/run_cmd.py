@@ -13,6 +13,7 @@ import typer
 
 from levelflow.cli import defaults
 from levelflow.cli.app import app
+from levelflow.cli.options import MaxTuples
 from levelflow.engine.paths import CONFINE_DEFAULT
 from levelflow.errors import LevelflowError
 
@@ -148,7 +149,7 @@ def _evaluate(spark, program_tasks, sched, factdir, outdir, opts: dict, progress
                          jobs=opts["jobs"], trace_out=opts["trace_out"],
                          schedule_out=opts["schedule_out"], progress=progress,
                          checkpoint=opts["checkpoint"], plan=opts["plan"],
-                         plan_rows=opts["plan_rows"])
+                         plan_rows=opts["plan_rows"], max_tuples=opts["max_tuples"])
     print(result.summary() + outputs_note(program_tasks.program, outdir, result.output_counts))
     for name, count in result.printsize.items():
         print(f"{name}\t{count}")
@@ -186,6 +187,7 @@ def run_command(
     local_rows: Annotated[int, typer.Option("--local-rows", help=defaults.LOCAL_ROWS_HELP)
                           ] = defaults.LOCAL_ROWS,
     confine: Annotated[bool, typer.Option("--confine", help=CONFINE_HELP)] = CONFINE_DEFAULT,
+    max_tuples: MaxTuples = defaults.MAX_TUPLES,
 ) -> None:
     """Evaluate PROGRAM from scratch on Spark; print 'ran k of N', outputs, .printsize counts."""
     from levelflow.cli.spark import spark_session
@@ -201,7 +203,8 @@ def run_command(
     log = spark_log or Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
     keep_log, progress = spark_log is not None, make_progress(quiet)
     opts = {"state": state, "jobs": jobs, "trace_out": trace_out, "schedule_out": schedule_out,
-            "checkpoint": checkpoint, "plan": plan, "plan_rows": local_rows}
+            "checkpoint": checkpoint, "plan": plan, "plan_rows": local_rows,
+            "max_tuples": max_tuples}
     try:
         progress.start(program_tasks.graph.names)
         progress.phase(f"starting Spark ({master})")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from levelflow.engine.guard import MAX_TUPLES
 from levelflow.engine.runner import RunError, RunResult, run_program
 from levelflow.tasks.ast import Program
 from levelflow.tasks.tasks import ProgramTasks
@@ -40,8 +41,9 @@ def _as_tasks(program: str | os.PathLike | Program | ProgramTasks) -> ProgramTas
 def run(program: str | os.PathLike | Program | ProgramTasks, factdir=None, outdir=None, *,
         spark=None, master: str = "local[*]", scheduler="hybrid", jobs: int = 2,
         checkpoint: str = "local", trace_out=None, schedule_out=None,
-        progress=None) -> RunResult:
-    """Return the RunResult of running `program` from scratch on `spark` (or a local session)."""
+        progress=None, max_tuples: int | None = MAX_TUPLES) -> RunResult:
+    """Return the RunResult of running `program` from scratch on `spark` (or a local session);
+    a task that would make more than `max_tuples` tuples (None: no limit) raises TupleLimit."""
     program_tasks = _as_tasks(program)
     if spark is None:
         from levelflow.engine.session import make_session
@@ -52,4 +54,5 @@ def run(program: str | os.PathLike | Program | ProgramTasks, factdir=None, outdi
                        "(spark.sparkContext.setCheckpointDir(...))")
     return run_program(spark, program_tasks, Path(factdir) if factdir is not None else None,
                        outdir, scheduler=scheduler, jobs=jobs, trace_out=trace_out,
-                       schedule_out=schedule_out, progress=progress, checkpoint=checkpoint)
+                       schedule_out=schedule_out, progress=progress, checkpoint=checkpoint,
+                       max_tuples=max_tuples)
