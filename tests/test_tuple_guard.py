@@ -145,3 +145,46 @@ def test_under_the_limit_the_run_is_unchanged(spark, tmp_path, plan):
         got = {tuple(r) for r in limited.relation(name).collect()}
         assert got == {tuple(r) for r in free.relation(name).collect()} == expected[name]
     assert limited.ran == free.ran
+
+
+# -- epochs: update, serve and shell share IncrementalSession --------------------------------
+
+def test_an_epoch_past_the_limit_fails_whole_and_changes_no_state(spark, tmp_path):
+    from levelflow.engine.incremental.session_api import IncrementalSession
+    from levelflow.engine.incremental.state import StateDir
+
+    pt, fdir = _write(tmp_path, CROSS + TC, {"a": [(i,) for i in range(20)],
+                                             "b": [(i,) for i in range(20)], "e": _chain(20)})
+    state = tmp_path / "state"
+    s = IncrementalSession.bootstrap(spark, pt, fdir, state, max_tuples=1_000)
+    try:
+        assert (s.size("p"), s.size("tc")) == (400, 210)
+        for i in range(20, 60):  # a product of 60 x 20 = 1,200 tuples
+            s.insert("a", (i,))
+        with pytest.raises(TupleLimit, match=r"p\.dl:6: task p: more than 1,000 tuples "
+                                             r".*joins 60 x 20 = 1,200; stopped"):
+            s.commit()
+        s.discard()
+        for i in range(20, 45):  # tc on a chain of 45 edges: 1,035 pairs
+            s.insert("e", (i, i + 1))
+        with pytest.raises(TupleLimit, match=r"task tc: more than 1,000 tuples"):
+            s.commit()
+        assert s.epoch == 0 and StateDir(state).current() == 0
+        assert (s.size("p"), s.size("tc")) == (400, 210)
+        assert s.relation("tc").count() == 210
+        s.discard()
+        s.insert("e", (20, 21))  # within the limit, the next epoch goes through
+        assert s.commit().epoch == 1 and s.size("tc") == 231
+    finally:
+        s.close()
+
+
+def test_a_bootstrap_past_the_limit_leaves_no_state(spark, tmp_path):
+    from levelflow.engine.incremental.session_api import IncrementalSession
+    from levelflow.engine.incremental.state import StateDir
+
+    pt, fdir = _write(tmp_path, CROSS, {"a": [(i,) for i in range(50)],
+                                        "b": [(i,) for i in range(50)]})
+    with pytest.raises(TupleLimit, match="joins 50 x 50 = 2,500; stopped"):
+        IncrementalSession.bootstrap(spark, pt, fdir, tmp_path / "state", max_tuples=2_000)
+    assert not StateDir(tmp_path / "state").exists()

@@ -143,7 +143,8 @@ def _evaluate(spark, program_tasks, sched, factdir, outdir, opts: dict, progress
         from levelflow.engine.incremental.session_api import run_with_state
 
         progress.stop()
-        run_with_state(spark, program_tasks, factdir, outdir, opts["state"], sched, opts["jobs"])
+        run_with_state(spark, program_tasks, factdir, outdir, opts["state"], sched, opts["jobs"],
+                       max_tuples=opts["max_tuples"])
         return
     result = run_program(spark, program_tasks, factdir, outdir, scheduler=sched,
                          jobs=opts["jobs"], trace_out=opts["trace_out"],

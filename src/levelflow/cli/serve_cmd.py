@@ -78,6 +78,7 @@ def serve_command(
     master: options.Master = defaults.MASTER,
     driver_memory: options.DriverMemory = defaults.DRIVER_MEMORY,
     keep_epochs: options.KeepEpochs = None,
+    max_tuples: options.MaxTuples = defaults.MAX_TUPLES,
 ) -> None:
     """Hold the state warm; take epochs as HTTP POSTs of diffs (one at a time, the others
     queued); GET relations and sizes. Stops cleanly on SIGTERM or Ctrl-C."""
@@ -102,7 +103,8 @@ def serve_command(
         with spark_session(master, driver_memory, log) as spark:
             session = IncrementalSession.open(spark, state, scheduler=scheduler, jobs=jobs,
                                               mode=strategy, switch=switch,
-                                              large_change=large_change)
+                                              large_change=large_change,
+                                              max_tuples=max_tuples)
             _serve(server, session, statedir)
     finally:
         server.server_close()

@@ -11,6 +11,7 @@ import typer
 
 from levelflow.cli import defaults
 from levelflow.cli.app import app
+from levelflow.cli.options import MaxTuples
 from levelflow.cli.run_cmd import CONFINE_HELP
 from levelflow.engine.paths import CONFINE_DEFAULT
 from levelflow.errors import LevelflowError
@@ -147,13 +148,15 @@ class Shell:
             self.say(f"note: {len(self.session.discard())} uncommitted change(s) discarded")
 
 
-def _open(spark, program_tasks, factdir: Path, state: Path | None, resume: bool, switch: float):
+def _open(spark, program_tasks, factdir: Path, state: Path | None, resume: bool, switch: float,
+          max_tuples: int):
     """Return the IncrementalSession the prompt works on: resumed, or bootstrapped (epoch 0)."""
     from levelflow.engine.incremental.session_api import IncrementalSession
 
     if resume:
-        return IncrementalSession.open(spark, state, switch=switch)
-    return IncrementalSession.bootstrap(spark, program_tasks, factdir, state, switch=switch)
+        return IncrementalSession.open(spark, state, switch=switch, max_tuples=max_tuples)
+    return IncrementalSession.bootstrap(spark, program_tasks, factdir, state, switch=switch,
+                                        max_tuples=max_tuples)
 
 
 @app.command("shell")
@@ -170,6 +173,7 @@ def shell_command(
     driver_memory: Annotated[str, typer.Option(
         "--driver-memory", help=defaults.DRIVER_MEMORY_HELP)] = defaults.DRIVER_MEMORY,
     confine: Annotated[bool, typer.Option("--confine", help=CONFINE_HELP)] = CONFINE_DEFAULT,
+    max_tuples: MaxTuples = defaults.MAX_TUPLES,
 ) -> None:
     """Interactive prompt: insert / remove / commit / load / print / size / help / quit."""
     from levelflow.cli.spark import spark_session
@@ -199,7 +203,7 @@ def shell_command(
         progress.phase(f"starting Spark ({master})")
         with spark_session(master, driver_memory, log) as spark:
             progress.phase("resuming the state" if resume else "evaluating epoch 0")
-            session = _open(spark, program_tasks, factdir, state, resume, switch)
+            session = _open(spark, program_tasks, factdir, state, resume, switch, max_tuples)
             progress.stop()
             print(f"epoch {session.epoch}: "
                   f"{session.last.summary() if session.last else 'resumed'}"

@@ -92,7 +92,8 @@ def _apply(spark, state, ops, program, flags: dict, progress) -> None:
 
     session = IncrementalSession.open(spark, state, scheduler=flags["scheduler"],
                                       jobs=flags["jobs"], mode=flags["strategy"],
-                                      switch=flags["switch"], large_change=flags["large_change"])
+                                      switch=flags["switch"], large_change=flags["large_change"],
+                                      max_tuples=flags["max_tuples"])
     if not ops and flags["program"] is None:  # only -D: write the outputs, no new epoch
         session.write_outputs(flags["outdir"])
         progress.stop()
@@ -153,6 +154,7 @@ def update_command(
     facts: Annotated[Path | None, typer.Option(
         "--facts", metavar="DIR", help="With --program: where new input relations' facts are "
         "(else they start empty).")] = None,
+    max_tuples: options.MaxTuples = defaults.MAX_TUPLES,
 ) -> None:
     """Apply the changes as one epoch; print per output relation +added -removed, 'ran k of N'.
 
@@ -160,7 +162,7 @@ def update_command(
     flags = {"switch": switch, "strategy": strategy, "large_change": large_change,
              "scheduler": scheduler, "jobs": jobs, "trace_out": trace_out, "outdir": outdir,
              "schedule_out": schedule_out, "keep_epochs": keep_epochs, "confine": confine,
-             "program": program, "facts": facts}
+             "program": program, "facts": facts, "max_tuples": max_tuples}
     program_tasks, ops, state = _prepare(statedir, (insert or [], remove or []), flags)
     if not ops and outdir is None and program is None:  # no Spark, no epoch
         print(NOTHING)
