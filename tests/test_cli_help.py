@@ -63,6 +63,7 @@ def test_run_update_and_shell_share_their_defaults():
 
 
 def test_cli_defaults_are_the_engines():
+    from levelflow.engine.guard import MAX_TUPLES
     from levelflow.engine.incremental.maintain import (
         LARGE_CHANGE,
         MODES,
@@ -75,6 +76,7 @@ def test_cli_defaults_are_the_engines():
     assert defaults.SWITCH_FLOOR == SWITCH_FLOOR_SECONDS  # quoted in --switch's help
     assert defaults.LOCAL_ROWS == LOCAL_ROWS and defaults.PLAN in PLANS
     assert defaults.STRATEGY in MODES
+    assert defaults.MAX_TUPLES == MAX_TUPLES
 
 
 @pytest.mark.parametrize("argv", [["--version"], ["version"]])

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -108,3 +111,81 @@ def test_bad_schema_is_one_line_with_file_and_line(tmp_path, capsys, text, where
         main(["workload", "gmark", str(path), str(tmp_path / "o")])
     _, err = capsys.readouterr()
     assert ex.value.code == 1 and err.count("\n") == 1 and what in err
+
+
+# -- malformed schemas: one line naming the file and the element, fast --------------------------
+
+SCHEMA = """<generator>
+<graph><nodes>1000</nodes></graph>
+<predicates><alias symbol="0">knows</alias><alias symbol="1">likes</alias></predicates>
+<types>
+<alias type="0">Person</alias>
+<alias type="1">Post</alias>
+{types}
+</types>
+<schema><source type="0">
+<target type="0" symbol="0" multiplicity="*">
+{dist}
+</target>
+<target type="1" symbol="1" multiplicity="*"/>
+</source></schema>
+</generator>
+"""
+SHARES = '<proportion type="0">0.5</proportion><proportion type="1">0.5</proportion>'
+UNIFORM = '<outdistribution type="uniform"><min>0</min><max>3</max></outdistribution>'
+# Eleven levels of entities, each ten of the one before: 10^11 characters from 1.3 KB.
+BOMB = ('<?xml version="1.0"?>\n<!DOCTYPE generator [\n<!ENTITY a0 "' + "x" * 50 + '">\n'
+        + "".join(f'<!ENTITY a{i} "{f"&a{i - 1};" * 10}">\n' for i in range(1, 12))
+        + "]>\n<generator><graph><nodes>&a11;</nodes></graph></generator>\n")
+
+
+def _bad(types: str = SHARES, dist: str = UNIFORM) -> str:
+    return SCHEMA.format(types=types, dist=dist)
+
+
+@pytest.mark.parametrize("text,where,what", [
+    (_bad('<proportion type="0">nan</proportion>'), ":7: error: <proportion>", "out of range"),
+    (_bad('<proportion type="0">inf</proportion>'), ":7: error: <proportion>", "out of range"),
+    (_bad('<proportion type="0">-0.5</proportion>'), ":7: error: <proportion>",
+     "'-0.5' is out of range (expected 0 to 1)"),
+    (_bad('<proportion type="0">0.7</proportion><proportion type="1">0.7</proportion>'),
+     ":4: error: <types>", "the <proportion>s add up to 1.4"),
+    (_bad(dist='<outdistribution type="uniform"><min>5</min><max>3</max></outdistribution>'),
+     ":11: error: <outdistribution>", "<min> 5 is above <max> 3"),
+    (_bad(dist='<indistribution type="gaussian"><mu>3</mu><sigma>-1</sigma></indistribution>'),
+     ":11: error: <sigma>", "'-1' is out of range"),
+    (_bad(dist='<indistribution type="zipfian"><alpha>nan</alpha></indistribution>'),
+     ":11: error: <alpha>", "'nan' is out of range"),
+    (_bad(dist='<indistribution type="gaussian"><mu>1e300</mu><sigma>1</sigma></indistribution>'),
+     ":11: error: <mu>", "'1e300' is out of range (expected 0 to 100,000,000)"),
+    (_bad('<fixed type="0">1e12</fixed>'), ":7: error: <fixed>", "'1e12' is not an integer"),
+    (_bad('<fixed type="0">1000000000000</fixed>'), ":7: error: <fixed>", "out of range"),
+    (_bad('<fixed type="0">60000000</fixed><fixed type="1">60000000</fixed>'),
+     ":4: error: <types>", "the <fixed> counts add up to 120,000,000 nodes"),
+    (_bad('<alias type="1000000000">Huge</alias>'), ":7: error: <alias>",
+     "attribute type='1000000000' is out of range (expected 0 to 99,999)"),
+    (_bad('<alias type="-3">Negative</alias>'), ":7: error: <alias>", "out of range"),
+    (BOMB, ":3: error: <!ENTITY a0>", "entity declarations are not allowed"),
+])
+def test_malformed_schema_values_are_one_line_at_once(tmp_path, text, where, what):
+    path = tmp_path / "bad.xml"
+    path.write_text(text)
+    with pytest.raises(SchemaError) as e:
+        read_schema(path)
+    assert f"{path}{where}" in str(e.value) and what in str(e.value)
+    # the CLI in a subprocess, under a timeout: before, these were tracebacks, a MemoryError
+    # or minutes of entity expansion
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
+    proc = subprocess.run([sys.executable, "-m", "levelflow", "workload", "gmark", str(path),
+                           str(tmp_path / "out")], capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"{path}{where}")
+    assert what in proc.stderr and not (tmp_path / "out").exists()
+
+
+def test_long_text_in_an_element_is_read_in_linear_time(tmp_path):
+    # 300,000 character references are as many pieces of text: joined once, not one by one
+    path = tmp_path / "long.xml"
+    path.write_text(_bad().replace("<nodes>1000<", "<nodes>" + "&#32;" * 300_000 + "1000<"))
+    assert read_schema(path).nodes == 1000

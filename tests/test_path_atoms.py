@@ -136,6 +136,61 @@ def test_malformed_expressions_name_line_and_column(body, where, what):
     assert str(e.value).startswith(f"bad.dl:{where}: error: ") and what in str(e.value)
 
 
+@pytest.mark.parametrize("run", ["++", "??", "**", "+*", "*+", "?+", "+?", "*?", "?*", "+?+"])
+def test_a_run_of_postfix_operators_means_the_operators_nested(run):
+    # `a+?` is one operator (`a*`) after parsing; the parenthesized nesting is evaluated
+    # operator by operator, so the collapse rule is checked against networkx
+    nested = "(" * (len(run) - 1) + "a" + run[0] + "".join(")" + op for op in run[1:])
+    for seed in range(4):
+        edges = random_edges(seed)
+        assert reference("a" + run, edges) == reference(nested, edges), (run, seed)
+
+
+def test_hundreds_of_postfix_operators_are_one_operator():
+    ops = "+" + "**" * 300
+    pt = build_tasks(parse_program(DECLS + f".decl r(x:number, y:number)\nr(x, y) :- [a{ops}]"
+                                   "(x, y).\n.output r\n", "deep.dl"))
+    assert sorted(text for _, text in pt.program.paths) == ["a*", "a+", "nodes(a)"]
+
+
+@pytest.mark.parametrize("shape", [
+    "({e} | a)*", "({e} . ^b)+", "^({e})", "(a . {e} | b)?", "({e})",
+])
+def test_deep_path_expressions_expand_or_are_refused_in_one_line(shape):
+    def program(depth: int) -> str:
+        expr = "a"
+        for _ in range(depth):
+            expr = shape.format(e=expr)
+        return DECLS + f".decl r(x:number, y:number)\nr(x, y) :- [{expr}](x, y).\n"
+
+    per_level = 2 if shape.startswith("^") else 1  # `^(` is two levels: `^` and `(`
+    build_tasks(parse_program(program(48 // per_level), "deep.dl"))  # no RecursionError
+    with pytest.raises(DatalogError) as e:
+        parse_program(program(60), "deep.dl")
+    assert str(e.value).startswith("deep.dl:9:") and "\n" not in str(e.value)
+    assert "path expression nested deeper than 50 levels" in str(e.value)
+
+
+@pytest.mark.parametrize("body,what", [
+    ("[a . s](x, y)", "'a . s': 'a' ends at number but 's' starts at symbol"),
+    ("[a | s](x, y)", "'a | s': 'a' goes number -> number but 's' goes symbol -> symbol"),
+    ("[(a . m)+](x, y)", "'(a . m)+': 'a . m' goes number -> symbol, so it cannot repeat"),
+    ("[m?](x, y)", "'m?': its identity pairs each node of 'm' with itself, and 'm' goes "
+                   "number -> symbol"),
+    ("[(m . ^m)*](x, y)", "'(m . ^m)*': its identity pairs each node of 'm' with itself, "
+                          "and 'm' goes number -> symbol"),
+    ("a(x, y), [b . (i . s)](y, z)", "'b . i . s': 'i' ends at number but 's' starts at symbol"),
+])
+def test_ill_typed_expressions_name_the_expression_not_a_variable(body, what):
+    text = (".type Id <: number\n.decl a(x:number, y:number) .decl b(x:Id, y:Id)\n"
+            ".decl s(x:symbol, y:symbol) .decl m(x:number, y:symbol) .decl i(x:Id, y:number)\n"
+            f".decl r(x:number, y:number)\nr(x, y) :- {body}.\n")
+    with pytest.raises(DatalogError) as e:
+        parse_program(text, "bad.dl")
+    assert str(e.value).startswith("bad.dl:5:") and "\n" not in str(e.value)
+    assert f"type mismatch in path expression {what}" in str(e.value)
+
+
 def test_users_cannot_name_generated_relations():
     with pytest.raises(DatalogError, match="unexpected|expected"):
         parse_program(".decl @plus1(x:number, y:number)\n", "bad.dl")

@@ -1,4 +1,4 @@
-"""Options that update and serve share: one declaration each, so their help cannot drift."""
+"""Options that the commands share: one declaration each, so their help cannot drift."""
 
 from typing import Annotated
 
@@ -13,6 +13,7 @@ LargeChange = Annotated[float, typer.Option("--large-change", help=defaults.LARG
 Scheduler = Annotated[str, typer.Option("--scheduler", "-s", help=defaults.SCHEDULER_HELP)]
 Jobs = Annotated[int, typer.Option("-j", "--jobs", help=defaults.JOBS_HELP)]
 Master = Annotated[str, typer.Option("--master", help=defaults.MASTER_HELP)]
+MaxTuples = Annotated[int, typer.Option("--max-tuples", min=1, help=defaults.MAX_TUPLES_HELP)]
 DriverMemory = Annotated[str, typer.Option("--driver-memory",
                                            help=defaults.DRIVER_MEMORY_HELP)]
 KeepEpochs = Annotated[int | None, typer.Option(

@@ -14,6 +14,7 @@ import typer
 
 from levelflow.cli import defaults
 from levelflow.cli.app import app
+from levelflow.cli.options import MaxTuples
 from levelflow.engine.paths import CONFINE_DEFAULT
 from levelflow.errors import LevelflowError, UsageError
 
@@ -200,7 +201,7 @@ def _evaluate_into_state(spark, program_tasks, sched, factdir, outdir, opts: dic
     t0 = time.perf_counter()
     session = IncrementalSession.bootstrap(spark, program_tasks, factdir, opts["state"],
                                            scheduler=sched, jobs=opts["jobs"],
-                                           progress=progress)
+                                           progress=progress, max_tuples=opts["max_tuples"])
     last = session.last
     clock.add("reading facts", time.perf_counter() - t0 - last.seconds)  # and indexing them
     clock.add("tasks", last.seconds - last.write_seconds)
@@ -230,7 +231,7 @@ def _evaluate(spark, program_tasks, sched, factdir, outdir, opts: dict, progress
     result = run_program(spark, program_tasks, factdir, outdir, scheduler=sched,
                          jobs=opts["jobs"], progress=progress,
                          checkpoint=opts["checkpoint"], plan=opts["plan"],
-                         plan_rows=opts["plan_rows"])
+                         plan_rows=opts["plan_rows"], max_tuples=opts["max_tuples"])
     clock.add("tasks", result.wall_seconds - result.output_seconds)
     clock.add("outputs", result.output_seconds)
     notes = write_trace_files(result.trace, sorted(result.schedule,
@@ -274,6 +275,7 @@ def run_command(
     local_rows: Annotated[int, typer.Option("--local-rows", help=defaults.LOCAL_ROWS_HELP)
                           ] = defaults.LOCAL_ROWS,
     confine: Annotated[bool, typer.Option("--confine", help=CONFINE_HELP)] = CONFINE_DEFAULT,
+    max_tuples: MaxTuples = defaults.MAX_TUPLES,
 ) -> None:
     """Evaluate PROGRAM from scratch on Spark; print 'ran k of N' with the wall time and its
     parts, the outputs and .printsize counts."""
@@ -291,7 +293,7 @@ def run_command(
         opts = {"state": state, "jobs": jobs, "trace_out": trace_out,
                 "schedule_out": schedule_out, "checkpoint": checkpoint, "plan": plan,
                 "plan_rows": local_rows, "master": master, "driver_memory": driver_memory,
-                "spark_log": spark_log, "quiet": quiet}
+                "spark_log": spark_log, "quiet": quiet, "max_tuples": max_tuples}
         _run_on_spark(program_tasks, sched, factdir, outdir, opts, clock)
     except BaseException:
         remove_empty(made)

@@ -124,6 +124,7 @@ def serve_command(
     max_queued: Annotated[int, typer.Option(
         "--max-queued", help="Epochs that may wait for their turn; a further one gets 503 with "
         "Retry-After.")] = MAX_QUEUED,
+    max_tuples: options.MaxTuples = defaults.MAX_TUPLES,
 ) -> None:
     """Hold the state warm; take epochs as HTTP POSTs of diffs (one at a time, the others
     queued); GET relations and sizes. Stops cleanly on SIGTERM or Ctrl-C."""
@@ -149,7 +150,8 @@ def serve_command(
         with spark_session(master, driver_memory, log) as spark:
             session = IncrementalSession.open(spark, state, scheduler=scheduler, jobs=jobs,
                                               mode=strategy, switch=switch,
-                                              large_change=large_change)
+                                              large_change=large_change,
+                                              max_tuples=max_tuples)
             _serve(server, session, statedir, limits)
     finally:
         server.server_close()

@@ -183,7 +183,7 @@ def _open(spark, program_tasks, factdir: Path, state, resume: bool, flags: dict,
 
     opts = {"switch": flags["switch"], "mode": flags["strategy"],
             "large_change": flags["large_change"], "scheduler": flags["scheduler"],
-            "jobs": flags["jobs"]}
+            "jobs": flags["jobs"], "max_tuples": flags["max_tuples"]}
     if resume:
         return IncrementalSession.open(spark, state, **opts)
     return IncrementalSession.bootstrap(spark, program_tasks, factdir, state, progress=progress,
@@ -206,6 +206,7 @@ def shell_command(
     master: options.Master = defaults.MASTER,
     driver_memory: options.DriverMemory = defaults.DRIVER_MEMORY,
     confine: Annotated[bool, typer.Option("--confine", help=CONFINE_HELP)] = CONFINE_DEFAULT,
+    max_tuples: options.MaxTuples = defaults.MAX_TUPLES,
 ) -> None:
     """Interactive prompt: insert / remove / commit / load / print / size / help / quit."""
     from levelflow.cli.run_cmd import scheduler_from_flag
@@ -216,7 +217,8 @@ def shell_command(
     from levelflow.tasks import build_tasks, load_program
 
     flags = {"switch": switch, "strategy": strategy, "large_change": large_change,
-             "scheduler": scheduler, "jobs": jobs, "keep_epochs": keep_epochs}
+             "scheduler": scheduler, "jobs": jobs, "keep_epochs": keep_epochs,
+             "max_tuples": max_tuples}
     check_session_flags(flags, master)
     program_tasks = build_tasks(load_program(program))
     scheduler_from_flag(scheduler, program_tasks.graph)  # checked before Spark starts

@@ -106,7 +106,8 @@ def _apply(spark, state, ops, program, flags: dict, progress, clock) -> None:
     with clock.part("opening the state"):
         session = IncrementalSession.open(
             spark, state, scheduler=flags["scheduler"], jobs=flags["jobs"],
-            mode=flags["strategy"], switch=flags["switch"], large_change=flags["large_change"])
+            mode=flags["strategy"], switch=flags["switch"], large_change=flags["large_change"],
+            max_tuples=flags["max_tuples"])
     if not ops and flags["program"] is None:  # only -D: write the outputs, no new epoch
         progress.phase("writing outputs")
         session.write_outputs(flags["outdir"])
@@ -175,6 +176,7 @@ def update_command(
     facts: Annotated[Path | None, typer.Option(
         "--facts", metavar="DIR", help="With --program: where new input relations' facts are "
         "(else they start empty).")] = None,
+    max_tuples: options.MaxTuples = defaults.MAX_TUPLES,
 ) -> None:
     """Apply the changes as one epoch; print per output relation +added -removed, 'ran k of N'.
 
@@ -182,7 +184,7 @@ def update_command(
     flags = {"switch": switch, "strategy": strategy, "large_change": large_change,
              "scheduler": scheduler, "jobs": jobs, "trace_out": trace_out, "outdir": outdir,
              "schedule_out": schedule_out, "keep_epochs": keep_epochs, "confine": confine,
-             "program": program, "facts": facts}
+             "program": program, "facts": facts, "max_tuples": max_tuples}
     from levelflow.cli.timing import WallClock
 
     clock = WallClock()

@@ -11,6 +11,7 @@ import typer
 from levelflow.cli.app import app
 from levelflow.errors import LevelflowError
 from levelflow.workloads.gmark import LINEAR_TUPLES_PER_NODE
+from levelflow.workloads.gmark_schema import MAX_NODES
 
 
 class Selectivity(str, Enum):
@@ -28,8 +29,8 @@ app.add_typer(workload_app, name="workload")
 def gmark(
     schema: Annotated[Path, typer.Argument(help="A gMark schema (XML).")],
     out: Annotated[Path, typer.Argument(help="Directory for program.dl and facts/.")],
-    nodes: Annotated[int, typer.Option("--nodes", min=1, help="Nodes N (proportions of N; "
-                                       "fixed counts are kept).")] = 1000,
+    nodes: Annotated[int, typer.Option("--nodes", min=1, max=MAX_NODES, help="Nodes N "
+                                       "(proportions of N; fixed counts are kept).")] = 1000,
     queries: Annotated[int, typer.Option("--queries", min=0, help="Random views.")] = 10,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the graph and views.")] = 0,
     selectivity: Annotated[Selectivity, typer.Option(

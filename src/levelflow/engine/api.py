@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from levelflow.engine.guard import MAX_TUPLES
 from levelflow.engine.runner import RunError, RunResult, run_program
 from levelflow.tasks.ast import Program
 from levelflow.tasks.tasks import ProgramTasks
@@ -41,12 +42,13 @@ def run(program: str | os.PathLike | Program | ProgramTasks, factdir=None, outdi
         spark=None, master: str = "local[*]", driver_memory: str = "2g", scheduler="hybrid",
         jobs: int = 2, checkpoint: str = "local", trace_out=None, schedule_out=None,
         progress=None, plan: str = "auto", local_rows: int | None = None,
-        confine: bool = False) -> RunResult:
+        confine: bool = False, max_tuples: int | None = MAX_TUPLES) -> RunResult:
     """Return the RunResult of running `program` from scratch on `spark` (or a local session).
 
     The options are `levelflow run`'s: `plan` (auto|local|partitioned|global), `local_rows`
     (auto's threshold, `--local-rows`), `confine` (`--confine`); `master` and `driver_memory`
-    only when no session is passed. For `--state`, use IncrementalSession.bootstrap.
+    only when no session is passed; `max_tuples` (`--max-tuples`, None: no limit): a task that
+    would make more tuples raises TupleLimit. For `--state`, use IncrementalSession.bootstrap.
     """
     from levelflow.engine.paths import check_io_paths
 
@@ -66,4 +68,4 @@ def run(program: str | os.PathLike | Program | ProgramTasks, factdir=None, outdi
     return run_program(spark, program_tasks, Path(factdir) if factdir is not None else None,
                        outdir, scheduler=scheduler, jobs=jobs, trace_out=trace_out,
                        schedule_out=schedule_out, progress=progress, checkpoint=checkpoint,
-                       plan=plan, plan_rows=local_rows)
+                       plan=plan, plan_rows=local_rows, max_tuples=max_tuples)

@@ -31,6 +31,7 @@ from levelflow.engine.compile import (
     rule_heads,
 )
 from levelflow.engine.facts import input_path, io_delimiter, io_headers, read_facts
+from levelflow.engine.guard import Limit
 from levelflow.engine.rules import reads_own
 from levelflow.engine.types import column_names, empty_relation, rows_frame
 from levelflow.tasks.ast import Atom, Program, Rule
@@ -293,12 +294,14 @@ def _base(spark, program: Program, task: Task, relations: Mapping[str, DataFrame
 def evaluate_task(spark: SparkSession, program: Program, task: Task,
                   relations: Mapping[str, DataFrame], factdir: str | Path | None = None, *,
                   checkpoint: str = "local", cancel: threading.Event | None = None,
-                  counts: Mapping[str, int] | None = None, ranked: bool = False) -> TaskResult:
+                  counts: Mapping[str, int] | None = None, ranked: bool = False,
+                  limit: Limit | None = None) -> TaskResult:
     """Return the task's relations as materialized DataFrames (a TaskResult with `.stats`).
 
     `relations` holds the relations of lower tasks; `counts` their row counts where known
     (used for join order and broadcasts). With `factdir` None, `.input` files are not read.
     With `ranked`, each relation carries a RANK column (one cut piece; incremental DRed).
+    With `limit`, a recursive task stops (TupleLimit) after the round that passes it.
     """
     if checkpoint not in CHECKPOINTS:
         raise ValueError(f"checkpoint must be one of {CHECKPOINTS}, got {checkpoint!r}")
@@ -330,7 +333,8 @@ def evaluate_task(spark: SparkSession, program: Program, task: Task,
         return out
     kind = RankedRelation if ranked else FixpointRelation
     rels = {n: kind(spark, decls[n], *first[n]) for n in names}
-    run_fixpoint(spark, program, Fixpoint(recursive_rules, rels, relations, counts, stats, cancel))
+    run_fixpoint(spark, program, Fixpoint(recursive_rules, rels, relations, counts, stats, cancel,
+                                          limit))
     out = TaskResult()
     for name, rel in rels.items():
         pieces = rel.stable + ([rel.recent] if rel.recent_rows else [])
@@ -357,6 +361,7 @@ class Fixpoint:
     counts: Mapping[str, int]  # their row counts where known (join order, broadcasts)
     stats: EvalStats  # rounds and rows per round are added here
     cancel: threading.Event | None = None  # checked before each round
+    limit: Limit | None = None  # the task's tuples, checked before each round
 
 
 def run_fixpoint(spark, program: Program, fp: Fixpoint) -> None:
@@ -368,6 +373,9 @@ def run_fixpoint(spark, program: Program, fp: Fixpoint) -> None:
         t0 = time.perf_counter()
         if cancel is not None and cancel.is_set():
             raise Cancelled(f"task {stats.task} cancelled after {stats.iterations} rounds")
+        if fp.limit is not None:
+            fp.limit.check(sum(r.stable_rows + r.recent_rows for r in rels.values()),
+                           f"{program.file}: ")
         stats.iterations += 1
         to_add: dict[str, list[DataFrame]] = {n: [] for n in names}
         for rule in rules:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from levelflow.driver import drive, scheduler_name
 from levelflow.engine.checks import RunError, check_fact_files, check_run_args
+from levelflow.engine.guard import MAX_TUPLES, check_limit, from_failure
 from levelflow.engine.outputs import write_outputs
 from levelflow.engine.progress import Progress
 from levelflow.engine.workers import SparkWorkers, one_line, spark_error_types
@@ -85,7 +86,7 @@ class _Run:
 
     def __init__(self, spark, program_tasks: ProgramTasks, factdir, scheduler, jobs: int,
                  checkpoint: str, progress: Progress, plan: str = "auto",
-                 plan_rows: int | None = None) -> None:
+                 plan_rows: int | None = None, max_tuples: int | None = MAX_TUPLES) -> None:
         from levelflow.scheduler import make_scheduler
 
         self.spark = spark
@@ -100,6 +101,7 @@ class _Run:
         self.checkpoint = checkpoint
         self.plan = plan
         self.plan_rows = plan_rows
+        self.max_tuples = max_tuples
         self.progress = progress
         self.cancel = threading.Event()
         n = len(program_tasks.tasks)
@@ -145,7 +147,8 @@ class _Run:
         plan = choose_plan(task, self.program.decls, rows, self.plan, threshold)
         out = evaluate_planned(self.spark, self.program, task, inputs, self.factdir, plan=plan,
                                checkpoint=self.checkpoint, cancel=self.cancel, counts=counts,
-                               store=not self.read.isdisjoint(task.relations))
+                               store=not self.read.isdisjoint(task.relations),
+                               max_tuples=self.max_tuples)
         stats = getattr(out, "stats", None)
         known = getattr(stats, "rows", {})
         # The evaluator counts what it materializes; count here only what it did not.
@@ -192,6 +195,9 @@ class _Run:
         """Return the exception to raise: user errors as they are, Spark failures as RunError."""
         if isinstance(exc, LevelflowError) or not isinstance(exc, spark_error_types()):
             return exc
+        limit = from_failure(exc, self.program.file)  # raised in a Python worker
+        if limit is not None:
+            return limit
         name = self.graph.names[failed] if failed is not None else "?"
         return RunError(f"{self.program.file}: task {name} failed in Spark: {one_line(exc)}")
 
@@ -199,22 +205,25 @@ class _Run:
 def run_program(spark, program_tasks: ProgramTasks, factdir=None, outdir=None, *,
                 scheduler="hybrid", jobs: int = 2, trace_out=None, schedule_out=None,
                 progress: Progress | None = None, checkpoint: str = "local", plan: str = "auto",
-                plan_rows: int | None = None) -> RunResult:
+                plan_rows: int | None = None, max_tuples: int | None = MAX_TUPLES) -> RunResult:
     """Return the RunResult of evaluating the program from scratch, writing outputs to outdir.
 
     `plan` forces how tasks run (auto|local|partitioned|global, engine/plans); `plan_rows` is
-    the input size up to which `auto` runs a task inside Spark tasks.
+    the input size up to which `auto` runs a task inside Spark tasks. A task that would make
+    more than `max_tuples` tuples (None: no limit) stops the run with TupleLimit, before any
+    output is written (engine/guard.py).
     """
     from levelflow.engine.plans import check_plan
 
     check_run_args(jobs, checkpoint)
+    check_limit(max_tuples)
     check_plan(program_tasks, plan)
     progress = progress or Progress()
     program = program_tasks.program
     factdir = Path(factdir) if factdir is not None else Path.cwd()
     t_start = time.perf_counter()
     run = _Run(spark, program_tasks, factdir, scheduler, jobs, checkpoint, progress, plan,
-               plan_rows)
+               plan_rows, max_tuples)
     check_fact_files(program, factdir)
     initial = program_tasks.initial
     progress.start(run.graph.names)

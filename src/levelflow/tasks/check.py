@@ -77,8 +77,8 @@ class Problems:
 def check(parsed: Parsed, file: str) -> Program:
     """Return the checked Program; raise DatalogError naming the earliest problem."""
     report = Problems(parsed.error)
-    parsed, paths, closures = expand_paths(parsed, report)
     types = resolve_types(parsed.types, report)
+    parsed, paths, closures = expand_paths(parsed, report, types)
     decls = _check_decls(parsed, types, report)
     inputs, outputs, more_outputs, printsize = _check_ios(parsed.ios, decls, report)
     rules = tuple(_check_rule(rule, decls, report) for rule in parsed.rules)

@@ -34,6 +34,9 @@ from levelflow.tasks.lexer import Source, Token, tokenize
 MAX_NESTING = 100  # parentheses, unary minus and body groups
 MAX_EXPR_DEPTH = 256  # a long `a + b + c ...` chain is a deep tree for every later pass
 MAX_DNF = 1024  # rules one disjunctive body may expand into
+# `^` and `(` inside one path atom: its expansion (tasks/regpath.py) recurses about six calls a
+# level, so this keeps the deepest expression well inside Python's recursion limit.
+MAX_PATH_NESTING = 50
 
 COMPARISONS = frozenset({"=", "!=", "<", "<=", ">", ">="})
 AGGREGATES = frozenset({"count", "sum", "min", "max", "mean"})
@@ -119,13 +122,14 @@ def parse(text: str, filename: str = "<input>") -> Parsed:
 
 
 class _Parser:
-    __slots__ = ("source", "toks", "i", "depth", "out")
+    __slots__ = ("source", "toks", "i", "depth", "path_top", "out")
 
     def __init__(self, source: Source, tokens: list[Token]) -> None:
         self.source = source
         self.toks = tokens
         self.i = 0
         self.depth = 0
+        self.path_top = 0  # the depth at the current path atom's '['
         self.out = Parsed()
 
     # -- cursor -------------------------------------------------------------------------------
@@ -412,6 +416,7 @@ class _Parser:
     # -- path atoms: [EXPR](a, b) ----------------------------------------------------------
     def path_atom(self) -> PathAtom:
         start = self.take()
+        self.path_top = self.depth
         expr = self.path_alt()
         if not self.at("]"):
             raise self.expected("'.', '|', '+', '*', '?' or ']' in a path expression")
@@ -450,6 +455,8 @@ class _Parser:
     def path_unary(self) -> PathExpr:
         tok = self.tok
         self.nest()
+        if self.depth - self.path_top > MAX_PATH_NESTING:
+            raise self.error(f"path expression nested deeper than {MAX_PATH_NESTING} levels")
         if self.at("^"):
             self.take()
             expr = PathExpr("^", (self.path_unary(),), loc=self.loc(tok))
@@ -463,26 +470,29 @@ class _Parser:
             # `knows?` is one identifier to the lexer (Soufflé names may hold '?').
             name = tok.text.rstrip("?")
             expr = PathExpr("rel", name=name, loc=self.loc(tok))
-            for _ in range(len(tok.text) - len(name)):
-                expr = PathExpr("?", (expr,), loc=self.loc(tok))
-            expr = self.path_postfix(expr)
+            expr = self.path_postfix(expr, tok.text[len(name):], tok)
         else:
             raise self.expected("a relation name, '^' or '(' in a path expression")
         self.depth -= 1
         return expr
 
-    def path_postfix(self, expr: PathExpr) -> PathExpr:
+    def path_postfix(self, expr: PathExpr, ops: str = "", first: Token | None = None) -> PathExpr:
+        # A run of postfix operators is one operator (e++ = e+, e?? = e?, any mix = e*), so a
+        # long run cannot make the expression deeper than the nesting the parser bounds.
         while True:
             tok = self.tok
             if tok.kind == "punct" and tok.text in ("+", "*", "**"):
-                ops = "*" if tok.text == "**" else tok.text
+                ops += tok.text
             elif tok.kind == "ident" and not tok.text.strip("?"):
-                ops = tok.text
+                ops += tok.text
             else:
-                return expr
+                break
+            first = first or tok
             self.take()
-            for op in ops:
-                expr = PathExpr(op, (expr,), loc=self.loc(tok))
+        if not ops:
+            return expr
+        op = ops[0] if len(set(ops)) == 1 else "*"
+        return PathExpr(op, (expr,), loc=self.loc(first))
 
     def is_group(self) -> bool:
         """Return True when the '(' at the cursor opens a body group, not an arithmetic term."""

@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import replace
 
 from levelflow.tasks.ast import Atom, Loc, PathAtom, PathExpr, Rule, Var, Wildcard
+from levelflow.tasks.typecheck import UNKNOWN, primitive_of
 
 _KINDS = {".": "seq", "|": "alt", "+": "plus", "*": "star", "?": "opt"}
 # A rule's top-level alternatives are expanded into at most this many rules (else relations).
@@ -65,9 +66,11 @@ def relations_in(expr: PathExpr) -> list[str]:
 class Expander:
     """Turns path atoms into atoms; collects the generated declarations and rules."""
 
-    def __init__(self, raw_decls, report, heads: Counter) -> None:
+    def __init__(self, raw_decls, report, heads: Counter, prims: dict[str, str]) -> None:
         self.raw = {d.name: d for d in raw_decls}
         self.report = report
+        self.prims = prims  # user type -> its primitive (typecheck.resolve_types)
+        self.typed: dict[PathExpr, tuple | None] = {}  # types() per expression, checked once
         self.heads = heads  # relation -> the rules (facts included) whose head it is
         self.closures: set[str] = set()
         self.names: dict[str, str] = {}  # canonical text -> generated relation
@@ -97,6 +100,7 @@ class Expander:
     def inline(self, lit: PathAtom, fresh) -> list[tuple[Atom, ...]]:
         """Return the alternatives (each a tuple of atoms) holding lit's expression."""
         expr = normal(lit.expr)
+        self.types(expr)  # the whole expression's type check: its top level has no relation
         alts = expr.parts if expr.op == "|" else (expr,)
         return [self.chain(alt, *lit.args, lit.loc, fresh) for alt in alts]
 
@@ -138,6 +142,11 @@ class Expander:
 
     def types(self, expr: PathExpr):
         """Return the (source, target) TypeRefs of expr; None (reported) if a relation is bad."""
+        if expr not in self.typed:
+            self.typed[expr] = self._types(expr)
+        return self.typed[expr]
+
+    def _types(self, expr: PathExpr):
         op = expr.op
         if op == "rel":
             decl = self.raw.get(expr.name)
@@ -152,11 +161,53 @@ class Expander:
         got = [self.types(p) for p in expr.parts]
         if any(t is None for t in got):
             return None
+        clash = self.clash(expr, [tuple(self.prim(t) for t in ends) for ends in got])
+        if clash:  # reported here, naming the expression: the rules made of it name only `1p`
+            self.report(expr.loc, f"type mismatch in path expression '{show(expr)}': {clash}")
         if op == "^":
             return got[0][1], got[0][0]
         if op == ".":
             return got[0][0], got[-1][1]
         return got[0]
+
+    def prim(self, ref) -> str:
+        """Return the primitive of a TypeRef (UNKNOWN if unresolved: reported elsewhere)."""
+        return primitive_of(ref.name, ref.loc, self.prims, lambda *a, **k: None)
+
+    def clash(self, expr: PathExpr, ends: list[tuple[str, str]]) -> str | None:
+        """Return why the parts' (source, target) primitives cannot make expr, or None."""
+        def differ(a: str, b: str) -> bool:
+            return UNKNOWN not in (a, b) and a != b
+
+        op, parts = expr.op, expr.parts
+        pairs = zip(parts, ends, strict=True)
+        if op == ".":
+            for (p, (_, end)), (q, (start, _)) in itertools.pairwise(pairs):
+                if differ(end, start):
+                    return f"'{show(p)}' ends at {end} but '{show(q)}' starts at {start}"
+        elif op == "|":
+            (p, first), *rest = pairs
+            for q, other in rest:
+                if any(differ(a, b) for a, b in zip(first, other, strict=True)):
+                    return (f"'{show(p)}' goes {first[0]} -> {first[1]} but '{show(q)}' "
+                            f"goes {other[0]} -> {other[1]}")
+        elif op == "+" and differ(*ends[0]):
+            return f"'{show(parts[0])}' goes {ends[0][0]} -> {ends[0][1]}, so it cannot repeat"
+        elif op in "*?":
+            return self.identity_clash(parts[0])
+        return None
+
+    def identity_clash(self, expr: PathExpr) -> str | None:
+        """Return why the identity that `e*` and `e?` add (every node of e's relations paired
+        with itself) is ill-typed: a relation whose ends differ. (Relations of one type each
+        but different types make e itself ill-typed, reported at e.)"""
+        for rel in relations_in(expr):
+            got = self.types(PathExpr("rel", name=rel, loc=expr.loc))
+            ends = [self.prim(t) for t in got or ()]
+            if len(set(ends) - {UNKNOWN}) > 1:
+                return (f"its identity pairs each node of '{rel}' with itself, and '{rel}' "
+                        f"goes {ends[0]} -> {ends[1]}")
+        return None
 
     def relation(self, expr: PathExpr) -> str:
         """Return the generated relation holding expr, creating its declaration and rules."""
@@ -227,11 +278,12 @@ def _product(options: list[list]) -> int:
     return out
 
 
-def expand_paths(parsed, report):
+def expand_paths(parsed, report, prims: dict[str, str]):
     """Return (Parsed with path atoms replaced and generated relations added, (relation,
-    expression) per generated relation, the closure relations)."""
+    expression) per generated relation, the closure relations); prims maps user types to
+    primitives."""
     heads = Counter(h.relation for r in parsed.rules for h in r.heads)
-    ex = Expander(parsed.decls, report, heads)
+    ex = Expander(parsed.decls, report, heads, prims)
     rules = [new for r in parsed.rules for new in ex.rule(r)]
     out = replace(parsed, decls=parsed.decls + ex.decls, rules=rules + ex.rules)
     return out, tuple(ex.paths), frozenset(ex.closures)

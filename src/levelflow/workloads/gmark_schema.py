@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -21,6 +22,11 @@ from levelflow.errors import LevelflowError
 
 DISTRIBUTIONS = {"uniform": ("min", "max"), "gaussian": ("mu", "sigma"), "zipfian": ("alpha",)}
 MULTIPLICITIES = ("1", "?", "*", "+")
+# Node counts and degree parameters are at most this: the generator holds per node and per edge
+# int64 arrays in memory, so a schema asking for more is refused before anything is allocated.
+MAX_NODES = 100_000_000
+# Type and symbol ids are dense (gMark numbers them 0..size-1): a table per type is built.
+MAX_IDS = 100_000
 
 
 class SchemaError(LevelflowError):
@@ -63,6 +69,7 @@ class _Reader:
     def __init__(self, path: str) -> None:
         self.path = path
         self.lines: dict[int, int] = {}
+        self.texts: dict[int, list[str]] = {}  # element -> its text's pieces, joined at its end
         try:
             with open(path, "rb") as f:
                 data = f.read()
@@ -82,13 +89,24 @@ class _Reader:
             (stack[-1].append(el) if stack else done.append(el))
             stack.append(el)
 
+        def end(tag):
+            el = stack.pop()
+            if not len(el):  # leaf text only: the values this format holds
+                el.text = "".join(self.texts.pop(id(el), ())) or None
+
         def text(data):
-            if stack and not len(stack[-1]):  # leaf text only: the values this format holds
-                stack[-1].text = (stack[-1].text or "") + data
+            if stack:  # pieces kept in a list: joining them by `+=` is quadratic
+                self.texts.setdefault(id(stack[-1]), []).append(data)
+
+        def entity(name, *_):
+            # Refused as defusedxml does: nested entities expand exponentially ("billion laughs")
+            raise SchemaError(f"{self.path}:{parser.CurrentLineNumber}: error: <!ENTITY {name}>: "
+                              "entity declarations are not allowed in a schema")
 
         parser.StartElementHandler = start
-        parser.EndElementHandler = lambda tag: stack.pop()
+        parser.EndElementHandler = end
         parser.CharacterDataHandler = text
+        parser.EntityDeclHandler = entity
         try:
             parser.Parse(data, True)
         except expat.ExpatError as e:
@@ -100,15 +118,21 @@ class _Reader:
         """Return the error located at element `el`."""
         return SchemaError(f"{self.path}:{self.lines.get(id(el), 0)}: error: <{el.tag}>: {what}")
 
-    def number(self, el, kind=float, what: str | None = None):
-        """Return the element's text (or attribute `what`) as a number of `kind`."""
-        text = el.get(what) if what else el.text
+    def number(self, el, kind=float, what: str | None = None, *, low: float = 0,
+               high: float = MAX_NODES):
+        """Return the element's text (or attribute `what`) as a number of `kind`, finite and
+        within [low, high]."""
+        text = (el.get(what) if what else el.text) or ""
+        shown = f"attribute {what}={text!r}" if what else f"{text.strip()!r}"
         try:
-            return kind((text or "").strip())
+            value = kind(text.strip())
         except ValueError:
-            shown = f"attribute {what}={text!r}" if what else f"{(text or '').strip()!r}"
             raise self.error(el, f"{shown} is not a{'n integer' if kind is int else ' number'}"
                              ) from None
+        if not math.isfinite(value) or not low <= value <= high:
+            raise self.error(el, f"{shown} is out of range (expected {_num(low)} to "
+                                 f"{_num(high)})")
+        return value
 
     def child(self, el, tag: str):
         """Return the element's child `tag`, which must exist."""
@@ -116,6 +140,10 @@ class _Reader:
         if found is None:
             raise self.error(el, f"missing <{tag}>")
         return found
+
+
+def _num(value: float) -> str:
+    return f"{int(value):,}" if value == int(value) else f"{value:g}"
 
 
 def _distribution(r: _Reader, el) -> Distribution | None:
@@ -134,6 +162,8 @@ def _distribution(r: _Reader, el) -> Distribution | None:
     missing = [n for n in DISTRIBUTIONS[kind] if n not in params]
     if missing:
         raise r.error(el, f"missing <{missing[0]}>")
+    if kind == "uniform" and params["min"] > params["max"]:
+        raise r.error(el, f"<min> {params['min']:g} is above <max> {params['max']:g}")
     return Distribution(kind, params)
 
 
@@ -144,15 +174,21 @@ def _types(r: _Reader, root) -> tuple:
     share: dict[int, float] = {}
     for el in types_el:
         if el.tag in ("alias", "fixed", "proportion"):
-            t = r.number(el, int, "type")
+            t = r.number(el, int, "type", high=MAX_IDS - 1)
             if el.tag == "alias":
                 names[t] = (el.text or "").strip()
             elif el.tag == "fixed":
                 fixed[t] = r.number(el, int)
             else:
-                share[t] = r.number(el)
+                share[t] = r.number(el, high=1)  # a share of the graph's nodes
     if not names:
         raise r.error(types_el, "no <alias type=...> names a node type")
+    if sum(share.values()) > 1 + 1e-9:
+        raise r.error(types_el, f"the <proportion>s add up to {sum(share.values()):g} (at most 1:"
+                                " each is a share of the graph's nodes)")
+    if sum(fixed.values()) > MAX_NODES:
+        raise r.error(types_el, f"the <fixed> counts add up to {sum(fixed.values()):,} nodes "
+                                f"(at most {MAX_NODES:,})")
     return tuple((names.get(t, f"type{t}"), fixed.get(t), share.get(t))
                  for t in range(max(names) + 1))
 
@@ -160,9 +196,10 @@ def _types(r: _Reader, root) -> tuple:
 def _edges(r: _Reader, root, labels: dict[int, str], ntypes: int) -> tuple[EdgeSpec, ...]:
     out = []
     for src in r.child(root, "schema").iter("source"):
-        s = r.number(src, int, "type")
+        s = r.number(src, int, "type", high=MAX_IDS - 1)
         for tgt in src.iter("target"):
-            t, sym = r.number(tgt, int, "type"), r.number(tgt, int, "symbol")
+            t = r.number(tgt, int, "type", high=MAX_IDS - 1)
+            sym = r.number(tgt, int, "symbol", high=MAX_IDS - 1)
             mult = tgt.get("multiplicity", "*")
             for bad, what in ((s, "source type"), (t, "target type")):
                 if not 0 <= bad < ntypes:
@@ -184,8 +221,8 @@ def read_schema(path: str | os.PathLike[str]) -> Schema:
     if root.tag != "generator":
         raise r.error(root, "the root element must be <generator>")
     nodes_el = root.find("graph/nodes")
-    nodes = r.number(nodes_el, int) if nodes_el is not None else 1000
-    labels = {r.number(el, int, "symbol"): (el.text or "").strip()
+    nodes = r.number(nodes_el, int, low=1) if nodes_el is not None else 1000
+    labels = {r.number(el, int, "symbol", high=MAX_IDS - 1): (el.text or "").strip()
               for el in r.child(root, "predicates").iter("alias")}
     for sym, name in labels.items():
         if not name.isidentifier():

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from levelflow.driver import drive
 from levelflow.engine.evaluate import cut
+from levelflow.engine.guard import check_products, from_failure, task_limit
 from levelflow.engine.incremental import counting, local_counting
 from levelflow.engine.incremental.arranged import (
     LOG_PIECES,
@@ -113,7 +114,7 @@ class Epoch:
                  mode: str = "elastic", switch: float = SWITCH,
                  switch_floor: float = SWITCH_FLOOR_SECONDS, bootstrap: bool = False,
                  large_change: float | None = LARGE_CHANGE, progress=None,
-                 arranged: bool = True, change=None) -> None:
+                 arranged: bool = True, change=None, max_tuples: int | None = None) -> None:
         from levelflow.engine.progress import Progress
 
         if mode not in MODES:
@@ -128,6 +129,7 @@ class Epoch:
         self.large_change = large_change
         self.bootstrap = bootstrap
         self.arranged = arranged  # recursive tasks updated where their state lives (arranged.py)
+        self.max_tuples = max_tuples  # per task: engine/guard.py
         self.progress = progress or Progress()  # the live line `run` shows, or nothing
         self.versions = {n: Versions(d, snap.tuples(n), snap.rows[n], snap.pieces.get(n, 1))
                          for n, d in self.program.decls.items()}
@@ -155,6 +157,10 @@ class Epoch:
         t0 = time.perf_counter()
         counted = task.relations[0] in self.snap.counted
         last = self.snap.scratch_seconds.get(task.name)
+        if task_limit(task, self.max_tuples) is not None:  # a product past it: before any job
+            check_products(self.program.file, task,
+                           {n: self.versions[n].new_rows for n in task.reads_from},
+                           self.max_tuples)
         if self.change is not None and self.change.forced(v):  # a new or regrouped task
             return self._scratch(v, counted, "scratch", t0)
         if self.mode != "scratch" and uses_autoinc(task.rules):  # numbered anew each epoch
@@ -303,7 +309,8 @@ class Epoch:
         else:
             plan = plan_for(self.ctx, task) if self.arranged else None
             held = fresh_held(self.ctx, task, plan) if plan is not None else None
-            sets, rounds = scratch_sets(self.ctx, task, held=held and (plan, held))
+            sets, rounds = scratch_sets(self.ctx, task, held=held and (plan, held),
+                                        max_tuples=self.max_tuples)
         seconds = time.perf_counter() - t1
         out = {}
         for n in task.relations:
@@ -395,6 +402,9 @@ class Epoch:
         except Exception as e:
             if isinstance(e, LevelflowError) or workers.failed is None:
                 raise
+            limit = from_failure(e, self.program.file)  # raised in a Python worker
+            if limit is not None:
+                raise limit from e
             name = self.pt.tasks[workers.failed].name  # a task failed: name it, keep one line
             raise EpochError(f"{self.program.file}: task {name} failed: {one_line(e)}") from e
         finally:
@@ -409,6 +419,10 @@ class Epoch:
 
     def _finish(self, v: int, upd: TaskUpdate, seconds: float) -> list[int]:
         """Take in a finished task's update; return the children whose input it changed."""
+        limit = task_limit(self.pt.tasks[v], self.max_tuples)
+        if limit is not None:  # the epoch stops before its commit: no state changes
+            limit.check(sum(ver.new_rows for ver in upd.versions.values()),
+                        f"{self.program.file}: ")
         self.updates[v] = upd
         for n, ver in upd.versions.items():
             self.versions[n] = ver

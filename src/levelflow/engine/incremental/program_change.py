@@ -355,7 +355,8 @@ def replace_program(session, program, factdir=None, *, progress=None,
             staged = IncrementalSession(
                 session.spark, pt, text, snap, session.statedir, scheduler=session.scheduler,
                 jobs=session.jobs, mode=session.mode, switch=session.switch,
-                switch_floor=session.switch_floor, large_change=session.large_change)
+                switch_floor=session.switch_floor, large_change=session.large_change,
+                max_tuples=session.max_tuples)
             base, notes = staged._net_change(ops)
             notes += seed_new_inputs(session.spark, change, base, factdir)
             change.prepare(session.spark)

@@ -20,11 +20,12 @@ if TYPE_CHECKING:
 
 
 
-def scratch_sets(ctx: TaskContext, task: Task, cancel=None, held=None) -> tuple[dict, int]:
+def scratch_sets(ctx: TaskContext, task: Task, cancel=None, held=None,
+                 max_tuples: int | None = None) -> tuple[dict, int]:
     """Return each relation's new tuples (with RANK) evaluated from scratch, and the rounds.
 
     With `held` (plan, arranged.Held) the task runs under that plan and leaves its state on
-    the executors where its next epochs find it.
+    the executors where its next epochs find it. Past `max_tuples`, TupleLimit.
     """
     import dataclasses
 
@@ -54,7 +55,8 @@ def scratch_sets(ctx: TaskContext, task: Task, cancel=None, held=None) -> tuple[
         plan, where = held
         keep = {"parts": where.parts, "keep": (where.lineage, where.token)}
     result = evaluate_planned(ctx.spark, program, run_task, relations, None, plan=plan,
-                              cancel=cancel, counts=counts, ranked=True, **keep)
+                              cancel=cancel, counts=counts, ranked=True, max_tuples=max_tuples,
+                              **keep)
     return {n: (result[n], result.stats.rows[n]) for n in task.relations}, \
         result.stats.iterations
 

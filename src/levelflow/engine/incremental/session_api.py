@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from levelflow.engine.evaluate import cut
+from levelflow.engine.guard import MAX_TUPLES, check_limit
 from levelflow.engine.incremental.base_index import BaseIndex, read_small
 from levelflow.engine.incremental.local_frames import LazyFrame, frame_of_rows
 from levelflow.engine.incremental.maintain import (
@@ -117,7 +118,8 @@ class IncrementalSession:
                  statedir: StateDir | None = None, *, scheduler="hybrid", jobs: int = 1,
                  mode: str = "elastic", switch: float = SWITCH,
                  switch_floor: float = SWITCH_FLOOR_SECONDS,
-                 large_change: float | None = LARGE_CHANGE, arranged: bool = True) -> None:
+                 large_change: float | None = LARGE_CHANGE, arranged: bool = True,
+                 max_tuples: int | None = MAX_TUPLES) -> None:
         self.spark = spark
         self.pt = program_tasks
         self.program = program_tasks.program
@@ -128,6 +130,7 @@ class IncrementalSession:
         self.mode, self.switch, self.switch_floor = mode, switch, switch_floor
         self.large_change = large_change
         self.arranged = arranged  # recursive tasks updated where their state lives
+        self.max_tuples = check_limit(max_tuples)  # per task (engine/guard.py); None: no limit
         self.pending: list[Op] = []
         self.last: EpochResult | None = None
         self.base_index = BaseIndex()  # base facts in the driver, for the no-op check
@@ -370,7 +373,7 @@ class IncrementalSession:
         epoch = Epoch(self.spark, self.pt, self.snap, base, mode=self.mode, switch=self.switch,
                       switch_floor=self.switch_floor, bootstrap=bootstrap,
                       large_change=self.large_change, progress=progress,
-                      arranged=self.arranged, change=change)
+                      arranged=self.arranged, change=change, max_tuples=self.max_tuples)
         epoch.run(self.scheduler, self.jobs)
         snap, changed, changed_base = epoch.snapshot()
         t_write = time.perf_counter()

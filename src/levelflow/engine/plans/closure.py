@@ -20,6 +20,7 @@ from functools import partial
 import numpy as np
 import polars as pl
 
+from levelflow.engine.guard import Limit
 from levelflow.engine.plans.columnar import empty_frame
 from levelflow.engine.plans.fixpoint import Share, TaskOutcome, _base, run_task
 from levelflow.engine.plans.keys import distinct_sorted
@@ -174,17 +175,18 @@ def reached(adj: Adjacency, sources: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 def run_closure(rules: tuple[Rule, ...], names: tuple[str, ...], decls: Mapping[str, Decl],
                 lower: Mapping[str, pl.DataFrame], facts: Mapping[str, pl.DataFrame],
-                share: Share | None = None, ranked: bool = True) -> TaskOutcome:
+                share: Share | None = None, limit: Limit | None = None, ranked: bool = True
+                ) -> TaskOutcome:
     """Return the closure task's outcome (as run_task's: tuples by round) computed by BFS;
     with `ranked=False`, every tuple in one round (its shortest path is not asked for)."""
     (name,) = names
     # Only the shape regpath generates (a base rule and a step rule, no facts) is a closure of
     # its base rule; anything else (floats too) goes to the generic evaluator.
     if len(rules) != 2 or name in facts:
-        return run_task(rules, names, decls, lower, facts, share)
+        return run_task(rules, names, decls, lower, facts, share, limit)
     edges = _base(rules, names, decls, lower, facts)[name]
     if edges.dtypes != [pl.Int64, pl.Int64]:
-        return run_task(rules, names, decls, lower, facts, share)
+        return run_task(rules, names, decls, lower, facts, share, limit)
     adj = Adjacency(edges["c0"].to_numpy(), edges["c1"].to_numpy())
     starts = edges.select(pl.col("c0").unique().alias("c0"), pl.col("c0").unique().alias("c1"))
     if share is not None:  # this partition's sources: the carried key is the source
@@ -198,6 +200,8 @@ def run_closure(rules: tuple[Rule, ...], names: tuple[str, ...], decls: Mapping[
     rounds = [{name: pl.DataFrame({"c0": s, "c1": t}, schema=empty_frame(decls[name]).schema)}
               for s, t in layers] or [{name: empty_frame(decls[name])}]
     rows = {name: sum(r[name].height for r in rounds)}
+    if limit is not None:  # checked once the search is done: it holds the pairs as arrays
+        limit.check(rows[name])
     # run_task counts the last round too, the one that found nothing.
     return TaskOutcome(rounds=rounds, iterations=len(layers), rows=rows)
 

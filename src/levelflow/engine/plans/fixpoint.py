@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from levelflow.engine.guard import Limit
 from levelflow.engine.plans.columnar import body_rows, empty_frame, head_rows
 from levelflow.engine.plans.keys import (
     absent,
@@ -154,24 +155,30 @@ def _round(rules, rels: dict[str, Relation], decls, lower) -> dict[str, list[pl.
 
 def run_task(rules: tuple[Rule, ...], names: tuple[str, ...], decls: Mapping[str, Decl],
              lower: Mapping[str, pl.DataFrame], facts: Mapping[str, pl.DataFrame],
-             share: Share | None = None) -> TaskOutcome:
-    """Return the fixpoint of a task's rules over lower relations and facts (one share of it)."""
+             share: Share | None = None, limit: Limit | None = None) -> TaskOutcome:
+    """Return the fixpoint of a task's rules over lower relations and facts (one share of it);
+    past `limit`, TupleLimit after the round that passed it."""
     base = _base(rules, names, decls, lower, facts)
     if share is not None:
         base = {n: share(n, df) for n, df in base.items()}
     outcome = TaskOutcome(rounds=[base], rows={n: df.height for n, df in base.items()})
     recursive = [r for r in rules if r.body and reads_own(r, names)]
     if not recursive:
+        if limit is not None:
+            limit.check(sum(outcome.rows.values()))
         return outcome
     rels = {n: Relation(decls[n], base[n]) for n in names}
-    iterate(recursive, rels, decls, lower, outcome)
+    iterate(recursive, rels, decls, lower, outcome, limit)
     return outcome
 
 
 def iterate(rules, rels: dict[str, Relation], decls: Mapping[str, Decl],
-            lower: Mapping[str, pl.DataFrame], outcome: TaskOutcome) -> None:
+            lower: Mapping[str, pl.DataFrame], outcome: TaskOutcome,
+            limit: Limit | None = None) -> None:
     """Run semi-naive rounds until no relation has recent tuples, recording each round."""
     while any(rel.recent.height for rel in rels.values()):
+        if limit is not None:
+            limit.check(sum(outcome.rows.values()))
         outcome.iterations += 1
         to_add = _round(rules, rels, decls, lower)
         found = {}

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from levelflow.engine.guard import Limit
 from levelflow.engine.types import relation_schema
 from levelflow.tasks.ast import Decl, Rule
 
@@ -51,6 +52,8 @@ class Layout:
     # come back, as COUNT_REL rows; storing a large result on the JVM side costs more than
     # computing it (2 s for 20M pairs against 0.7 s for their closure).
     emit: bool = True
+    # The task's tuple limit, checked after each round of each share (engine/guard.py).
+    limit: Limit | None = None
 
 
 def packed_schema(names, decls, extra=()):

@@ -15,6 +15,7 @@ from levelflow.engine.evaluate import (
     fact_rows,
 )
 from levelflow.engine.facts import input_path, io_delimiter, io_headers, read_facts
+from levelflow.engine.guard import Limit, check_products, task_limit
 from levelflow.engine.plans.in_spark import Layout, run_counted, run_packed, unpack
 from levelflow.engine.plans.planner import Plan
 from levelflow.tasks.ast import Program
@@ -37,7 +38,8 @@ def input_rows(program: Program, task: Task, counts: Mapping[str, int],
 
 
 def _layout(program: Program, task: Task, sources, plan: Plan, parts: int,
-            keep: tuple[str, str] | None = None, ranked: bool = True) -> Layout:
+            keep: tuple[str, str] | None = None, ranked: bool = True,
+            limit: Limit | None = None) -> Layout:
     """Return what the workers need to run the task (rules, declarations, sources, key)."""
     decls = program.decls
     touched = set(task.relations) | set(task.reads_from)
@@ -50,23 +52,29 @@ def _layout(program: Program, task: Task, sources, plan: Plan, parts: int,
                   decls={n: decls[n] for n in touched}, sources=sources, facts=facts,
                   key=plan.key if plan.kind == "partitioned" else None,
                   parts=parts if plan.kind == "partitioned" else 1, keep=keep,
-                  closure=task.closure, ranked=ranked)
+                  closure=task.closure, ranked=ranked, limit=limit)
 
 
 def evaluate_planned(spark, program: Program, task: Task, relations: Mapping,
                      factdir: str | Path | None = None, *, plan: Plan, counts=None,
                      ranked: bool = False, cancel=None, checkpoint: str = "local",
                      parts: int | None = None, keep: tuple[str, str] | None = None,
-                     store: bool = True) -> TaskResult:
+                     store: bool = True, max_tuples: int | None = None) -> TaskResult:
     """Return the task's relations (a TaskResult with `.stats`) evaluated under `plan`.
 
     `keep` (lineage, token): leave each share's result on its executor (plans/resident.py).
     `store=False`: nothing will read the tuples but maybe once; the one job returns their
     counts only, and reading a relation runs the task again (a plain lazy Spark plan).
+    `max_tuples`: TupleLimit (engine/guard.py) before the task runs if one of its rules is a
+    product of more, or once it holds more (its total, after each round where rounds are seen).
     """
+    limit = task_limit(task, max_tuples)
+    if limit is not None:
+        check_products(program.file, task, counts or {}, max_tuples)
     if plan.kind == "global":
-        return evaluate_task(spark, program, task, relations, factdir, checkpoint=checkpoint,
-                             cancel=cancel, counts=counts, ranked=ranked)
+        out = evaluate_task(spark, program, task, relations, factdir, checkpoint=checkpoint,
+                            cancel=cancel, counts=counts, ranked=ranked, limit=limit)
+        return _checked(out, limit, program.file)
     if cancel is not None and cancel.is_set():
         raise Cancelled(f"task {task.name} cancelled before it started")
     t0 = time.perf_counter()
@@ -81,7 +89,7 @@ def evaluate_planned(spark, program: Program, task: Task, relations: Mapping,
                                      io_delimiter(io), io_headers(io)))
     # At least two shares, so that a one-core session still splits (and tests the split).
     parts = parts or max(spark.sparkContext.defaultParallelism, 2)
-    layout = _layout(program, task, tuple(specs), plan, parts, keep, ranked)
+    layout = _layout(program, task, tuple(specs), plan, parts, keep, ranked, limit)
     if store:
         packed, rows, rounds = run_packed(spark, layout, frames, checkpoint)
     else:
@@ -89,4 +97,12 @@ def evaluate_planned(spark, program: Program, task: Task, relations: Mapping,
     out = TaskResult(unpack(packed, layout, ranked))
     out.stats = EvalStats(task=task.name, iterations=rounds, rows=rows,
                           seconds=time.perf_counter() - t0, plan=plan.kind)
+    return _checked(out, limit, program.file)
+
+
+def _checked(out: TaskResult, limit: Limit | None, file: str) -> TaskResult:
+    """Return the result once its total is within the limit (shares were checked one by one;
+    a one-pass task's single job is seen only now)."""
+    if limit is not None:
+        limit.check(sum(out.stats.rows.values()), f"{file}: ")
     return out

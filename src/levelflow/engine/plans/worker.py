@@ -142,7 +142,8 @@ def _run_encoded(layout: Layout, lower: dict, facts: dict, share, schema: pa.Sch
     evaluate = task_evaluator(layout.closure, ranked=layout.ranked or layout.keep is not None)
     rules, coded_decls = encoded_program(layout.rules, decls, symbols)
     outcome = evaluate(rules, layout.names, coded_decls, coded,
-                       {n: encode(df, decls[n], symbols) for n, df in facts.items()}, share)
+                       {n: encode(df, decls[n], symbols) for n, df in facts.items()}, share,
+                       layout.limit)
     if layout.keep is not None:
         ranked = {n: outcome.relation(n, ranked=True) for n in layout.names}
         kept = {n: df for n, df in coded.items() if not n.startswith(BASE_FACTS)}

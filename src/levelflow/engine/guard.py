@@ -1,0 +1,108 @@
+"""The tuple guard: a task that would make more than `max_tuples` tuples stops with one line.
+
+Before a task's jobs start, a rule whose body is a product of whole relations (atoms that share
+no variable, as in `p(x, y) :- a(x), b(y).`) is refused from the input counts alone: its join
+makes the product of their sizes, and Spark would spill all of it before anything could be
+counted. While a task runs, its tuples are counted where the plans count them anyway: after
+each round of the global plan, after each round of the Python worker's fixpoint (per share),
+after a closure's search; the task stops there once they pass the limit. The error is a user
+error like a bad fact file: the run writes no output and an epoch changes no state.
+Pure Python (it runs in the Python workers too).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from levelflow.errors import LevelflowError
+from levelflow.tasks.ast import Atom, Rule, Var, Wildcard
+
+# Per task, by default: generous, so that only a runaway (a cross product, an exploding join
+# or recursion) is stopped. `--max-tuples` and `max_tuples=` change it.
+MAX_TUPLES = 100_000_000
+# The message of a TupleLimit raised in a Python worker, inside the text Spark wraps it in.
+_RAISED = re.compile(r"TupleLimit: (task .*?; stopped)")
+
+
+class TupleLimit(LevelflowError):
+    """A task would make more than max_tuples tuples; str() is one line naming it."""
+
+
+def check_limit(limit) -> int | None:
+    """Return the limit as given (None: no limit); refuse one that is not a positive int."""
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise TupleLimit(f"max_tuples: must be a positive number of tuples, got {limit!r}")
+    return limit
+
+
+def over(task: str, limit: int, why: str = "", where: str = "") -> TupleLimit:
+    """Return the error for task `task` past `limit` (`where`: 'file:line: ' of the rule)."""
+    why = f": {why}" if why else ""
+    return TupleLimit(f"{where}task {task}: more than {limit:,} tuples "
+                      f"(--max-tuples {limit}){why}; stopped")
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """A task's limit, as the evaluators check it (pickled to the Python workers)."""
+
+    task: str
+    tuples: int
+
+    def check(self, rows: int, where: str = "") -> None:
+        """Raise TupleLimit if the task holds more than its limit of tuples."""
+        if rows > self.tuples:
+            raise over(self.task, self.tuples, f"{rows:,} so far", where)
+
+
+def task_limit(task, max_tuples: int | None) -> Limit | None:
+    """Return the limit a task's evaluation checks: None without one, or for a task with no
+    rule to derive by (its fact file's tuples are the input's, not derived)."""
+    if max_tuples is None or not any(r.body for r in task.rules):
+        return None
+    return Limit(task.name, max_tuples)
+
+
+def from_failure(exc: BaseException, file: str) -> TupleLimit | None:
+    """Return the TupleLimit a Python worker raised inside a failed Spark job (naming the
+    program `file`), or None if it did not."""
+    found = _RAISED.search(str(exc))
+    return TupleLimit(f"{file}: {found.group(1)}") if found else None
+
+
+def product_size(rule: Rule, counts: Mapping[str, int]) -> tuple[int, list[int]] | None:
+    """Return (tuples the rule's join makes, the factors) when its body's positive atoms are
+    whole relations sharing no variable (a product of known sizes), else None."""
+    atoms = [lit for lit in rule.body if isinstance(lit, Atom)]
+    if len(atoms) < 2:
+        return None
+    seen: set[str] = set()
+    for atom in atoms:
+        names = [a.name for a in atom.args if isinstance(a, Var)]
+        plain = all(isinstance(a, Var | Wildcard) for a in atom.args)
+        if not plain or len(set(names)) < len(names) or seen & set(names) \
+                or atom.relation not in counts:
+            return None  # a filter or a join: its size is not a product
+        seen |= set(names)
+    sizes = [counts[a.relation] for a in atoms]
+    total = 1
+    for size in sizes:
+        total *= size
+    return total, sizes
+
+
+def check_products(file: str, task, counts: Mapping[str, int], limit: int | None) -> None:
+    """Raise TupleLimit before a task runs if one of its rules is a product past `limit`."""
+    if limit is None:
+        return
+    for rule in task.rules:
+        found = product_size(rule, counts)
+        if found is not None and found[0] > limit:
+            total, sizes = found
+            where = f"{file}:{rule.loc.line}: " if rule.loc else f"{file}: "
+            product = " x ".join(f"{s:,}" for s in sizes)
+            raise over(task.name, limit, f"its rule joins {product} = {total:,}", where)
