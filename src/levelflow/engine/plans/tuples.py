@@ -217,16 +217,18 @@ class Variant:
         source = self.sources[name]
         variant = self
 
+        one = keyfns[0] if len(keyfns) == 1 else None  # the usual probe: skip a generator
+
         def make(nxt):
             def step(env):
+                if positions:
+                    key = (one(env),) if one is not None else tuple(f(env) for f in keyfns)
                 if mode == RECENT:
                     rows = source.recent
                     if positions:
-                        key = tuple(f(env) for f in keyfns)
                         rows = [t for t in rows if tuple(t[p] for p in positions) == key]
                 else:
                     if positions:
-                        key = tuple(f(env) for f in keyfns)
                         rows = source.index(positions).get(key, ())
                     else:
                         rows = source.rows
@@ -239,7 +241,7 @@ class Variant:
                     return
                 variant.visits += len(rows)
                 for t in rows:
-                    if any(t[p] != t[q] for p, q in checks):
+                    if checks and any(t[p] != t[q] for p, q in checks):
                         continue
                     for p, slot in binds:
                         env[slot] = t[p]
