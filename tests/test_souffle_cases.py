@@ -83,3 +83,33 @@ def test_recursive_nullary_relations_under_epochs(spark, tmp_path, options):
         for name in pt.program.decls:
             got = {() for _ in rows_of(session.relation(name))}
             assert got == expected[name], (k, name)
+
+
+DEEP = """
+.decl seed(x:number)
+.input seed
+.decl a(x:number)
+.decl b(x:number)
+.decl c(y:number)
+c(1). c(2).
+b(x) :- seed(x).
+a(x) :- b(x), c(y), c(y).
+b(x + 1) :- a(x), x < 40.
+"""
+
+
+@pytest.mark.parametrize("options", MODES, ids=["arranged", "spark", "scratch"])
+def test_a_deep_one_tuple_chain_under_epochs(spark, tmp_path, options):
+    """Eighty one-tuple rounds (run one tuple at a time in a worker): the chain from the
+    seed, then from a later seed, then from the first again."""
+    pt = build_tasks(parse_program(DEEP, "deep.dl"))
+    write_facts(tmp_path, {"seed": {(0,)}})
+    session = IncrementalSession.bootstrap(spark, pt, tmp_path, **options)
+    assert rows_of(session.relation("a")) == {(x,) for x in range(41)}
+    for old, new in ((0, 25), (25, 0)):
+        session.remove("seed", (old,))
+        session.insert("seed", (new,))
+        session.commit()
+        assert rows_of(session.relation("b")) == {(x,) for x in range(new, 41)}, (old, new)
+        assert rows_of(session.relation("a")) == {(x,) for x in range(new, 41)}, (old, new)
+        assert session.size("a") == 41 - new
