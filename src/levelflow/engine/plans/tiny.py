@@ -69,17 +69,17 @@ class TinyRounds:
         state, outcome = self._enter(), self.outcome
         found: dict[str, list] = {n: [] for n in self.rels}
         ranks: dict[str, list[int]] = {n: [] for n in self.rels}
-        while True:
-            delta = sum(len(own.recent) for own in state.own.values())
-            if delta == 0 or delta > LEAVE:
-                break
+        delta = sum(len(own.recent) for own in state.own.values())
+        while 0 < delta <= LEAVE:
             outcome.iterations += 1
             new, visits = state.round()
+            delta = 0
             for name, rows in new.items():
                 if rows:
                     found[name] += rows
                     ranks[name] += [outcome.iterations] * len(rows)
                     outcome.rows[name] += len(rows)
+                    delta += len(rows)
             outcome.rounds.append(NO_FRAMES)
             if visits > VISITS:
                 self.off = True
