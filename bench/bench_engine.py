@@ -7,7 +7,9 @@ Facts are generated (seeded) into a temp dir; every count is checked against a p
 computation. Per workload and plan (best of two, interleaved, on one SparkSession): per task its
 plan, seconds, rounds and Spark jobs; then the ratio global / auto against the issue's goals:
 layered TC (>= 1M pairs) >= 10x and <= 1.5 s idle, a random graph with cycles (>= 1M pairs)
->= 10x, points-to >= 5x, a counter loop of >= 300 rounds <= 5 s.
+>= 10x, points-to >= 5x, a counter loop of >= 300 rounds <= 5 s; and deep recursion over tiny
+data (one tuple per round, 1,000,000 rounds) <= 10 s, against the frame rounds' cost per round
+measured on a short chain in the same run.
 """
 
 from __future__ import annotations
@@ -239,6 +241,56 @@ met(x, i) :- loop(i, x, y, y).
 """
 
 
+# One tuple per round: b(0), a(0), b(1), a(1), ... (two rounds per step, c and d tiny).
+DEEP_RULES = """
+.decl a(x:number)
+.decl b(x:number)
+.decl c(y:number)
+.decl d(y:number)
+c(1). c(2). c(3). d(2). d(3). d(4).
+b(0).
+a(x) :- b(x), c(y), d(y).
+b(x + 1) :- a(x), x < {limit}.
+.printsize a
+.printsize b
+"""
+
+
+def deep_recursion(console: Console, spark, rounds: int) -> bool:
+    """Run DEEP_RULES for about `rounds` rounds through the engine; print the figure and goal.
+
+    The reference: the same chain with every round over frames (tuple_rounds off), in-process
+    on 1/500 of the rounds, extrapolated per round.
+    """
+    import polars as pl
+
+    from levelflow.engine.plans import fixpoint
+
+    limit = rounds // 2 - 1
+    result = run(spark, DEEP_RULES.format(limit=limit), None, "auto")
+    ok = report(console, f"deep recursion, {rounds:,} rounds of one tuple", result,
+                {"a": limit + 1, "b": limit + 1})
+    v = result.task_names.index(next(n for n in result.task_names if "a" in n.split("+")))
+    stats, seconds = result.task_stats[v], result.task_seconds[v]
+    jobs = result.trace.extra[v]["spark_jobs"]
+    short = max(rounds // 500, 200)
+    pt = build_tasks(parse_program(DEEP_RULES.format(limit=short // 2 - 1), "deep.dl"))
+    task = pt.task_of("a")
+    t0 = time.perf_counter()
+    fixpoint.run_task(tuple(r for r in task.rules if r.body), task.relations, pt.program.decls,
+                      {"c": pl.DataFrame({"c0": [1, 2, 3]}), "d": pl.DataFrame({"c0": [2, 3, 4]})},
+                      {"b": pl.DataFrame({"c0": [0]})}, tuple_rounds=False)
+    frame_round = (time.perf_counter() - t0) / short
+    goal = 10.0 * stats.iterations / 1_000_000
+    console.print(f"[bold]deep recursion: {stats.iterations:,} rounds in {seconds:.2f} s "
+                  f"({seconds / stats.iterations * 1e6:.1f} us/round), {jobs} Spark job(s); "
+                  f"goal <= {goal:.1f} s: {seconds / goal:.2f} of it "
+                  f"({'PASS' if seconds <= goal else 'FAIL'}); frame rounds "
+                  f"{frame_round * 1e6:.0f} us/round (on {short:,} rounds): "
+                  f"{frame_round * stats.iterations / seconds:.0f}x slower[/bold]")
+    return ok
+
+
 def run(spark, text: str, factdir: Path | None, plan: str, jobs: int = 2,
         scheduler: str = "hybrid"):
     """Return the RunResult of running the program text on the facts in factdir."""
@@ -303,10 +355,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     console = Console()
     if args.quick:
-        tc_shape, rnd, rounds = (8, 30, 3), (200, 400), 60
+        tc_shape, rnd, rounds, deep = (8, 30, 3), (200, 400), 60, 40_000
         pts = dict(variables=300, objects=150, fields=4, assigns=300, loads=80, stores=80)
     else:
-        tc_shape, rnd, rounds = (12, 150, 6), (1250, 2500), 320
+        tc_shape, rnd, rounds, deep = (12, 150, 6), (1250, 2500), 320, 1_000_000
         pts = dict(variables=8000, objects=4000, fields=8, assigns=8000, loads=2000, stores=2000)
     console.print(f"load average before: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     ok = True
@@ -335,6 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         run(spark, COUNTER_RULES.format(rounds=3), None, "local")  # start the Python workers
         console.print(f"Spark session and workers: {time.perf_counter() - t0:.1f} s")
         try:
+            ok &= deep_recursion(console, spark, deep)
             for name, text, factdir, expected, goal in workloads:
                 good, best = compare(console, spark, name, text, factdir, expected, goal)
                 ok &= good

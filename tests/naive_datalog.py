@@ -10,6 +10,7 @@ program directory's expected/*.csv: `python tests/naive_datalog.py tests/program
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import sys
@@ -21,6 +22,9 @@ from levelflow.tasks.ast import Atom, BinOp, Call, Comparison, Const, Negation, 
 _CONVERT = {"number": int, "unsigned": int, "float": float, "symbol": str}
 _CMP = {"=": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
         "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+
+
+_FRESH = itertools.count()  # names of the variables that stand for deferred expressions
 
 
 class _NoValue(Exception):
@@ -246,7 +250,31 @@ def solve(body, db, env):
                         return
         except _NoValue:
             return
-    raise ValueError(f"cannot order body {body}")
+    deferred = _defer_expressions(body, env)
+    if deferred is None:
+        raise ValueError(f"cannot order body {body}")
+    yield from solve(deferred, db, env)
+
+
+def _defer_expressions(body, env):
+    """Return the body with one atom's unbound expression arguments replaced by fresh variables
+    and equalities checked once bound (`t(x-1, y), t(y-1, x)`: no atom can run first), or None.
+    """
+    for k, lit in enumerate(body):
+        if not isinstance(lit, Atom):
+            continue
+        own = {a.name for a in lit.args if isinstance(a, Var)}
+        args, checks = [], []
+        for a in lit.args:
+            if isinstance(a, BinOp | Call) and not bound(a, {**env, **dict.fromkeys(own)}):
+                fresh = Var(f"@k{next(_FRESH)}")
+                args.append(fresh)
+                checks.append(Comparison("=", fresh, a))
+            else:
+                args.append(a)
+        if checks:
+            return (*body[:k], Atom(lit.relation, tuple(args)), *body[k + 1:], *checks)
+    return None
 
 
 def _is_range(lit):

@@ -244,7 +244,13 @@ def fact_rows(rules, relation: str) -> list[tuple]:
 
 
 def cast_fact(row: tuple, types: tuple[str, ...]) -> tuple:
-    """Return a fact tuple with each value converted to its attribute's Python type."""
+    """Return a fact tuple with each value converted to its attribute's Python type.
+
+    A nullary fact is `(True,)`: the one row of a relation's Boolean `c0` (engine/types.py),
+    so that every backend builds its frame from the rows as they are.
+    """
+    if not types:
+        return (True,)
     conv = {"number": int, "unsigned": int, "float": float, "symbol": str}
     return tuple(conv[t](v) for v, t in zip(row, types, strict=True))
 

@@ -227,11 +227,28 @@ def format_rows(rows: Iterable, decl: Decl, delimiter: str = "\t") -> Iterator[s
             yield delimiter.join(format_value(v, t) for v, t in zip(row, types, strict=True)) + "\n"
 
 
+def writable(rows: Iterable, decl: Decl, shown: str | Path) -> Iterator:
+    """Return the rows, raising FactError (naming `shown`) at a symbol a fact file cannot carry.
+
+    A program may hold such a symbol (a string constant with a TAB); only writing it to a
+    TAB-separated file is refused, as its line would not read back as the same tuple.
+    """
+    symbols = [i for i, t in enumerate(decl.types) if t == "symbol"]
+    for row in rows:
+        for i in symbols:
+            if _UNWRITABLE.search(row[i]):
+                raise FactError(f"{shown}: error: {decl.name}.{decl.attrs[i]} holds "
+                                f"{row[i]!r}, {UNWRITABLE_WHY}; nothing was written")
+        yield row
+
+
 def write_relation(df: DataFrame, decl: Decl, path: str | Path, delimiter: str = "\t", *,
-                   sort: bool = True, headers: bool = False) -> int:
+                   sort: bool = True, headers: bool = False, shown: str | Path | None = None
+                   ) -> int:
     """Return the number of tuples written to `path` (Soufflé .csv format, streamed, sorted).
 
     With `headers`, the attribute names come first, on one line, as Soufflé writes them.
+    `shown` is the file an error names (the final path of a temporary one).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -250,7 +267,7 @@ def write_relation(df: DataFrame, decl: Decl, path: str | Path, delimiter: str =
     with path.open("w", encoding="utf-8", newline="\n") as out:
         if headers:
             out.write(delimiter.join(decl.attrs) + "\n")
-        for line in format_rows(rows, decl, delimiter):
+        for line in format_rows(writable(rows, decl, shown or path), decl, delimiter):
             out.write(line)
             count += 1
     return count

@@ -37,7 +37,7 @@ def write_outputs(program: Program, relations: Mapping, outdir, *, jobs: int = 1
         name, io, final, tmp = item
         tmp.parent.mkdir(parents=True, exist_ok=True)
         return write_relation(relations[name], program.decls[name], tmp, io_delimiter(io),
-                              headers=io_headers(io))
+                              headers=io_headers(io), shown=final or f"{name} (stdout)")
 
     try:
         if jobs > 1 and len(plan) > 1:

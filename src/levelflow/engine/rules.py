@@ -5,7 +5,8 @@ variables it binds (with their types), the comparisons and negations still waiti
 A backend (`Ops`) supplies the frame and expression operations: Spark DataFrames in
 engine/compile.py, Polars frames in engine/plans/columnar.py; both therefore give the same
 tuples. Inside a body every bound variable x is the column `var_col(x)`; expression arguments
-of an atom are columns `k_<pos>`, matched against the expression's value.
+of an atom are columns `k<atom>_<pos>`, matched against the expression's value as soon as its
+variables are bound (by that atom or a later one: `tak(x-1, y, ...)` may be joined before x).
 Arithmetic follows Soufflé on 64-bit integers (`/` truncates, `%` takes the dividend's sign);
 an overflow or a division by zero has no value and drops the row; an unsigned result below
 zero is an overflow; an integer literal takes its unsigned operand's type, as Soufflé infers it.
@@ -194,11 +195,11 @@ def compare(op: str, left, right):
     raise ValueError(f"unknown comparison {op}")
 
 
-def atom_frame(ops: Ops, df, atom: Atom, decl: Decl, bound: Mapping[str, str]):
+def atom_frame(ops: Ops, df, atom: Atom, decl: Decl, bound: Mapping[str, str], tag: int = 0):
     """Return the atom's rows filtered (constants, repeats) and renamed to variable columns.
 
     Also returns the new variables with their types, and the expression arguments, each kept
-    as a column `k_<pos>` to be matched against the expression's value.
+    as a column `k<tag>_<pos>` to be matched against the expression's value.
     """
     if len(atom.args) != decl.arity:
         raise CompileError(f"{where(atom)}: error: {atom.relation} has arity {decl.arity}, "
@@ -215,9 +216,9 @@ def atom_frame(ops: Ops, df, atom: Atom, decl: Decl, bound: Mapping[str, str]):
             else:
                 first[arg.name] = col
         elif isinstance(arg, BinOp | Call):
-            exprs.append((f"k_{i}", arg))
+            exprs.append((f"k{tag}_{i}", arg))
     named = [(var_col(name), ops.col(col)) for name, col in first.items()]
-    named += [(k, ops.col(f"c{k[2:]}")) for k, _ in exprs]
+    named += [(k, ops.col(f"c{k.split('_')[1]}")) for k, _ in exprs]
     new = {name: decl.types[int(col[1:])] for name, col in first.items() if name not in bound}
     # Selecting no column would lose the rows' count, which a variable-free atom still needs.
     return (ops.select(df, named) if named else df), new, exprs
@@ -226,7 +227,7 @@ def atom_frame(ops: Ops, df, atom: Atom, decl: Decl, bound: Mapping[str, str]):
 class Body:
     """The plan of one rule body being built: the frame so far and its bound variables."""
 
-    __slots__ = ("ops", "rule", "decls", "frames", "df", "types", "pending")
+    __slots__ = ("ops", "rule", "decls", "frames", "df", "types", "pending", "waiting")
 
     def __init__(self, ops: Ops, rule: Rule, decls: Mapping[str, Decl], frames: Mapping) -> None:
         self.ops = ops
@@ -236,6 +237,9 @@ class Body:
         self.df = None
         self.types: dict[str, str] = {}  # bound variable -> primitive type
         self.pending = [i for i, lit in enumerate(rule.body) if not isinstance(lit, Atom)]
+        # Expression arguments of joined atoms whose variables are not all bound yet:
+        # (column, expression), each a filter once they are.
+        self.waiting: list[tuple[str, Term]] = []
 
     def _expr(self, term: Term):
         return term_expr(self.ops, term, self.types)[0]
@@ -244,40 +248,62 @@ class Body:
         """Join the positive atom at body position i into the frame."""
         ops, atom = self.ops, self.rule.body[i]
         adf, new, exprs = atom_frame(ops, self.frames[i], atom, self.decls[atom.relation],
-                                     self.types)
-        bound_cols = {var_col(v) for v in self.types}
+                                     self.types, i)
         names = [var_col(a.name) for a in atom.args if isinstance(a, Var)]
         if self.df is None:
             self.types.update(new)
-            for k, t in exprs:  # only this atom's variables or constants: a filter
-                adf = ops.filter(adf, ops.col(k) == self._expr(t))
-            self.df = (ops.drop(adf, [k for k, _ in exprs]) if names
-                       else ops.exists(ops.unit(), adf, True))
+            self.waiting += exprs
+            self.df = adf
+            if names or self._waits():
+                self._match_waiting()
+            else:  # no variables: filter by the constant expressions, then "a tuple exists"
+                # (its `k` columns kept until then: a frame of no columns has no rows' count).
+                for k, t in self.waiting:
+                    self.df = ops.filter(self.df, ops.col(k) == self._expr(t))
+                self.df, self.waiting = ops.exists(ops.unit(), self.df, True), []
             return
         known = set(self.types)
+        bound_cols = {var_col(v) for v in known}
         # Expressions over already-bound variables become computed join keys (`fib(n-1, x)`).
         keyed = [(k, t) for k, t in exprs if term_vars(t) <= known]
-        later = [(k, t) for k, t in exprs if not term_vars(t) <= known]
         cur = self.df
         if keyed:
             cur = ops.with_columns(cur, [(k, self._expr(t)) for k, t in keyed])
         on = list(dict.fromkeys(c for c in names if c in bound_cols)) + [k for k, _ in keyed]
         if on:
             cur = ops.join(cur, adf, on, i)
-        elif names or later:
+        elif names or len(keyed) < len(exprs):
             cur = ops.cross(cur, adf, i)
         else:  # no variables at all: the atom only says "some such tuple exists"
             cur = ops.exists(cur, adf, True)
+        self.df = ops.drop(cur, [k for k, _ in keyed])
         self.types.update(new)
-        for k, t in later:  # expressions over this atom's own (or mixed) variables: a filter
-            cur = ops.filter(cur, ops.col(k) == self._expr(t))
-        self.df = ops.drop(cur, [k for k, _ in exprs])
+        # Expressions over this atom's own (or mixed) variables are filters: now, or once a
+        # later atom or an equality binds what they still need.
+        self.waiting += [(k, t) for k, t in exprs if not term_vars(t) <= known]
+        self._match_waiting()
+
+    def _waits(self) -> bool:
+        """Return whether a waiting expression needs a variable not bound yet."""
+        return any(not term_vars(t) <= set(self.types) for _, t in self.waiting)
+
+    def _match_waiting(self) -> bool:
+        """Filter by each waiting expression whose variables are now bound; return whether any."""
+        known = set(self.types)
+        ready = [(k, t) for k, t in self.waiting if term_vars(t) <= known]
+        for k, t in ready:
+            self.df = self.ops.filter(self.df, self.ops.col(k) == self._expr(t))
+        if ready:
+            done = [k for k, _ in ready]
+            self.df = self.ops.drop(self.df, done)
+            self.waiting = [(k, t) for k, t in self.waiting if k not in done]
+        return bool(ready)
 
     def anti_join(self, i: int) -> None:
         """Remove from the frame the rows that the negated atom at body position i matches."""
         ops, atom = self.ops, self.rule.body[i].atom
         adf, _, exprs = atom_frame(ops, self.frames[i], atom, self.decls[atom.relation],
-                                   self.types)
+                                   self.types, i)
         cur = self.df
         if exprs:
             cur = ops.with_columns(cur, [(k, self._expr(t)) for k, t in exprs])
@@ -292,7 +318,7 @@ class Body:
             return
         progress = True
         while progress:
-            progress = False
+            progress = self._match_waiting()
             for i in list(self.pending):
                 lit = self.rule.body[i]
                 if isinstance(lit, Negation):
@@ -345,21 +371,25 @@ class Body:
         self.df = self.ops.drop(self.ops.filter(self.df, self.ops.col(name) ==
                                                 self.ops.col("_gen")), ["_gen"])
 
-    def next_atom(self, todo: list[int], first: int | None) -> int | None:
-        """Return the body position of the atom to join next, or None if none can be joined."""
+    def next_atom(self, todo: list[int], first: int | None) -> int:
+        """Return the body position of the atom to join next.
+
+        Any atom can be joined: an expression argument whose variables are not bound yet waits
+        as a filter. So the order only weighs cost: the recent delta first, then atoms that
+        share a bound argument, atoms whose expressions can be matched now, the smaller.
+        """
         known = set(self.types)
-        best, best_key = None, None
+        best, best_key = todo[0], None
         for i in todo:
             atom = self.rule.body[i]
             own = {a.name for a in atom.args if isinstance(a, Var)}
-            if any(not term_vars(a) <= known | own for a in atom.args
-                   if isinstance(a, BinOp | Call)):
-                continue  # an expression argument waits for its variables
+            ready = all(term_vars(a) <= known | own for a in atom.args
+                        if isinstance(a, BinOp | Call))
             bound_args = sum(1 for a in atom.args if isinstance(a, Const)
                              or (not isinstance(a, Wildcard) and term_vars(a) and
                                  term_vars(a) <= known))
             connected = self.df is None or bound_args > 0 or not own
-            key = (i == first, connected, bound_args, -self.ops.size(i), -i)
+            key = (i == first, connected, ready, bound_args, -self.ops.size(i), -i)
             if best_key is None or key > best_key:
                 best, best_key = i, key
         return best
@@ -379,13 +409,13 @@ def body_rows(ops: Ops, rule: Rule, decls: Mapping[str, Decl], frames: Mapping,
     body.apply_ready()
     while todo:
         i = body.next_atom(todo, first)
-        if i is None:
-            lit = rule.body[todo[0]]
-            raise CompileError(f"{where(lit)}: error: an argument of {lit.relation} is not "
-                               f"grounded")
         todo.remove(i)
         body.join_atom(i)
         body.apply_ready()
+    if body.waiting:
+        term = body.waiting[0][1]
+        missing = sorted(term_vars(term) - set(body.types))
+        raise CompileError(f"{where(term)}: error: variable {missing[0]} is not grounded")
     if body.pending:
         lit = rule.body[body.pending[0]]
         missing = sorted(literal_vars(lit) - set(body.types))

@@ -130,19 +130,50 @@ class SparkWorkers:
 
 
 def one_line(exc: BaseException) -> str:
-    """Return the first non-empty line of an exception's message (a JVM error: its root cause)."""
+    """Return the first non-empty line of an exception's message (a JVM error: its root cause;
+    an error raised in a Python worker: that error's own line, see `worker_error`)."""
+    texts = [str(exc)]
     java = getattr(exc, "java_exception", None)
     if java is not None:
         try:  # py4j's own message is only "An error occurred while calling o42.count"
             while java.getCause() is not None:
+                texts.append(str(java.getMessage()))
                 java = java.getCause()
+            texts.append(str(java.getMessage()))
             exc = Exception(f"{java.getClass().getSimpleName()}: {java.getMessage()}")
         except Exception:  # noqa: BLE001 - the gateway may be gone; fall back to the message
             pass
+    for text in texts:
+        raised = worker_error(text)
+        if raised is not None:
+            return raised
     for line in str(exc).splitlines():
         if line.strip():
             return line.strip()
     return type(exc).__name__
+
+
+# Spark wraps a Python worker's error in its own words and the worker's traceback.
+_TRACEBACK = "Traceback (most recent call last):"
+
+
+def worker_error(text: str) -> str | None:
+    """Return the error line of the last Python traceback in `text`, or None if it holds none.
+
+    A levelflow error is its own message (it names the file and line); any other is
+    `Type: message`, without Spark's wrapper or the traceback.
+    """
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if _TRACEBACK in line]
+    if not starts:
+        return None
+    for line in lines[starts[-1] + 1:]:
+        if line.strip() and not line[0].isspace():  # frames are indented; the error is not
+            name, sep, message = line.partition(": ")
+            if sep and name.startswith("levelflow.") and message.strip():
+                return message.strip()
+            return f"{name.rsplit('.', 1)[-1]}{sep}{message.strip()}"
+    return None
 
 
 def spark_error_types() -> tuple[type, ...]:

@@ -29,6 +29,7 @@ from levelflow.engine.plans.keys import (
     packable,
     unpack,
 )
+from levelflow.engine.plans.tiny import TinyRounds
 from levelflow.engine.rules import reads_own, rule_heads
 from levelflow.tasks.ast import Atom, Decl, Rule
 
@@ -43,13 +44,18 @@ class TaskOutcome:
     rounds: list[dict[str, pl.DataFrame]]  # per round (0 = base): relation -> new tuples
     iterations: int = 0
     rows: dict[str, int] = field(default_factory=dict)
+    # Tuples found by rounds run one tuple at a time, per relation, with their round in `_it`
+    # (those rounds are empty in `rounds`: a frame per round would cost what they save).
+    ranked: dict[str, list[pl.DataFrame]] = field(default_factory=dict)
 
     def relation(self, name: str, ranked: bool = False) -> pl.DataFrame:
         """Return every tuple of `name`; with `ranked`, an `_it` column holds its round."""
         pieces = [(r, found[name]) for r, found in enumerate(self.rounds) if name in found]
         if ranked:
             pieces = [(r, df.with_columns(pl.lit(r, pl.Int64).alias("_it"))) for r, df in pieces]
-        return pl.concat([df for _, df in pieces], rechunk=False)
+        more = self.ranked.get(name, [])
+        more = more if ranked else [df.drop("_it") for df in more]
+        return pl.concat([df for _, df in pieces] + more, rechunk=False)
 
 
 class Relation:
@@ -155,9 +161,12 @@ def _round(rules, rels: dict[str, Relation], decls, lower) -> dict[str, list[pl.
 
 def run_task(rules: tuple[Rule, ...], names: tuple[str, ...], decls: Mapping[str, Decl],
              lower: Mapping[str, pl.DataFrame], facts: Mapping[str, pl.DataFrame],
-             share: Share | None = None, limit: Limit | None = None) -> TaskOutcome:
+             share: Share | None = None, limit: Limit | None = None,
+             tuple_rounds: bool = True) -> TaskOutcome:
     """Return the fixpoint of a task's rules over lower relations and facts (one share of it);
-    past `limit`, TupleLimit after the round that passed it."""
+    past `limit`, TupleLimit after the round that passed it.
+
+    `tuple_rounds=False`: every round over frames, even a tiny one (iterate)."""
     base = _base(rules, names, decls, lower, facts)
     if share is not None:
         base = {n: share(n, df) for n, df in base.items()}
@@ -168,17 +177,25 @@ def run_task(rules: tuple[Rule, ...], names: tuple[str, ...], decls: Mapping[str
             limit.check(sum(outcome.rows.values()))
         return outcome
     rels = {n: Relation(decls[n], base[n]) for n in names}
-    iterate(recursive, rels, decls, lower, outcome, limit)
+    iterate(recursive, rels, decls, lower, outcome, limit, tuple_rounds)
     return outcome
 
 
 def iterate(rules, rels: dict[str, Relation], decls: Mapping[str, Decl],
             lower: Mapping[str, pl.DataFrame], outcome: TaskOutcome,
-            limit: Limit | None = None) -> None:
-    """Run semi-naive rounds until no relation has recent tuples, recording each round."""
+            limit: Limit | None = None, tuple_rounds: bool = True) -> None:
+    """Run semi-naive rounds until no relation has recent tuples, recording each round.
+
+    A round whose delta is tiny runs one tuple at a time (tuples.py), with the same rounds;
+    `tuple_rounds=False` runs every round over frames. Past `limit`, TupleLimit.
+    """
+    tiny = TinyRounds(rules, rels, decls, lower, outcome) if tuple_rounds else None
     while any(rel.recent.height for rel in rels.values()):
         if limit is not None:
             limit.check(sum(outcome.rows.values()))
+        if tiny is not None and tiny.usable():
+            tiny.stretch()
+            continue
         outcome.iterations += 1
         to_add = _round(rules, rels, decls, lower)
         found = {}
@@ -188,3 +205,5 @@ def iterate(rules, rels: dict[str, Relation], decls: Mapping[str, Decl],
             found[name] = new
             outcome.rows[name] += new.height
         outcome.rounds.append(found)
+        if tiny is not None:
+            tiny.missed(found)

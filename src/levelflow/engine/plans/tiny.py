@@ -1,0 +1,100 @@
+"""When a fixpoint runs its rounds one tuple at a time, and how their tuples go back to frames.
+
+A stretch starts at a round whose delta (all relations) has at most ENTER tuples and runs
+TupleRounds until a delta exceeds LEAVE, a round visits more than VISITS tuples (a scan that
+frames do better: frames from then on) or nothing is new. Its tuples then join the frame
+relations (keys, stable, recent) and the outcome, ranked by their rounds. The tuple state is
+kept between stretches; what frame rounds found in between is added to it on the next entry.
+Constant: the rules, the lower relations. Changes: the tuple state, the frames found since.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+import polars as pl
+
+from levelflow.engine.plans.columnar import frame_schema
+from levelflow.engine.plans.tuples import Own, TupleRounds, runs_tuples
+from levelflow.tasks.ast import Decl
+
+ENTER = 32
+LEAVE = 512
+VISITS = 100_000
+NO_FRAMES = MappingProxyType({})  # a round run one tuple at a time, in TaskOutcome.rounds
+
+
+class TinyRounds:
+    """The tuple-at-a-time side of one fixpoint (fixpoint.iterate asks it when to run)."""
+
+    __slots__ = ("rules", "rels", "decls", "lower", "outcome", "state", "since", "off")
+
+    def __init__(self, rules, rels: Mapping, decls: Mapping[str, Decl],
+                 lower: Mapping[str, pl.DataFrame], outcome) -> None:
+        self.rules, self.rels, self.decls = rules, rels, decls
+        self.lower, self.outcome = lower, outcome
+        self.state: TupleRounds | None = None
+        self.since: dict[str, list[pl.DataFrame]] = {n: [] for n in rels}
+        self.off = not runs_tuples(rules)  # functors stay on frames, as both backends run them
+
+    def usable(self) -> bool:
+        """Return whether the next round should run one tuple at a time."""
+        return not self.off and sum(r.recent.height for r in self.rels.values()) <= ENTER
+
+    def missed(self, found: Mapping[str, pl.DataFrame]) -> None:
+        """Note a frame round's new tuples (the tuple state takes them on its next entry)."""
+        if self.state is not None:
+            for name, df in found.items():
+                if df.height:
+                    self.since[name].append(df)
+
+    def _enter(self) -> TupleRounds:
+        if self.state is None:
+            own = {n: Own(set(r.full().rows()), r.recent.rows()) for n, r in self.rels.items()}
+            read = {a.relation for rule in self.rules for _, a, _ in rule.body_atoms()}
+            lower = {n: self.lower[n].select(list(frame_schema(self.decls[n]))).rows()
+                     for n in read if n not in own}
+            self.state = TupleRounds(self.rules, self.decls, own, lower)
+            return self.state
+        for name, own in self.state.own.items():
+            own.add([t for df in self.since[name] for t in df.rows()])
+            own.recent = self.rels[name].recent.rows()
+            own.recent_set = set(own.recent)
+            self.since[name] = []
+        return self.state
+
+    def stretch(self) -> None:
+        """Run rounds one tuple at a time while they stay tiny; hand their tuples back."""
+        state, outcome = self._enter(), self.outcome
+        found: dict[str, list] = {n: [] for n in self.rels}
+        ranks: dict[str, list[int]] = {n: [] for n in self.rels}
+        delta = sum(len(own.recent) for own in state.own.values())
+        while 0 < delta <= LEAVE:
+            outcome.iterations += 1
+            new, visits = state.round()
+            delta = 0
+            for name, rows in new.items():
+                if rows:
+                    found[name] += rows
+                    ranks[name] += [outcome.iterations] * len(rows)
+                    outcome.rows[name] += len(rows)
+                    delta += len(rows)
+            outcome.rounds.append(NO_FRAMES)
+            if visits > VISITS:
+                self.off = True
+                break
+        self._hand_back(found, ranks)
+
+    def _hand_back(self, found: Mapping[str, list], ranks: Mapping[str, list[int]]) -> None:
+        """Add a stretch's tuples to the frame relations: the last round's are their recent."""
+        for name, rel in self.rels.items():
+            schema = frame_schema(self.decls[name])
+            rows = pl.DataFrame(found[name], schema=schema, orient="row")
+            if rows.height:
+                self.outcome.ranked.setdefault(name, []).append(
+                    rows.with_columns(pl.Series("_it", ranks[name], pl.Int64)))
+                rel.new_tuples([rows])  # remembers their keys; all of them are new
+            last = len(self.state.own[name].recent)
+            rel.advance(rows.head(rows.height - last))
+            rel.advance(rows.tail(last) if last else rows.clear())
