@@ -61,7 +61,17 @@ class BinOp:
     loc: Loc | None = field(default=None, compare=False)
 
 
-Term = Var | Wildcard | Const | BinOp
+@dataclass(frozen=True, slots=True)
+class Cast:
+    """`as(term, Type)`: the term read as the user type `Type`; lowered to `term` by the checker."""
+
+    term: Term
+    type: str
+    loc: Loc | None = field(default=None, compare=False)
+    type_loc: Loc | None = field(default=None, compare=False)
+
+
+Term = Var | Wildcard | Const | BinOp | Cast
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from levelflow.tasks.ast import (
     IO,
     Atom,
     BinOp,
+    Cast,
     Comparison,
     Const,
     Decl,
@@ -26,9 +27,11 @@ from levelflow.tasks.ast import (
     Wildcard,
 )
 from levelflow.tasks.errors import DatalogError
+from levelflow.tasks.lower import lower_rule
 from levelflow.tasks.parser import Parsed
 from levelflow.tasks.regpath import expand_paths
 from levelflow.tasks.strata import Precedence, precedence
+from levelflow.tasks.subtypes import Subtypes, check_subtypes
 from levelflow.tasks.typecheck import (
     INT64_MAX,
     INT64_MIN,
@@ -79,7 +82,11 @@ def check(parsed: Parsed, file: str) -> Program:
     types = resolve_types(parsed.types, report)
     decls = _check_decls(parsed, types, report)
     inputs, outputs, more_outputs, printsize = _check_ios(parsed.ios, decls, report)
-    rules = tuple(_check_rule(rule, decls, report) for rule in parsed.rules)
+    rules = tuple(_check_rule(rule, decls, report, types) for rule in parsed.rules)
+    if parsed.types:
+        _check_subtypes(parsed, types, rules, report)
+    if parsed.surface:
+        rules = tuple(lower_rule(rule) for rule in rules)
     prec = precedence(decls, rules)
     _check_stratified(prec, rules, report)
     error = report.first()
@@ -87,6 +94,18 @@ def check(parsed: Parsed, file: str) -> Program:
         raise error
     return Program(file, decls, inputs, outputs, printsize, rules, more_outputs,
                    paths=paths, closures=closures, precedence=prec)
+
+
+def _check_subtypes(parsed: Parsed, types: dict[str, str], rules: tuple[Rule, ...],
+                    report: Problems) -> None:
+    """Report variables whose user types clash (Soufflé's subtype rules: tasks/subtypes.py)."""
+    subtypes = Subtypes(parsed.types, types)
+    attr_types: dict[str, tuple[str, ...]] = {}
+    for d in parsed.decls:
+        attr_types.setdefault(d.name, tuple(t.name for t in d.types))
+    for rule in rules:
+        if not rule.is_fact:
+            check_subtypes(rule, attr_types, subtypes, report)
 
 
 def _check_decls(parsed: Parsed, types: dict[str, str], report: Problems) -> dict[str, Decl]:
@@ -171,6 +190,8 @@ def _walk(term: Term) -> Iterator[Term]:
         if isinstance(t, BinOp):
             stack.append(t.right)
             stack.append(t.left)
+        elif isinstance(t, Cast):
+            stack.append(t.term)
 
 
 def _vars(term: Term) -> Iterator[Var]:
@@ -182,6 +203,8 @@ def _check_constants(term: Term, report: Problems) -> None:
         if isinstance(t, Const):
             if t.kind == "number" and not INT64_MIN <= t.value <= INT64_MAX:
                 report(t.loc, f"integer constant {t.value} does not fit in 64 bits")
+            elif t.kind == "unsigned" and not 0 <= t.value <= INT64_MAX:
+                report(t.loc, f"unsigned constant {t.value} does not fit in 63 bits")
             elif t.kind == "float" and not math.isfinite(t.value):
                 report(t.loc, f"float constant {t.value} is not finite")
 
@@ -199,7 +222,8 @@ def _atom_ok(atom: Atom, decls: dict[str, Decl], report: Problems) -> Decl | Non
     return decl
 
 
-def _check_rule(rule: Rule, decls: dict[str, Decl], report: Problems) -> Rule:
+def _check_rule(rule: Rule, decls: dict[str, Decl], report: Problems,
+                types: dict[str, str]) -> Rule:
     """Report the rule's problems; return it with a fact's constant expressions folded."""
     for head in rule.heads:
         for arg in head.args:
@@ -223,7 +247,7 @@ def _check_rule(rule: Rule, decls: dict[str, Decl], report: Problems) -> Rule:
             _check_constants(arg, report)
     if rule.is_fact:
         return _check_fact(rule, decls, report)
-    _check_types(rule, decls, report)
+    _check_types(rule, decls, report, types)
     _check_grounded(rule, report)
     return rule
 
@@ -266,7 +290,8 @@ def _atoms(rule: Rule) -> Iterator[Atom]:
         yield atom
 
 
-def _check_types(rule: Rule, decls: dict[str, Decl], report: Problems) -> None:
+def _check_types(rule: Rule, decls: dict[str, Decl], report: Problems,
+                 types: dict[str, str]) -> None:
     var_types: dict[str, str] = {}
     first_seen: dict[str, Loc] = {}
     checked: list[tuple[Atom, Decl]] = []
@@ -286,10 +311,10 @@ def _check_types(rule: Rule, decls: dict[str, Decl], report: Problems) -> None:
                 at = first_seen[arg.name]
                 report(arg.loc, f"type mismatch: variable '{arg.name}' is {ty} here (attribute "
                                 f"'{attr}' of '{atom.relation}') but {prev} at {at.line}:{at.col}")
-    typer = TermTyper(var_types, report)
+    typer = TermTyper(var_types, report, types)
     comparisons = [lit for lit in rule.body if isinstance(lit, Comparison)]
     # `x = expr` gives x the type of expr when no atom typed x; repeat for chains of such.
-    silent = TermTyper(var_types, lambda loc, what, needs_rest=False: None)
+    silent = TermTyper(var_types, lambda loc, what, needs_rest=False: None, types)
     changed = True
     while changed:
         changed = False
@@ -340,7 +365,7 @@ def _check_grounded(rule: Rule, report: Problems) -> None:
     uses: list[Term] = [arg for head in rule.heads for arg in head.args]
     for lit in rule.body:
         if isinstance(lit, Atom):
-            uses.extend(arg for arg in lit.args if isinstance(arg, BinOp))
+            uses.extend(arg for arg in lit.args if isinstance(arg, BinOp | Cast))
         elif isinstance(lit, Negation):
             uses.extend(lit.atom.args)
         else:

@@ -30,7 +30,7 @@ _TOKEN = re.compile(r"""
     | (?P<float>\d+\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)
     | (?P<hex>0[xX][0-9a-fA-F]+)
     | (?P<bin>0[bB][01]+)
-    | (?P<int>\d+)u?
+    | (?P<int>\d+(?P<usuf>u)?)
     | (?P<dir>\.(?P<dname>DIRECTIVE_NAMES)(?![A-Za-z0-9_?]))
     | (?P<ident>[A-Za-z_?][A-Za-z0-9_?]*)
     | (?P<punct>:-|<:|<=|>=|!=|\*\*|[().,:!=<>+\-*/%;@\[\]$\#{}|^&~])
@@ -133,7 +133,12 @@ def tokenize(source: Source) -> tuple[list[Token], DatalogError | None]:
             append(Token("eof", "", None, pos))
             return tokens, error
         elif kind == "int":
-            append(Token("int", m.group(kind), int(m.group(kind)), pos))
+            # `5u` is an unsigned constant (Soufflé): it fits only unsigned attributes.
+            word = m.group(kind)
+            if m.group("usuf"):
+                append(Token("uint", word, int(word[:-1]), pos))
+            else:
+                append(Token("int", word, int(word), pos))
         elif kind in ("str", "float"):
             word = m.group(kind)
             value = unescape(word[1:-1]) if kind == "str" else float(word)

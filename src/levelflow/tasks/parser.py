@@ -14,6 +14,7 @@ from levelflow.tasks.ast import (
     IO,
     Atom,
     BinOp,
+    Cast,
     Comparison,
     Const,
     Literal,
@@ -91,6 +92,8 @@ class Parsed:
     rules: list[Rule] = field(default_factory=list)
     # The syntax error that stopped parsing; the lists then hold the statements before it.
     error: DatalogError | None = None
+    # Terms the checker lowers to the core (casts, unsigned constants) occur in the rules.
+    surface: bool = False
 
 
 def parse(text: str, filename: str = "<input>") -> Parsed:
@@ -106,6 +109,32 @@ def parse(text: str, filename: str = "<input>") -> Parsed:
     else:
         parser.out.error = lex_error
     return parser.out
+
+
+NEGATED_COMPARISON = {"=": "!=", "!=": "=", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
+
+
+def negate_literal(lit: Literal, loc: Loc) -> Literal:
+    """Return the literal that holds exactly when `lit` does not."""
+    if isinstance(lit, Atom):
+        return Negation(lit, loc)
+    if isinstance(lit, Negation):
+        return lit.atom
+    return Comparison(NEGATED_COMPARISON[lit.op], lit.left, lit.right, lit.loc)
+
+
+def negate_dnf(alts: list[tuple[Literal, ...]], loc: Loc) -> list[tuple[Literal, ...]]:
+    """Return the disjunctive normal form of `!(alts)` by De Morgan, as Soufflé's RuleBody does.
+
+    Not over every clause is a conjunction of disjunctions of negated literals; it is expanded
+    back into DNF clause by clause, so `!(a(x), b(x))` becomes `!a(x) ; !b(x)`.
+    """
+    out: list[tuple[Literal, ...]] = [()]  # true
+    for clause in alts:
+        out = [done + (negate_literal(lit, loc),) for done in out for lit in clause]
+        if len(out) > MAX_DNF:
+            break
+    return out
 
 
 class _Parser:
@@ -355,8 +384,13 @@ class _Parser:
         tok = self.tok
         if self.at("!"):
             self.take()
-            if self.at("("):
-                raise self.unsupported("negation of a parenthesized body")
+            if self.at("(") or self.at("!"):  # `!(a(x), b(x))`: Soufflé negates the group
+                self.nest()
+                alts = negate_dnf(self.literal(), self.loc(tok))
+                self.depth -= 1
+                if len(alts) > MAX_DNF:
+                    raise self.error(f"disjunction expands into more than {MAX_DNF} rules", tok)
+                return alts
             if not (self.tok.kind == "ident" and self.peek().kind == "punct"
                     and self.peek().text == "("):
                 raise self.expected("an atom after '!'")
@@ -487,11 +521,25 @@ class _Parser:
                         return False
                 elif depth == 1 and (t.text in COMPARISONS or t.text in (",", ";", "!")):
                     return True
+            elif depth == 1 and t.kind == "ident" and t.text in ("true", "false"):
+                return True
             elif (depth == 1 and t.kind == "ident" and toks[j + 1].kind == "punct"
                   and toks[j + 1].text == "(" and t.text not in FUNCTORS):
                 return True
             j += 1
         return False
+
+    def cast(self) -> Cast:
+        start = self.take()
+        self.take()  # (
+        self.nest()
+        term = self.expr()
+        self.depth -= 1
+        self.expect(",")
+        ty = self.ident("a type name")
+        self.expect(")")
+        self.out.surface = True
+        return Cast(term, ty.text, self.loc(start), self.loc(ty))
 
     # -- terms --------------------------------------------------------------------------------
     def expr(self) -> Term:
@@ -542,9 +590,11 @@ class _Parser:
     def primary(self) -> tuple[Term, int]:
         tok = self.tok
         kind = tok.kind
-        if kind == "int":
+        if kind in ("int", "uint"):
             self.take()
-            return Const(tok.value, "number", self.loc(tok)), 0
+            if kind == "uint":
+                self.out.surface = True
+            return Const(tok.value, "number" if kind == "int" else "unsigned", self.loc(tok)), 0
         if kind == "float":
             self.take()
             return Const(tok.value, "float", self.loc(tok)), 0
@@ -561,7 +611,7 @@ class _Parser:
                 self.take()
                 return Wildcard(self.loc(tok)), 0
             if name == "as" and calls:
-                raise self.unsupported("'as(...)' (type casts)")
+                return self.cast(), 0
             if name in AGGREGATES and not calls:
                 raise self.unsupported(f"the aggregate '{name}'")
             if calls and name in FUNCTORS:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Protocol
 
-from levelflow.tasks.ast import PRIMITIVES, BinOp, Const, Loc, Term, Var, Wildcard
+from levelflow.tasks.ast import PRIMITIVES, BinOp, Cast, Const, Loc, Term, Var, Wildcard
 from levelflow.tasks.parser import TypeDef
 from levelflow.tasks.strata import strongly_connected
 
@@ -105,7 +105,8 @@ def describe(term: Term, got: str | None) -> str:
     if isinstance(term, Const):
         if term.kind == "number" and isinstance(term.value, int) and term.value < 0:
             return f"the constant {show(term)} is negative"
-        return f"the constant {show(term)} is a {term.kind}"
+        article = "an" if term.kind == "unsigned" else "a"
+        return f"the constant {show(term)} is {article} {term.kind}"
     if isinstance(term, Var):
         return f"the variable '{term.name}' is {got}"
     return f"the expression is {got}"
@@ -114,11 +115,13 @@ def describe(term: Term, got: str | None) -> str:
 class TermTyper:
     """Infers term types from variable types, reporting arithmetic on symbols or mixed types."""
 
-    __slots__ = ("vars", "report")
+    __slots__ = ("vars", "report", "types")
 
-    def __init__(self, var_types: dict[str, str], report: Report) -> None:
+    def __init__(self, var_types: dict[str, str], report: Report,
+                 types: dict[str, str] | None = None) -> None:
         self.vars = var_types
         self.report = report
+        self.types = types or {}  # user type -> primitive, for casts
 
     def infer(self, term: Term) -> str | None:
         """Return the type of `term` (None if unknown), reporting bad arithmetic once."""
@@ -128,6 +131,8 @@ class TermTyper:
             return "int" if term.kind == "number" else term.kind
         if isinstance(term, Wildcard):
             return None
+        if isinstance(term, Cast):
+            return self.cast(term)
         left = self.infer(term.left)
         right = self.infer(term.right)
         if left == "symbol" or right == "symbol":
@@ -140,11 +145,25 @@ class TermTyper:
         self.report(term.loc, f"type mismatch: arithmetic '{term.op}' mixes {left} and {right}")
         return None
 
+    def cast(self, term: Cast) -> str | None:
+        """Return the primitive of `as(x, T)`, reporting a cast that would change primitive."""
+        target = primitive_of(term.type, term.type_loc, self.types, self.report)
+        inner = self.infer(term.term)
+        if target == UNKNOWN:
+            return None
+        if inner is None or inner == target or (inner == "int" and target in NUMERIC):
+            return target
+        self.report(term.loc, f"as(..., {term.type}) casts a {inner} to {target}: only casts "
+                              "within one primitive type are supported")
+        return None
+
 
 def fold(term: Term, report: Report) -> Const | None:
     """Return a constant expression evaluated to a Const (C-style / and %), or None on error."""
     if isinstance(term, Const):
         return term
+    if isinstance(term, Cast):
+        return fold(term.term, report)
     if not isinstance(term, BinOp):
         return None
     left = fold(term.left, report)
@@ -154,7 +173,8 @@ def fold(term: Term, report: Report) -> Const | None:
     if left.kind == "symbol" or right.kind == "symbol":
         report(term.loc, f"arithmetic '{term.op}' on a symbol")
         return None
-    kind = "float" if "float" in (left.kind, right.kind) else "number"
+    kinds = (left.kind, right.kind)
+    kind = "float" if "float" in kinds else "unsigned" if "unsigned" in kinds else "number"
     a, b, op = left.value, right.value, term.op
     if op in ("/", "%") and b == 0:
         report(term.loc, "division by zero")
@@ -172,6 +192,9 @@ def fold(term: Term, report: Report) -> Const | None:
         q = abs(a) // abs(b)
         q = q if (a >= 0) == (b >= 0) else -q
         value = q if op == "/" else a - b * q
+    if kind == "unsigned" and not 0 <= value <= INT64_MAX:
+        report(term.loc, f"unsigned overflow: {value} is not an unsigned 64-bit value")
+        return None
     if kind == "number" and not INT64_MIN <= value <= INT64_MAX:
         # Checked at every step, so integers stay small enough to convert to float later.
         report(term.loc, f"integer overflow: {value} does not fit in 64 bits")
