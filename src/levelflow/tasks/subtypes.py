@@ -88,8 +88,8 @@ def check_subtypes(rule: Rule, attr_types: dict[str, tuple[str, ...]], subtypes:
                                     f"{name} at {at.line}:{at.col} (no value is of both types)")
                     continue
                 var_type[arg.name] = (f"{name} & {ty}", meet, at)
-    uses = [(atom, "negated") for _, atom, negated in rule.body_atoms() if negated]
-    for atom, how in [(h, "head") for h in rule.heads] + uses:
+    negated = [atom for _, atom, neg in rule.body_atoms() if neg]
+    for atom in list(rule.heads) + negated:
         for arg, ty in _typed_args(atom, attr_types):
             want = subtypes.of(ty)
             if want is None:
