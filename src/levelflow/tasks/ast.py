@@ -174,7 +174,7 @@ class Decl:
 class IO:
     """An `.input`, `.output` or `.printsize` directive with its options (filename, ...)."""
 
-    kind: str  # "input" | "output" | "printsize"
+    kind: str  # "input" | "output" | "printsize" | "limitsize"
     relation: str
     options: tuple[tuple[str, str], ...] = ()
     loc: Loc | None = field(default=None, compare=False)
@@ -205,6 +205,10 @@ class Program:
     paths: tuple[tuple[str, str], ...] = ()
     # Relations that are the closure `e+` of a path expression: a native operator runs them.
     closures: frozenset[str] = frozenset()
+    # `.limitsize r(n=N)`: the relation keeps at most N tuples: (relation, N, where).
+    limits: tuple[tuple[str, int, Loc], ...] = ()
+    # One-line notes for the user: directives accepted but without effect here (pragmas, plans).
+    notes: tuple[str, ...] = ()
     # The relations' precedence graph, built once by the checker (a tasks.strata.Precedence).
     precedence: Precedence | None = field(default=None, compare=False, repr=False)
 

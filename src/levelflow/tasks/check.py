@@ -26,6 +26,7 @@ from levelflow.tasks.ast import (
     Var,
     Wildcard,
 )
+from levelflow.tasks.directives import check_limits, ignored_note
 from levelflow.tasks.errors import DatalogError
 from levelflow.tasks.lower import lower_rule
 from levelflow.tasks.parser import Parsed
@@ -81,7 +82,8 @@ def check(parsed: Parsed, file: str) -> Program:
     parsed, paths, closures = expand_paths(parsed, report)
     types = resolve_types(parsed.types, report)
     decls = _check_decls(parsed, types, report)
-    inputs, outputs, more_outputs, printsize = _check_ios(parsed.ios, decls, report)
+    ios = [io for io in parsed.ios if io.kind != "limitsize"]
+    inputs, outputs, more_outputs, printsize = _check_ios(ios, decls, report)
     rules = tuple(_check_rule(rule, decls, report, types) for rule in parsed.rules)
     if parsed.types:
         _check_subtypes(parsed, types, rules, report)
@@ -89,11 +91,13 @@ def check(parsed: Parsed, file: str) -> Program:
         rules = tuple(lower_rule(rule) for rule in rules)
     prec = precedence(decls, rules)
     _check_stratified(prec, rules, report)
+    limits = check_limits([io for io in parsed.ios if io.kind == "limitsize"], prec, report)
     error = report.first()
     if error is not None:
         raise error
     return Program(file, decls, inputs, outputs, printsize, rules, more_outputs,
-                   paths=paths, closures=closures, precedence=prec)
+                   paths=paths, closures=closures, precedence=prec, limits=limits,
+                   notes=ignored_note(parsed, file))
 
 
 def _check_subtypes(parsed: Parsed, types: dict[str, str], rules: tuple[Rule, ...],

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from levelflow.tasks.ast import Program
@@ -29,4 +30,7 @@ def load_program(path: str | os.PathLike[str]) -> Program:
     except UnicodeDecodeError as e:
         prefix = data[:e.start].decode("utf-8")
         raise Source(prefix, name).error(len(prefix), "the file is not valid UTF-8") from None
-    return parse_program(text, name)
+    program = parse_program(text, name)
+    for note in program.notes:  # once per program read from a file, not per stored reload
+        print(note, file=sys.stderr)
+    return program

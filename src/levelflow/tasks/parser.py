@@ -48,7 +48,7 @@ DECL_QUALIFIERS = frozenset({
 })
 UNSUPPORTED_DIRECTIVES = {
     "comp": " (components)", "init": " (component instances)", "functor": " (user functors)",
-    "pragma": "", "plan": " (query plans)", "include": "", "limitsize": "", "once": "",
+    "include": "", "once": "",
     "override": " (components)", "lattice": " (lattices)",
 }
 
@@ -92,6 +92,9 @@ class Parsed:
     rules: list[Rule] = field(default_factory=list)
     # The syntax error that stopped parsing; the lists then hold the statements before it.
     error: DatalogError | None = None
+    # `.pragma "key" "value"` (value "" when absent) and `.plan` clauses, with where they are.
+    pragmas: list[tuple[str, str, Loc]] = field(default_factory=list)
+    plans: list[Loc] = field(default_factory=list)
     # Terms the checker lowers to the core (casts, unsigned constants) occur in the rules.
     surface: bool = False
 
@@ -211,8 +214,12 @@ class _Parser:
                 t = self.ident("a type name")
                 base = TypeRef(name[:-5], self.loc(tok))
                 self.out.types.append(TypeDef(t.text, "subtype", (base,), self.loc(t)))
-            elif name in ("input", "output", "printsize"):
+            elif name in ("input", "output", "printsize", "limitsize"):
                 self.io(name)
+            elif name == "pragma":
+                self.pragma()
+            elif name == "plan":
+                self.plan()
             else:
                 raise self.unsupported(f"'.{name}'{UNSUPPORTED_DIRECTIVES[name]}")
         elif tok.kind == "ident":
@@ -266,6 +273,34 @@ class _Parser:
                                           self.loc(start), self.loc(name)))
             for kind in extra_io:
                 self.out.ios.append(IO(kind, name.text, (), self.loc(name)))
+
+    def pragma(self) -> None:
+        start = self.take()
+        if self.tok.kind != "string":
+            raise self.expected("a pragma name in quotes")
+        key = self.take().value
+        value = self.take().value if self.tok.kind == "string" else ""
+        self.out.pragmas.append((key, value, self.loc(start)))
+
+    def plan(self) -> None:
+        # `.plan 0:(1,2), 1:(2,1)`: per version of the rule, the order of its body atoms.
+        start = self.take()
+        while True:
+            if self.tok.kind != "int":
+                raise self.expected("a rule version number in the .plan")
+            self.take()
+            self.expect(":")
+            self.expect("(")
+            while self.tok.kind == "int":
+                self.take()
+                if not self.at(","):
+                    break
+                self.take()
+            self.expect(")")
+            if not self.at(","):
+                break
+            self.take()
+        self.out.plans.append(self.loc(start))
 
     def type_def(self) -> None:
         self.take()

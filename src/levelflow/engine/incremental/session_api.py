@@ -35,6 +35,7 @@ from levelflow.engine.incremental.state import StateDir, StateError, empty_snaps
 from levelflow.engine.incremental.updates import Op, coerce_row, parse_literal
 from levelflow.engine.incremental.versions import Versions
 from levelflow.engine.types import column_names, rows_frame
+from levelflow.tasks.directives import refuse_limits
 from levelflow.tasks.tasks import ProgramTasks
 
 # Facts an input's base may differ by from its last cut frame, kept as sets in the driver,
@@ -145,6 +146,7 @@ class IncrementalSession:
         from levelflow.engine.facts import input_path, io_delimiter, io_headers, read_facts
 
         pt, text = _load(program)
+        refuse_limits(pt.program, "incremental maintenance (run --state, update, serve)")
         prog = pt.program
         check_fact_files(prog, factdir)
         state = StateDir(statedir) if statedir is not None else None
