@@ -47,8 +47,9 @@ class RequestError(LevelflowError):
 class EpochService:
     """What the endpoints do, over one IncrementalSession; no HTTP here."""
 
-    def __init__(self, session, label: str, log=None) -> None:
+    def __init__(self, session, label: str, log=None, include_dirs: tuple = ()) -> None:
         self.session = session
+        self.include_dirs = include_dirs  # where a posted program's #include looks
         self.label = label  # the state directory, as status reports it
         self.lock = threading.Lock()  # one epoch at a time; tuple reads wait for it
         self.queued = 0
@@ -103,10 +104,11 @@ class EpochService:
             raise RequestError(400, f"request: error: the body is not UTF-8 ({e})") from None
         facts = parse_qs(query).get("facts", [None])[0]
         try:
-            load_new_program(ProgramText(text, "request"), facts)  # errors before queuing
+            program = ProgramText(text, "request", self.include_dirs)
+            load_new_program(program, facts)  # errors before queuing
         except LevelflowError as e:
             raise RequestError(400, str(e).splitlines()[0]) from None
-        return ProgramText(text, "request"), facts
+        return program, facts
 
     def program(self, new) -> dict:
         """Return the answer to moving to a new program (call with the lock held)."""

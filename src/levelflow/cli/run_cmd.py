@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from levelflow.cli import defaults
+from levelflow.cli import defaults, options
 from levelflow.cli.app import app
 from levelflow.engine.paths import CONFINE_DEFAULT
 from levelflow.errors import LevelflowError
@@ -32,7 +32,8 @@ def scheduler_from_flag(spec: str, graph):
 
 
 def _prepare(program: Path, factdir: Path, outdir: Path, scheduler: str, jobs: int,
-             checkpoint: str, out_files: dict[str, Path | None], confine: bool = False):
+             checkpoint: str, out_files: dict[str, Path | None], confine: bool = False,
+             preprocess: tuple = ((), True)):
     """Return (ProgramTasks, scheduler) after every check that needs no Spark; raise one line.
 
     `out_files` maps a flag to the file it writes: its directory is made now, not after the run.
@@ -42,7 +43,7 @@ def _prepare(program: Path, factdir: Path, outdir: Path, scheduler: str, jobs: i
     from levelflow.tasks import build_tasks, load_program
 
     check_run_args(jobs, checkpoint)
-    program_tasks = build_tasks(load_program(program))
+    program_tasks = build_tasks(load_program(program, preprocess[0], preprocessor=preprocess[1]))
     sched = scheduler_from_flag(scheduler, program_tasks.graph)
     if not factdir.is_dir():
         why = "is not a directory" if factdir.exists() else "does not exist"
@@ -186,6 +187,8 @@ def run_command(
     local_rows: Annotated[int, typer.Option("--local-rows", help=defaults.LOCAL_ROWS_HELP)
                           ] = defaults.LOCAL_ROWS,
     confine: Annotated[bool, typer.Option("--confine", help=CONFINE_HELP)] = CONFINE_DEFAULT,
+    include: options.IncludeDirs = None,
+    no_preprocessor: options.NoPreprocessor = False,
 ) -> None:
     """Evaluate PROGRAM from scratch on Spark; print 'ran k of N', outputs, .printsize counts."""
     from levelflow.cli.spark import spark_session
@@ -195,7 +198,7 @@ def run_command(
 
     program_tasks, sched = _prepare(program, factdir, outdir, scheduler, jobs, checkpoint,
                                     {"--trace-out": trace_out, "--schedule": schedule_out},
-                                    confine)
+                                    confine, (include or (), not no_preprocessor))
     _check_state(state, trace_out, schedule_out, checkpoint, plan)
     check_plan(program_tasks, plan)  # a forced plan that does not apply: before Spark starts
     log = spark_log or Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])

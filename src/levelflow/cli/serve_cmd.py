@@ -41,11 +41,11 @@ def _bind(host: str, port: int):
                              f"({e.strerror or e})") from None
 
 
-def _serve(server, session, statedir: Path) -> None:
+def _serve(server, session, statedir: Path, include_dirs: tuple = ()) -> None:
     """Serve until SIGTERM or Ctrl-C, then let the running epoch finish and close."""
     from levelflow.server import EpochService
 
-    server.service = service = EpochService(session, str(statedir))
+    server.service = service = EpochService(session, str(statedir), include_dirs=include_dirs)
     host, port = server.server_address[:2]
     print(f"levelflow serve: listening on http://{host}:{port} (state {statedir}, epoch "
           f"{session.epoch})", flush=True)
@@ -78,6 +78,7 @@ def serve_command(
     master: options.Master = defaults.MASTER,
     driver_memory: options.DriverMemory = defaults.DRIVER_MEMORY,
     keep_epochs: options.KeepEpochs = None,
+    include: options.IncludeDirs = None,
 ) -> None:
     """Hold the state warm; take epochs as HTTP POSTs of diffs (one at a time, the others
     queued); GET relations and sizes. Stops cleanly on SIGTERM or Ctrl-C."""
@@ -103,7 +104,7 @@ def serve_command(
             session = IncrementalSession.open(spark, state, scheduler=scheduler, jobs=jobs,
                                               mode=strategy, switch=switch,
                                               large_change=large_change)
-            _serve(server, session, statedir)
+            _serve(server, session, statedir, tuple(str(d) for d in include or ()))
     finally:
         server.server_close()
         log.unlink(missing_ok=True)

@@ -153,6 +153,8 @@ def update_command(
     facts: Annotated[Path | None, typer.Option(
         "--facts", metavar="DIR", help="With --program: where new input relations' facts are "
         "(else they start empty).")] = None,
+    include: options.IncludeDirs = None,
+    no_preprocessor: options.NoPreprocessor = False,
 ) -> None:
     """Apply the changes as one epoch; print per output relation +added -removed, 'ran k of N'.
 
@@ -161,11 +163,24 @@ def update_command(
              "scheduler": scheduler, "jobs": jobs, "trace_out": trace_out, "outdir": outdir,
              "schedule_out": schedule_out, "keep_epochs": keep_epochs, "confine": confine,
              "program": program, "facts": facts}
+    if program is not None and (include or no_preprocessor):
+        flags["program"] = _program_text(program, include or (), not no_preprocessor)
     program_tasks, ops, state = _prepare(statedir, (insert or [], remove or []), flags)
     if not ops and outdir is None and program is None:  # no Spark, no epoch
         print(NOTHING)
         return
     _run(master, driver_memory, program_tasks, state, ops, flags)
+
+
+def _program_text(path: Path, include_dirs, preprocessor: bool):
+    """Return --program as a ProgramText carrying -I and --no-preprocessor."""
+    from levelflow.engine.incremental.session_api import ProgramText
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise LevelflowError(f"{path}: error: cannot read program: {e}") from None
+    return ProgramText(text, str(path), tuple(str(d) for d in include_dirs), preprocessor)
 
 
 def _run(master: str, driver_memory: str, program_tasks, state, ops, flags: dict) -> None:

@@ -209,6 +209,9 @@ class Program:
     limits: tuple[tuple[str, int, Loc], ...] = ()
     # One-line notes for the user: directives accepted but without effect here (pragmas, plans).
     notes: tuple[str, ...] = ()
+    # The program text an incremental state stores: preprocessed, with `#line` markers (the
+    # text as read when there was nothing to preprocess).
+    source: str = field(default="", compare=False, repr=False)
     # The relations' precedence graph, built once by the checker (a tasks.strata.Precedence).
     precedence: Precedence | None = field(default=None, compare=False, repr=False)
 

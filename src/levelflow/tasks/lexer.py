@@ -69,17 +69,23 @@ class Token:
 class Source:
     """A program text with its file name; maps character offsets to 1-based line:col."""
 
-    __slots__ = ("file", "text", "line_starts")
+    __slots__ = ("file", "text", "line_starts", "line_map")
 
-    def __init__(self, text: str, file: str) -> None:
+    def __init__(self, text: str, file: str, line_map=None) -> None:
         self.file = file
         self.text = text
         self.line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+        # After the preprocessor: where each line came from (tasks.preprocess.LineMap).
+        self.line_map = line_map
 
     def loc(self, pos: int) -> Loc:
-        """Return the Loc of character offset `pos`."""
+        """Return the Loc of character offset `pos` (in its original file when preprocessed)."""
         line = bisect_right(self.line_starts, pos)
-        return Loc(self.file, line, pos - self.line_starts[line - 1] + 1)
+        col = pos - self.line_starts[line - 1] + 1
+        if self.line_map is None:
+            return Loc(self.file, line, col)
+        file, original = self.line_map.where(line)
+        return Loc(file, original, col)
 
     def error(self, pos: int, what: str) -> DatalogError:
         """Return a DatalogError located at offset `pos`."""

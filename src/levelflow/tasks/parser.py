@@ -48,7 +48,8 @@ DECL_QUALIFIERS = frozenset({
 })
 UNSUPPORTED_DIRECTIVES = {
     "comp": " (components)", "init": " (component instances)", "functor": " (user functors)",
-    "include": "", "once": "",
+    "include": " without the preprocessor (--no-preprocessor)",
+    "once": " without the preprocessor (--no-preprocessor)",
     "override": " (components)", "lattice": " (lattices)",
 }
 
@@ -99,9 +100,9 @@ class Parsed:
     surface: bool = False
 
 
-def parse(text: str, filename: str = "<input>") -> Parsed:
+def parse(text: str, filename: str = "<input>", line_map=None) -> Parsed:
     """Return the unchecked statements of `text`, up to the first syntax error if any."""
-    source = Source(text, filename)
+    source = Source(text, filename, line_map)
     tokens, lex_error = tokenize(source)
     parser = _Parser(source, tokens)
     try:
@@ -227,7 +228,8 @@ class _Parser:
         elif self.at("#"):
             word = self.peek()
             shown = "#" + word.text if word.kind == "ident" and word.pos == tok.pos + 1 else "#"
-            raise self.unsupported(f"'{shown}' (the C preprocessor)")
+            raise self.error(f"'{shown}' needs the C preprocessor, which --no-preprocessor "
+                             "turned off")
         else:
             raise self.expected("a directive, a rule or a fact")
 

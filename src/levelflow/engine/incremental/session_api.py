@@ -90,6 +90,8 @@ class ProgramText(NamedTuple):
 
     text: str
     name: str
+    include_dirs: tuple = ()  # where #include looks after the name's directory
+    preprocessor: bool = True
 
 
 def _load(program) -> tuple[ProgramTasks, str]:
@@ -97,12 +99,16 @@ def _load(program) -> tuple[ProgramTasks, str]:
     from levelflow.tasks import build_tasks, load_program, parse_program
 
     if isinstance(program, ProgramText):
-        return build_tasks(parse_program(program.text, program.name)), program.text
+        pt = build_tasks(parse_program(program.text, program.name, program.include_dirs,
+                                       preprocessor=program.preprocessor))
+        return pt, pt.program.source
     if isinstance(program, ProgramTasks):
+        if program.program.source:  # preprocessed: includes and macros resolved
+            return program, program.program.source
         path = Path(program.program.file)
         return program, path.read_text() if path.is_file() else ""
-    text = Path(program).read_text(encoding="utf-8")
-    return build_tasks(load_program(program)), text
+    pt = build_tasks(load_program(program))
+    return pt, pt.program.source
 
 
 def _restarted(held: dict) -> dict:
