@@ -40,6 +40,17 @@ _TOKEN = re.compile(r"""
 """.replace("DIRECTIVE_NAMES", "|".join(sorted(DIRECTIVES, key=len, reverse=True))),
     re.VERBOSE | re.DOTALL | re.ASCII)  # ASCII: \d must not take Arabic-Indic digits
 
+# A whole simple fact `r(1, "a", -2.5).` on a line of its own after a statement's '.': one
+# token instead of ten (programs with 100,000 inline facts). Anything else about a fact (hex,
+# escapes, arithmetic, a newline inside) leaves it to the ordinary tokens: same result, slower.
+_FACT_ARG = r'(?:(?:-[ \t]*)?\d{1,18}(?:\.\d{1,18})?|"[^"\\\n\t\r]*")'
+_FACT = re.compile(r"""
+    (?:[ \t\r\n\f\v]+|//[^\n]*|/\*(?:[^*]|\*(?!/))*\*/)*
+    (?P<fact>[A-Za-z_?][A-Za-z0-9_?]*)[ \t]*\([ \t]*
+    (?P<args>ARG(?:[ \t]*,[ \t]*ARG)*)[ \t]*\)[ \t]*\.(?![A-Za-z0-9_?(])
+""".replace("ARG", _FACT_ARG), re.VERBOSE | re.ASCII)
+FACT_ARGS = re.compile(r'(?:(-)[ \t]*)?(\d+(\.\d+)?)|(")([^"]*)"', re.ASCII)
+
 MAX_INT_DIGITS = 80
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "0": "\0", "'": "'"}
 
@@ -123,9 +134,21 @@ def tokenize(source: Source) -> tuple[list[Token], DatalogError | None]:
     tokens: list[Token] = []
     append = tokens.append
     error: DatalogError | None = None
-    for m in _TOKEN.finditer(text, 1 if text.startswith("\ufeff") else 0):
+    start = at = 1 if text.startswith("\ufeff") else 0
+    token_match, fact_match, find = _TOKEN.match, _FACT.match, text.find
+    after_dot = True
+    while True:
+        if after_dot:
+            m = fact_match(text, at)
+            if m is not None and (at == start or find("\n", at, m.start("fact")) >= 0):
+                append(Token("fact", m.group("fact"), m, m.start("fact")))
+                at = m.end()
+                continue
+        m = token_match(text, at)
+        at = m.end()
         kind = m.lastgroup
         pos = m.start(kind)
+        after_dot = kind == "punct" and m.group(kind) == "."
         if kind == "ident":
             word = m.group(kind)
             append(Token("ident", word, word, pos))

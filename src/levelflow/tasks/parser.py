@@ -28,7 +28,7 @@ from levelflow.tasks.ast import (
     Wildcard,
 )
 from levelflow.tasks.errors import DatalogError
-from levelflow.tasks.lexer import Source, Token, tokenize
+from levelflow.tasks.lexer import FACT_ARGS, Source, Token, tokenize
 
 MAX_NESTING = 100  # parentheses, unary minus and body groups
 MAX_EXPR_DEPTH = 256  # a long `a + b + c ...` chain is a deep tree for every later pass
@@ -98,6 +98,8 @@ class Parsed:
     plans: list[Loc] = field(default_factory=list)
     # Terms the checker lowers to the core (casts, unsigned constants) occur in the rules.
     surface: bool = False
+    # The ids of the facts the lexer took whole: constants only, each a plain literal.
+    fast: set[int] = field(default_factory=set)
 
 
 def parse(text: str, filename: str = "<input>", line_map=None) -> Parsed:
@@ -139,6 +141,27 @@ def negate_dnf(alts: list[tuple[Literal, ...]], loc: Loc) -> list[tuple[Literal,
         if len(out) > MAX_DNF:
             break
     return out
+
+
+_new_loc = tuple.__new__  # Loc(...) without the named tuple's Python-level __new__
+
+
+def simple_fact(source: Source, tok: Token) -> Rule:
+    """Return the fact of a `fact` token (the lexer's fast path), as rule() would."""
+    loc = source.loc(tok.pos)
+    m = tok.value
+    file, line, base = loc.file, loc.line, tok.pos - loc.col
+    args = []
+    for a in FACT_ARGS.finditer(m.string, m.start("args"), m.end("args")):
+        minus, digits, frac, quote, text = a.groups()
+        at = _new_loc(Loc, (file, line, a.start() - base))
+        if quote:
+            args.append(Const(text, "symbol", at))
+        elif frac:
+            args.append(Const(-float(digits) if minus else float(digits), "float", at))
+        else:
+            args.append(Const(-int(digits) if minus else int(digits), "number", at))
+    return Rule((Atom(tok.text, tuple(args), loc),), (), loc)
 
 
 class _Parser:
@@ -199,8 +222,18 @@ class _Parser:
     # -- statements ---------------------------------------------------------------------------
     def parse(self) -> None:
         # Statements are appended only once complete, so `out` never holds half a statement.
-        while self.tok.kind != "eof":
-            self.statement()
+        toks, rules, fast, source = self.toks, self.out.rules, self.out.fast, self.source
+        while True:
+            tok = toks[self.i]
+            if tok.kind == "fact":  # the lexer's whole facts, most of a large program
+                self.i += 1
+                rule = simple_fact(source, tok)
+                rules.append(rule)
+                fast.add(id(rule))
+            elif tok.kind == "eof":
+                return
+            else:
+                self.statement()
 
     def statement(self) -> None:
         tok = self.tok
