@@ -88,8 +88,8 @@ CASES = [
                                                 "only casts within one primitive type"),
     ("A(n) :- A(x), n = x band 1.", 5, 21, "the operator 'band' is not supported"),
     ("A(n) :- A(x), n = x ^ 2.", 5, 21, "the operator '^' is not supported"),
-    (".comp C { }", 5, 1, "'.comp' (components) is not supported"),
-    (".init c = C", 5, 1, "'.init' (component instances) is not supported"),
+    (".comp C { ", 5, 1, "component 'C' has no closing '}'"),
+    (".init c = C", 5, 1, "component 'C' is not defined"),
     (".functor f(x:number): number", 5, 1, "'.functor' (user functors) is not supported"),
     ('.pragma magic', 5, 9, "expected a pragma name in quotes but found 'magic'"),
     ("A(x) :- A(x).\n.plan 0:1", 6, 9, "expected '(' but found '1'"),
@@ -98,7 +98,8 @@ CASES = [
     ('#include "other.dl"', 5, 1, "cannot find included file 'other.dl' (searched .)"),
     ('#define F(x) #x', 5, 1, "#define F: '#' and '##' in a macro body are not supported"),
     ("#if 1\nA(1).", 5, 1, "#if without #endif"),
-    (".decl E(x:number) eqrel", 5, 19, "'eqrel' (equivalence relations) is not supported"),
+    (".decl E(x:number) eqrel", 5, 19, "eqrel relation 'E' must have two attributes of one "
+                                       "type"),
     (".decl C(x:number, y:number) choice-domain x", 5, 29, "'choice-domain' is not supported"),
     (".type P = [a: number]", 5, 11, "'[...]' (record types) is not supported"),
     (".type T = Leaf {x: number}", 5, 16, "'Leaf {...}' (algebraic data types) is not "

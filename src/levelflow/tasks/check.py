@@ -27,6 +27,7 @@ from levelflow.tasks.ast import (
     Wildcard,
 )
 from levelflow.tasks.directives import check_limits, ignored_note
+from levelflow.tasks.eqrel import eqrel_rules
 from levelflow.tasks.errors import DatalogError
 from levelflow.tasks.lower import lower_rule
 from levelflow.tasks.parser import Parsed
@@ -79,6 +80,8 @@ class Problems:
 def check(parsed: Parsed, file: str) -> Program:
     """Return the checked Program; raise DatalogError naming the earliest problem."""
     report = Problems(parsed.error)
+    if parsed.eqrels:
+        parsed.rules.extend(eqrel_rules(parsed, report))
     parsed, paths, closures = expand_paths(parsed, report)
     types = resolve_types(parsed.types, report)
     decls = _check_decls(parsed, types, report)

@@ -27,6 +27,15 @@ from levelflow.tasks.ast import (
     Var,
     Wildcard,
 )
+from levelflow.tasks.components import (
+    MAX_INSTANCE_DEPTH,
+    Comp,
+    Init,
+    check_arity,
+    declared_names,
+    merge_qualified,
+    rename,
+)
 from levelflow.tasks.errors import DatalogError
 from levelflow.tasks.lexer import FACT_ARGS, Source, Token, tokenize
 
@@ -47,10 +56,10 @@ DECL_QUALIFIERS = frozenset({
     "overridable", "input", "output", "printsize", "eqrel", "choice",
 })
 UNSUPPORTED_DIRECTIVES = {
-    "comp": " (components)", "init": " (component instances)", "functor": " (user functors)",
+    "functor": " (user functors)",
     "include": " without the preprocessor (--no-preprocessor)",
     "once": " without the preprocessor (--no-preprocessor)",
-    "override": " (components)", "lattice": " (lattices)",
+    "lattice": " (lattices)",
 }
 
 
@@ -98,15 +107,26 @@ class Parsed:
     plans: list[Loc] = field(default_factory=list)
     # Terms the checker lowers to the core (casts, unsigned constants) occur in the rules.
     surface: bool = False
+    # `.override r` in a component instance: the bases' rules for r are dropped.
+    overrides: list[str] = field(default_factory=list)
+    # Relations declared `eqrel`, with where the qualifier is (lowered by tasks/eqrel.py).
+    eqrels: list[tuple[str, Loc]] = field(default_factory=list)
     # The ids of the facts the lexer took whole: constants only, each a plain literal.
     fast: set[int] = field(default_factory=set)
+
+    def absorb(self, other: Parsed) -> None:
+        """Add a component instance's statements after these."""
+        for name in ("decls", "types", "ios", "rules", "pragmas", "plans", "eqrels"):
+            getattr(self, name).extend(getattr(other, name))
+        self.fast |= other.fast
+        self.surface = self.surface or other.surface
 
 
 def parse(text: str, filename: str = "<input>", line_map=None) -> Parsed:
     """Return the unchecked statements of `text`, up to the first syntax error if any."""
     source = Source(text, filename, line_map)
     tokens, lex_error = tokenize(source)
-    parser = _Parser(source, tokens)
+    parser = _Parser(source, merge_qualified(tokens))
     try:
         parser.parse()
     except DatalogError as e:
@@ -165,14 +185,19 @@ def simple_fact(source: Source, tok: Token) -> Rule:
 
 
 class _Parser:
-    __slots__ = ("source", "toks", "i", "depth", "out")
+    __slots__ = ("source", "toks", "i", "depth", "out", "comps", "inits", "prefix", "level")
 
-    def __init__(self, source: Source, tokens: list[Token]) -> None:
+    def __init__(self, source: Source, tokens: list[Token], comps: dict | None = None,
+                 prefix: str = "", level: int = 0) -> None:
         self.source = source
         self.toks = tokens
         self.i = 0
         self.depth = 0
         self.out = Parsed()
+        self.comps: dict[str, Comp] = dict(comps or {})  # the components in scope
+        self.inits: list[Init] = []
+        self.prefix = prefix  # the instance being parsed: "a." or "a.b.", "" at top level
+        self.level = level
 
     # -- cursor -------------------------------------------------------------------------------
     @property
@@ -231,6 +256,8 @@ class _Parser:
                 rules.append(rule)
                 fast.add(id(rule))
             elif tok.kind == "eof":
+                for init in self.inits:
+                    self.instantiate(init)
                 return
             else:
                 self.statement()
@@ -254,6 +281,12 @@ class _Parser:
                 self.pragma()
             elif name == "plan":
                 self.plan()
+            elif name == "comp":
+                self.comp_def()
+            elif name == "init":
+                self.init_def()
+            elif name == "override":
+                self.override()
             else:
                 raise self.unsupported(f"'.{name}'{UNSUPPORTED_DIRECTIVES[name]}")
         elif tok.kind == "ident":
@@ -293,12 +326,13 @@ class _Parser:
                 self.take()
         self.expect(")")
         extra_io: list[str] = []
+        eqrel: Token | None = None
         # A qualifier is a known word not opening an atom: `A(1).` may follow on the next line.
         while (self.tok.kind == "ident" and self.tok.text in DECL_QUALIFIERS
                and not (self.peek().kind == "punct" and self.peek().text in ("(", ",", ":-"))):
             q = self.take()
             if q.text == "eqrel":
-                raise self.unsupported("'eqrel' (equivalence relations)", q)
+                eqrel = q
             if q.text == "choice":
                 raise self.unsupported("'choice-domain'", q)
             if q.text in ("input", "output", "printsize"):
@@ -308,6 +342,100 @@ class _Parser:
                                           self.loc(start), self.loc(name)))
             for kind in extra_io:
                 self.out.ios.append(IO(kind, name.text, (), self.loc(name)))
+            if eqrel is not None:
+                self.out.eqrels.append((name.text, self.loc(eqrel)))
+
+    # -- components (tasks/components.py) ----------------------------------------------------
+    def type_args(self) -> tuple[str, ...]:
+        """Return `<T1, T2>` at the cursor (none: ())."""
+        if not self.at("<"):
+            return ()
+        self.take()
+        args = [self.ident("a type name").text]
+        while self.at(","):
+            self.take()
+            args.append(self.ident("a type name").text)
+        self.expect(">")
+        return tuple(args)
+
+    def comp_def(self) -> None:
+        start = self.take()
+        name = self.ident("a component name")
+        params = self.type_args()
+        bases = []
+        if self.at(":"):
+            self.take()
+            while True:
+                base = self.ident("a base component name")
+                bases.append((base.text, self.type_args(), self.loc(base)))
+                if not self.at(","):
+                    break
+                self.take()
+        self.expect("{")
+        first, depth = self.i, 1
+        while depth:
+            tok = self.take()
+            if tok.kind == "eof":
+                raise self.error(f"component '{name.text}' has no closing '}}'", start)
+            if tok.kind == "punct" and tok.text in "{}":
+                depth += 1 if tok.text == "{" else -1
+        self.comps[name.text] = Comp(name.text, params, tuple(bases),
+                                     tuple(self.toks[first:self.i - 1]), self.loc(start))
+
+    def init_def(self) -> None:
+        start = self.take()
+        name = self.ident("an instance name")
+        self.expect("=")
+        comp = self.ident("a component name")
+        self.inits.append(Init(name.text, comp.text, self.type_args(), self.loc(start)))
+
+    def override(self) -> None:
+        start = self.take()
+        if not self.prefix:
+            raise self.error("'.override' is only allowed in a component", start)
+        self.out.overrides.append(self.ident("a relation name").text)
+
+    def parts(self, comp: Comp, args: tuple[str, ...], loc: Loc, seen: tuple[str, ...]
+              ) -> list[tuple[tuple[Token, ...], dict[str, str]]]:
+        """Return (body, type arguments) of the component's bases, then its own, in order."""
+        if comp.name in seen:
+            raise DatalogError(f"component '{comp.name}' inherits from itself", loc)
+        check_arity(comp, args, loc)
+        types = dict(zip(comp.params, args, strict=True))
+        out = []
+        for base, base_args, base_loc in comp.bases:
+            if base not in self.comps:
+                raise DatalogError(f"component '{base}' is not defined", base_loc)
+            out += self.parts(self.comps[base], tuple(types.get(a, a) for a in base_args),
+                              base_loc, seen + (comp.name,))
+        out.append((comp.body, types))
+        return out
+
+    def instantiate(self, init: Init) -> None:
+        """Parse the instance's bodies as statements of relations named `inst.rel`."""
+        comp = self.comps.get(init.comp)
+        if comp is None:
+            raise DatalogError(f"component '{init.comp}' is not defined", init.loc)
+        if self.level >= MAX_INSTANCE_DEPTH:
+            raise DatalogError(f"component instances nest deeper than {MAX_INSTANCE_DEPTH}",
+                               init.loc)
+        prefix = f"{self.prefix}{init.name}."
+        parts = self.parts(comp, init.args, init.loc, ())
+        names = set().union(*(declared_names(body) for body, _ in parts))
+        done: list[Parsed] = []
+        for body, types in parts:
+            eof = Token("eof", "", None, body[-1].pos if body else 0)
+            sub = _Parser(self.source, rename(body, prefix, names, types) + [eof], self.comps,
+                          prefix, self.level + 1)
+            sub.parse()
+            dropped = {prefix + name if not name.startswith(prefix) else name
+                       for name in sub.out.overrides}
+            for earlier in done:
+                earlier.rules = [r for r in earlier.rules
+                                 if not any(h.relation in dropped for h in r.heads)]
+            done.append(sub.out)
+        for part in done:
+            self.out.absorb(part)
 
     def pragma(self) -> None:
         start = self.take()
