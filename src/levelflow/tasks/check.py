@@ -33,7 +33,7 @@ from levelflow.tasks.lower import lower_rule
 from levelflow.tasks.parser import Parsed
 from levelflow.tasks.regpath import expand_paths
 from levelflow.tasks.strata import Precedence, precedence
-from levelflow.tasks.subtypes import Subtypes, check_subtypes
+from levelflow.tasks.subtypes import check_program_subtypes
 from levelflow.tasks.typecheck import (
     INT64_MAX,
     INT64_MIN,
@@ -43,6 +43,8 @@ from levelflow.tasks.typecheck import (
     describe,
     fits,
     fold,
+    plain_fact,
+    plain_kinds,
     primitive_of,
     resolve_types,
     show,
@@ -87,12 +89,12 @@ def check(parsed: Parsed, file: str) -> Program:
     decls = _check_decls(parsed, types, report)
     ios = [io for io in parsed.ios if io.kind != "limitsize"]
     inputs, outputs, more_outputs, printsize = _check_ios(ios, decls, report)
-    plain, fast = _plain_kinds(decls), parsed.fast
-    rules = tuple(rule if id(rule) in fast and _plain_fact(rule, plain)
+    plain, fast = plain_kinds(decls), parsed.fast
+    rules = tuple(rule if id(rule) in fast and plain_fact(rule, plain)
                   else _check_rule(rule, decls, report, types)
                   for rule in parsed.rules)
     if parsed.types:
-        _check_subtypes(parsed, types, rules, report)
+        check_program_subtypes(parsed, types, rules, report)
     if parsed.surface:
         rules = tuple(lower_rule(rule) for rule in rules)
     prec = precedence(decls, rules)
@@ -104,18 +106,6 @@ def check(parsed: Parsed, file: str) -> Program:
     return Program(file, decls, inputs, outputs, printsize, rules, more_outputs,
                    paths=paths, closures=closures, precedence=prec, limits=limits,
                    notes=ignored_note(parsed, file))
-
-
-def _check_subtypes(parsed: Parsed, types: dict[str, str], rules: tuple[Rule, ...],
-                    report: Problems) -> None:
-    """Report variables whose user types clash (Soufflé's subtype rules: tasks/subtypes.py)."""
-    subtypes = Subtypes(parsed.types, types)
-    attr_types: dict[str, tuple[str, ...]] = {}
-    for d in parsed.decls:
-        attr_types.setdefault(d.name, tuple(t.name for t in d.types))
-    for rule in rules:
-        if not rule.is_fact:
-            check_subtypes(rule, attr_types, subtypes, report)
 
 
 def _check_decls(parsed: Parsed, types: dict[str, str], report: Problems) -> dict[str, Decl]:
@@ -230,33 +220,6 @@ def _atom_ok(atom: Atom, decls: dict[str, Decl], report: Problems) -> Decl | Non
                          f"{len(atom.args)} argument{'s' if len(atom.args) != 1 else ''}")
         return None
     return decl
-
-
-_PLAIN = {"number": "number", "unsigned": "number", "symbol": "symbol", "float": "float"}
-
-
-def _plain_kinds(decls: dict[str, Decl]) -> dict[str, tuple[tuple[str, ...], tuple[int, ...]]]:
-    """Return per relation the constant kinds a plain fact has, and its unsigned positions."""
-    return {name: (tuple(_PLAIN.get(t, "") for t in d.types),
-                   tuple(i for i, t in enumerate(d.types) if t == "unsigned"))
-            for name, d in decls.items()}
-
-
-def _plain_fact(rule: Rule, plain: dict) -> bool:
-    """Return True for a lexer-fast fact whose constants fit their attributes as they are.
-
-    Its integers have at most 18 digits and its floats are finite (the lexer's pattern), so
-    kinds and unsigned signs are all there is to check; anything else takes `_check_rule`,
-    which says what is wrong."""
-    head = rule.heads[0]
-    want = plain.get(head.relation)
-    if want is None or len(want[0]) != len(head.args):
-        return False
-    kinds, unsigned = want
-    for arg, kind in zip(head.args, kinds, strict=True):
-        if arg.kind != kind:
-            return False
-    return all(head.args[i].value >= 0 for i in unsigned)
 
 
 def _check_rule(rule: Rule, decls: dict[str, Decl], report: Problems,

@@ -148,3 +148,105 @@ def check_arity(what: Comp, args: tuple[str, ...], loc: Loc) -> None:
         raise DatalogError(f"component '{what.name}' takes {len(what.params)} type "
                            f"argument{'s' if len(what.params) != 1 else ''}, given {len(args)}",
                            loc)
+
+
+# -- parsing: functions of the parser `p` (tasks/parser.py) -----------------------------------
+
+def _type_args(p) -> tuple[str, ...]:
+    """Return `<T1, T2>` at the cursor (none: ())."""
+    if not p.at("<"):
+        return ()
+    p.take()
+    args = [p.ident("a type name").text]
+    while p.at(","):
+        p.take()
+        args.append(p.ident("a type name").text)
+    p.expect(">")
+    return tuple(args)
+
+
+def comp_def(p) -> None:
+    """Parse `.comp Name<params> : Base<args> { body }`, keeping the body's tokens."""
+    start = p.take()
+    name = p.ident("a component name")
+    params = _type_args(p)
+    bases = []
+    if p.at(":"):
+        p.take()
+        while True:
+            base = p.ident("a base component name")
+            bases.append((base.text, _type_args(p), p.loc(base)))
+            if not p.at(","):
+                break
+            p.take()
+    p.expect("{")
+    first, depth = p.i, 1
+    while depth:
+        tok = p.take()
+        if tok.kind == "eof":
+            raise p.error(f"component '{name.text}' has no closing '}}'", start)
+        if tok.kind == "punct" and tok.text in "{}":
+            depth += 1 if tok.text == "{" else -1
+    p.comps[name.text] = Comp(name.text, params, tuple(bases),
+                                 tuple(p.toks[first:p.i - 1]), p.loc(start))
+
+
+def init_def(p) -> None:
+    """Parse `.init inst = Name<args>`; the instance is made at the end of its scope."""
+    start = p.take()
+    name = p.ident("an instance name")
+    p.expect("=")
+    comp = p.ident("a component name")
+    p.inits.append(Init(name.text, comp.text, _type_args(p), p.loc(start)))
+
+
+def override(p) -> None:
+    """Parse `.override rel` (only inside a component)."""
+    start = p.take()
+    if not p.prefix:
+        raise p.error("'.override' is only allowed in a component", start)
+    p.out.overrides.append(p.ident("a relation name").text)
+
+
+def _parts(p, comp: Comp, args: tuple[str, ...], loc: Loc, seen: tuple[str, ...]
+          ) -> list[tuple[tuple[Token, ...], dict[str, str]]]:
+    """Return (body, type arguments) of the component's bases, then its own, in order."""
+    if comp.name in seen:
+        raise DatalogError(f"component '{comp.name}' inherits from itself", loc)
+    check_arity(comp, args, loc)
+    types = dict(zip(comp.params, args, strict=True))
+    out = []
+    for base, base_args, base_loc in comp.bases:
+        if base not in p.comps:
+            raise DatalogError(f"component '{base}' is not defined", base_loc)
+        out += _parts(p, p.comps[base], tuple(types.get(a, a) for a in base_args),
+                          base_loc, seen + (comp.name,))
+    out.append((comp.body, types))
+    return out
+
+
+def instantiate(p, init: Init) -> None:
+    """Parse the instance's bodies as statements of relations named `inst.rel`."""
+    comp = p.comps.get(init.comp)
+    if comp is None:
+        raise DatalogError(f"component '{init.comp}' is not defined", init.loc)
+    if p.level >= MAX_INSTANCE_DEPTH:
+        raise DatalogError(f"component instances nest deeper than {MAX_INSTANCE_DEPTH}",
+                           init.loc)
+    prefix = f"{p.prefix}{init.name}."
+    parts = _parts(p, comp, init.args, init.loc, ())
+    names = set().union(*(declared_names(body) for body, _ in parts))
+    done: list = []  # each part's Parsed
+    for body, types in parts:
+        eof = Token("eof", "", None, body[-1].pos if body else 0)
+        sub = type(p)(p.source, rename(body, prefix, names, types) + [eof], p.comps,
+                      prefix, p.level + 1)
+        sub.parse()
+        dropped = {prefix + name if not name.startswith(prefix) else name
+                   for name in sub.out.overrides}
+        for earlier in done:
+            earlier.rules = [r for r in earlier.rules
+                             if not any(h.relation in dropped for h in r.heads)]
+        done.append(sub.out)
+    for part in done:
+        p.out.absorb(part)

@@ -8,11 +8,15 @@ named in one note the CLI prints once.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from levelflow.tasks.ast import IO, Loc
 from levelflow.tasks.errors import DatalogError
-from levelflow.tasks.parser import Parsed
-from levelflow.tasks.strata import Precedence
-from levelflow.tasks.typecheck import Report
+
+if TYPE_CHECKING:
+    from levelflow.tasks.parser import Parsed
+    from levelflow.tasks.strata import Precedence
+    from levelflow.tasks.typecheck import Report
 
 
 def check_limits(ios: list[IO], prec: Precedence, report: Report
@@ -59,3 +63,36 @@ def ignored_note(parsed: Parsed, file: str) -> tuple[str, ...]:
         return ()
     return (f"{file}: note: ignored {', '.join(parts)} (levelflow has no such options and "
             "orders joins itself)",)
+
+
+# -- parsing: functions of the parser `p` (tasks/parser.py) -----------------------------------
+
+def parse_pragma(p) -> None:
+    """Parse `.pragma "key" ["value"]`."""
+    start = p.take()
+    if p.tok.kind != "string":
+        raise p.expected("a pragma name in quotes")
+    key = p.take().value
+    value = p.take().value if p.tok.kind == "string" else ""
+    p.out.pragmas.append((key, value, p.loc(start)))
+
+
+def parse_plan(p) -> None:
+    """Parse `.plan 0:(1,2), 1:(2,1)`: per version of a rule, the order of its atoms."""
+    start = p.take()
+    while True:
+        if p.tok.kind != "int":
+            raise p.expected("a rule version number in the .plan")
+        p.take()
+        p.expect(":")
+        p.expect("(")
+        while p.tok.kind == "int":
+            p.take()
+            if not p.at(","):
+                break
+            p.take()
+        p.expect(")")
+        if not p.at(","):
+            break
+        p.take()
+    p.out.plans.append(p.loc(start))

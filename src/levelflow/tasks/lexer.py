@@ -10,7 +10,7 @@ import math
 import re
 from bisect import bisect_right
 
-from levelflow.tasks.ast import Loc
+from levelflow.tasks.ast import Atom, Const, Loc, Rule
 from levelflow.tasks.errors import DatalogError
 
 # Only these words after a '.' form a directive, as in Soufflé's lexer; `A(x).B(y).` stays legal.
@@ -128,6 +128,16 @@ def _unstorable(source: Source, pos: int, word: str, value) -> DatalogError | No
     return None
 
 
+def _bad_text(source: Source, kind: str, text: str, pos: int) -> DatalogError:
+    """Return the error of text no token matches."""
+    if kind == "badstr":
+        return source.error(pos, "unterminated string (no closing '\"' on this line)")
+    if kind == "badcomment":
+        return source.error(pos, "unterminated comment (no closing '*/')")
+    shown = text if text.isprintable() and not text.isspace() else f"\\u{ord(text):04x}"
+    return source.error(pos, f"unexpected character '{shown}'")
+
+
 def tokenize(source: Source) -> tuple[list[Token], DatalogError | None]:
     """Return the tokens of `source` up to an eof token, and the error that cut them short."""
     text = source.text
@@ -183,19 +193,32 @@ def tokenize(source: Source) -> tuple[list[Token], DatalogError | None]:
         elif kind == "end":
             break
         else:
-            if kind == "badstr":
-                error = source.error(pos, "unterminated string (no closing '\"' on this line)")
-            elif kind == "badcomment":
-                error = source.error(pos, "unterminated comment (no closing '*/')")
-            else:
-                ch = m.group(kind)
-                shown = ch if ch.isprintable() and not ch.isspace() else f"\\u{ord(ch):04x}"
-                error = source.error(pos, f"unexpected character '{shown}'")
             # The statements before the bad text are still parsed: an earlier problem wins.
             append(Token("eof", "", None, pos))
-            return tokens, error
+            return tokens, _bad_text(source, kind, m.group(kind), pos)
     if error is not None:  # the statements before the bad token are still parsed
         append(Token("eof", "", None, pos))
         return tokens, error
     append(Token("eof", "", None, len(text)))
     return tokens, None
+
+
+_new_loc = tuple.__new__  # Loc(...) without the named tuple's Python-level __new__
+
+
+def simple_fact(source: Source, tok: Token) -> Rule:
+    """Return the fact of a `fact` token (the lexer's fast path), as rule() would."""
+    loc = source.loc(tok.pos)
+    m = tok.value
+    file, line, base = loc.file, loc.line, tok.pos - loc.col
+    args = []
+    for a in FACT_ARGS.finditer(m.string, m.start("args"), m.end("args")):
+        minus, digits, frac, quote, text = a.groups()
+        at = _new_loc(Loc, (file, line, a.start() - base))
+        if quote:
+            args.append(Const(text, "symbol", at))
+        elif frac:
+            args.append(Const(-float(digits) if minus else float(digits), "float", at))
+        else:
+            args.append(Const(-int(digits) if minus else int(digits), "number", at))
+    return Rule((Atom(tok.text, tuple(args), loc),), (), loc)

@@ -1,11 +1,25 @@
-"""Surface terms lowered to the core once checked: `as(x, T)` is `x`, `5u` the integer 5.
+"""Surface forms lowered to the core: a negated group by De Morgan (the parser asks), and once
+checked, `as(x, T)` as `x` and `5u` as the integer 5.
 
 The engine sees only Var, Wildcard, Const ("number", "float", "symbol") and BinOp terms.
 """
 
 from __future__ import annotations
 
-from levelflow.tasks.ast import Atom, BinOp, Cast, Comparison, Const, Negation, Rule, Term
+from levelflow.tasks.ast import (
+    Atom,
+    BinOp,
+    Cast,
+    Comparison,
+    Const,
+    Literal,
+    Loc,
+    Negation,
+    Rule,
+    Term,
+)
+
+MAX_DNF = 1024  # rules one disjunctive body may expand into
 
 
 def lower_term(term: Term) -> Term:
@@ -36,3 +50,29 @@ def lower_rule(rule: Rule) -> Rule:
         else:
             body.append(lit)
     return Rule(tuple(_atom(h) for h in rule.heads), tuple(body), rule.loc)
+
+
+NEGATED_COMPARISON = {"=": "!=", "!=": "=", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
+
+
+def negate_literal(lit: Literal, loc: Loc) -> Literal:
+    """Return the literal that holds exactly when `lit` does not."""
+    if isinstance(lit, Atom):
+        return Negation(lit, loc)
+    if isinstance(lit, Negation):
+        return lit.atom
+    return Comparison(NEGATED_COMPARISON[lit.op], lit.left, lit.right, lit.loc)
+
+
+def negate_dnf(alts: list[tuple[Literal, ...]], loc: Loc) -> list[tuple[Literal, ...]]:
+    """Return the disjunctive normal form of `!(alts)` by De Morgan, as Soufflé's RuleBody does.
+
+    Not over every clause is a conjunction of disjunctions of negated literals; it is expanded
+    back into DNF clause by clause, so `!(a(x), b(x))` becomes `!a(x) ; !b(x)`.
+    """
+    out: list[tuple[Literal, ...]] = [()]  # true
+    for clause in alts:
+        out = [done + (negate_literal(lit, loc),) for done in out for lit in clause]
+        if len(out) > MAX_DNF:
+            break
+    return out

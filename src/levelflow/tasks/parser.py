@@ -28,20 +28,21 @@ from levelflow.tasks.ast import (
     Wildcard,
 )
 from levelflow.tasks.components import (
-    MAX_INSTANCE_DEPTH,
     Comp,
     Init,
-    check_arity,
-    declared_names,
+    comp_def,
+    init_def,
+    instantiate,
     merge_qualified,
-    rename,
+    override,
 )
+from levelflow.tasks.directives import parse_plan, parse_pragma
 from levelflow.tasks.errors import DatalogError
-from levelflow.tasks.lexer import FACT_ARGS, Source, Token, tokenize
+from levelflow.tasks.lexer import Source, Token, simple_fact, tokenize
+from levelflow.tasks.lower import MAX_DNF, negate_dnf
 
 MAX_NESTING = 100  # parentheses, unary minus and body groups
 MAX_EXPR_DEPTH = 256  # a long `a + b + c ...` chain is a deep tree for every later pass
-MAX_DNF = 1024  # rules one disjunctive body may expand into
 
 COMPARISONS = frozenset({"=", "!=", "<", "<=", ">", ">="})
 AGGREGATES = frozenset({"count", "sum", "min", "max", "mean"})
@@ -137,53 +138,6 @@ def parse(text: str, filename: str = "<input>", line_map=None) -> Parsed:
     return parser.out
 
 
-NEGATED_COMPARISON = {"=": "!=", "!=": "=", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
-
-
-def negate_literal(lit: Literal, loc: Loc) -> Literal:
-    """Return the literal that holds exactly when `lit` does not."""
-    if isinstance(lit, Atom):
-        return Negation(lit, loc)
-    if isinstance(lit, Negation):
-        return lit.atom
-    return Comparison(NEGATED_COMPARISON[lit.op], lit.left, lit.right, lit.loc)
-
-
-def negate_dnf(alts: list[tuple[Literal, ...]], loc: Loc) -> list[tuple[Literal, ...]]:
-    """Return the disjunctive normal form of `!(alts)` by De Morgan, as Soufflé's RuleBody does.
-
-    Not over every clause is a conjunction of disjunctions of negated literals; it is expanded
-    back into DNF clause by clause, so `!(a(x), b(x))` becomes `!a(x) ; !b(x)`.
-    """
-    out: list[tuple[Literal, ...]] = [()]  # true
-    for clause in alts:
-        out = [done + (negate_literal(lit, loc),) for done in out for lit in clause]
-        if len(out) > MAX_DNF:
-            break
-    return out
-
-
-_new_loc = tuple.__new__  # Loc(...) without the named tuple's Python-level __new__
-
-
-def simple_fact(source: Source, tok: Token) -> Rule:
-    """Return the fact of a `fact` token (the lexer's fast path), as rule() would."""
-    loc = source.loc(tok.pos)
-    m = tok.value
-    file, line, base = loc.file, loc.line, tok.pos - loc.col
-    args = []
-    for a in FACT_ARGS.finditer(m.string, m.start("args"), m.end("args")):
-        minus, digits, frac, quote, text = a.groups()
-        at = _new_loc(Loc, (file, line, a.start() - base))
-        if quote:
-            args.append(Const(text, "symbol", at))
-        elif frac:
-            args.append(Const(-float(digits) if minus else float(digits), "float", at))
-        else:
-            args.append(Const(-int(digits) if minus else int(digits), "number", at))
-    return Rule((Atom(tok.text, tuple(args), loc),), (), loc)
-
-
 class _Parser:
     __slots__ = ("source", "toks", "i", "depth", "out", "comps", "inits", "prefix", "level")
 
@@ -257,7 +211,7 @@ class _Parser:
                 fast.add(id(rule))
             elif tok.kind == "eof":
                 for init in self.inits:
-                    self.instantiate(init)
+                    instantiate(self, init)
                 return
             else:
                 self.statement()
@@ -278,15 +232,15 @@ class _Parser:
             elif name in ("input", "output", "printsize", "limitsize"):
                 self.io(name)
             elif name == "pragma":
-                self.pragma()
+                parse_pragma(self)
             elif name == "plan":
-                self.plan()
+                parse_plan(self)
             elif name == "comp":
-                self.comp_def()
+                comp_def(self)
             elif name == "init":
-                self.init_def()
+                init_def(self)
             elif name == "override":
-                self.override()
+                override(self)
             else:
                 raise self.unsupported(f"'.{name}'{UNSUPPORTED_DIRECTIVES[name]}")
         elif tok.kind == "ident":
@@ -344,126 +298,6 @@ class _Parser:
                 self.out.ios.append(IO(kind, name.text, (), self.loc(name)))
             if eqrel is not None:
                 self.out.eqrels.append((name.text, self.loc(eqrel)))
-
-    # -- components (tasks/components.py) ----------------------------------------------------
-    def type_args(self) -> tuple[str, ...]:
-        """Return `<T1, T2>` at the cursor (none: ())."""
-        if not self.at("<"):
-            return ()
-        self.take()
-        args = [self.ident("a type name").text]
-        while self.at(","):
-            self.take()
-            args.append(self.ident("a type name").text)
-        self.expect(">")
-        return tuple(args)
-
-    def comp_def(self) -> None:
-        start = self.take()
-        name = self.ident("a component name")
-        params = self.type_args()
-        bases = []
-        if self.at(":"):
-            self.take()
-            while True:
-                base = self.ident("a base component name")
-                bases.append((base.text, self.type_args(), self.loc(base)))
-                if not self.at(","):
-                    break
-                self.take()
-        self.expect("{")
-        first, depth = self.i, 1
-        while depth:
-            tok = self.take()
-            if tok.kind == "eof":
-                raise self.error(f"component '{name.text}' has no closing '}}'", start)
-            if tok.kind == "punct" and tok.text in "{}":
-                depth += 1 if tok.text == "{" else -1
-        self.comps[name.text] = Comp(name.text, params, tuple(bases),
-                                     tuple(self.toks[first:self.i - 1]), self.loc(start))
-
-    def init_def(self) -> None:
-        start = self.take()
-        name = self.ident("an instance name")
-        self.expect("=")
-        comp = self.ident("a component name")
-        self.inits.append(Init(name.text, comp.text, self.type_args(), self.loc(start)))
-
-    def override(self) -> None:
-        start = self.take()
-        if not self.prefix:
-            raise self.error("'.override' is only allowed in a component", start)
-        self.out.overrides.append(self.ident("a relation name").text)
-
-    def parts(self, comp: Comp, args: tuple[str, ...], loc: Loc, seen: tuple[str, ...]
-              ) -> list[tuple[tuple[Token, ...], dict[str, str]]]:
-        """Return (body, type arguments) of the component's bases, then its own, in order."""
-        if comp.name in seen:
-            raise DatalogError(f"component '{comp.name}' inherits from itself", loc)
-        check_arity(comp, args, loc)
-        types = dict(zip(comp.params, args, strict=True))
-        out = []
-        for base, base_args, base_loc in comp.bases:
-            if base not in self.comps:
-                raise DatalogError(f"component '{base}' is not defined", base_loc)
-            out += self.parts(self.comps[base], tuple(types.get(a, a) for a in base_args),
-                              base_loc, seen + (comp.name,))
-        out.append((comp.body, types))
-        return out
-
-    def instantiate(self, init: Init) -> None:
-        """Parse the instance's bodies as statements of relations named `inst.rel`."""
-        comp = self.comps.get(init.comp)
-        if comp is None:
-            raise DatalogError(f"component '{init.comp}' is not defined", init.loc)
-        if self.level >= MAX_INSTANCE_DEPTH:
-            raise DatalogError(f"component instances nest deeper than {MAX_INSTANCE_DEPTH}",
-                               init.loc)
-        prefix = f"{self.prefix}{init.name}."
-        parts = self.parts(comp, init.args, init.loc, ())
-        names = set().union(*(declared_names(body) for body, _ in parts))
-        done: list[Parsed] = []
-        for body, types in parts:
-            eof = Token("eof", "", None, body[-1].pos if body else 0)
-            sub = _Parser(self.source, rename(body, prefix, names, types) + [eof], self.comps,
-                          prefix, self.level + 1)
-            sub.parse()
-            dropped = {prefix + name if not name.startswith(prefix) else name
-                       for name in sub.out.overrides}
-            for earlier in done:
-                earlier.rules = [r for r in earlier.rules
-                                 if not any(h.relation in dropped for h in r.heads)]
-            done.append(sub.out)
-        for part in done:
-            self.out.absorb(part)
-
-    def pragma(self) -> None:
-        start = self.take()
-        if self.tok.kind != "string":
-            raise self.expected("a pragma name in quotes")
-        key = self.take().value
-        value = self.take().value if self.tok.kind == "string" else ""
-        self.out.pragmas.append((key, value, self.loc(start)))
-
-    def plan(self) -> None:
-        # `.plan 0:(1,2), 1:(2,1)`: per version of the rule, the order of its body atoms.
-        start = self.take()
-        while True:
-            if self.tok.kind != "int":
-                raise self.expected("a rule version number in the .plan")
-            self.take()
-            self.expect(":")
-            self.expect("(")
-            while self.tok.kind == "int":
-                self.take()
-                if not self.at(","):
-                    break
-                self.take()
-            self.expect(")")
-            if not self.at(","):
-                break
-            self.take()
-        self.out.plans.append(self.loc(start))
 
     def type_def(self) -> None:
         self.take()

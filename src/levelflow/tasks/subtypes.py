@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from levelflow.tasks.ast import Atom, Cast, Loc, Rule, Var
-from levelflow.tasks.parser import TypeDef
+from levelflow.tasks.parser import Parsed, TypeDef
 from levelflow.tasks.typecheck import UNKNOWN, Report
 
 Leaves = frozenset[str] | None  # None: the whole primitive
@@ -122,3 +122,14 @@ def _arg_type(arg, var_type, subtypes: Subtypes) -> tuple[str | None, Leaves]:
 def _shown(arg) -> str:
     return f"variable '{arg.name}'" if isinstance(arg, Var) else "the cast"
 
+
+def check_program_subtypes(parsed: Parsed, types: dict[str, str], rules: tuple[Rule, ...],
+                           report: Report) -> None:
+    """Report variables whose user types clash (Soufflé's subtype rules: tasks/subtypes.py)."""
+    subtypes = Subtypes(parsed.types, types)
+    attr_types: dict[str, tuple[str, ...]] = {}
+    for d in parsed.decls:
+        attr_types.setdefault(d.name, tuple(t.name for t in d.types))
+    for rule in rules:
+        if not rule.is_fact:
+            check_subtypes(rule, attr_types, subtypes, report)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Protocol
 
-from levelflow.tasks.ast import PRIMITIVES, BinOp, Cast, Const, Loc, Term, Var, Wildcard
+from levelflow.tasks.ast import PRIMITIVES, BinOp, Cast, Const, Decl, Loc, Rule, Term, Var, Wildcard
 from levelflow.tasks.parser import TypeDef
 from levelflow.tasks.strata import strongly_connected
 
@@ -200,3 +200,30 @@ def fold(term: Term, report: Report) -> Const | None:
         report(term.loc, f"integer overflow: {value} does not fit in 64 bits")
         return None
     return Const(float(value) if kind == "float" else value, kind, term.loc)
+
+
+_PLAIN = {"number": "number", "unsigned": "number", "symbol": "symbol", "float": "float"}
+
+
+def plain_kinds(decls: dict[str, Decl]) -> dict[str, tuple[tuple[str, ...], tuple[int, ...]]]:
+    """Return per relation the constant kinds a plain fact has, and its unsigned positions."""
+    return {name: (tuple(_PLAIN.get(t, "") for t in d.types),
+                   tuple(i for i, t in enumerate(d.types) if t == "unsigned"))
+            for name, d in decls.items()}
+
+
+def plain_fact(rule: Rule, plain: dict) -> bool:
+    """Return True for a lexer-fast fact whose constants fit their attributes as they are.
+
+    Its integers have at most 18 digits and its floats are finite (the lexer's pattern), so
+    kinds and unsigned signs are all there is to check; anything else takes `_check_rule`,
+    which says what is wrong."""
+    head = rule.heads[0]
+    want = plain.get(head.relation)
+    if want is None or len(want[0]) != len(head.args):
+        return False
+    kinds, unsigned = want
+    for arg, kind in zip(head.args, kinds, strict=True):
+        if arg.kind != kind:
+            return False
+    return all(head.args[i].value >= 0 for i in unsigned)
