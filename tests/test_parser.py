@@ -111,7 +111,7 @@ def test_option_values_may_be_words_and_numbers():
 
 @pytest.mark.parametrize(("literal", "value", "kind"), [
     ("0", 0, "number"), ("42", 42, "number"), ("-7", -7, "number"), ("0x1F", 31, "number"),
-    ("0b101", 5, "number"), ("- 3", -3, "number"), ("12u", 12, "number"),
+    ("0b101", 5, "number"), ("- 3", -3, "number"),
 ])
 def test_integer_constants(literal, value, kind):
     assert only_rule(f"A({literal}).").heads[0].args == (Const(value, kind),)

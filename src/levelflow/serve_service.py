@@ -82,8 +82,10 @@ class EpochService:
     """What the endpoints do, over one IncrementalSession."""
 
     def __init__(self, session, label: str, log=None, *, factdir: Path | None = None,
-                 confine: bool = CONFINE_SERVE, max_queued: int = MAX_QUEUED) -> None:
+                 confine: bool = CONFINE_SERVE, max_queued: int = MAX_QUEUED,
+                 include_dirs: tuple = ()) -> None:
         self.session = session
+        self.include_dirs = include_dirs  # where a posted program's #include looks
         self.label = label  # the state directory, as status reports it
         self.lock = threading.Lock()  # one epoch at a time; tuple reads wait for it
         self.queue = EpochQueue(self.lock, max_queued)
@@ -158,12 +160,13 @@ class EpochService:
         asked = parse_qs(query, keep_blank_values=True).get("facts", [None])[0]
         facts = self._facts_folder(asked)  # `?facts=` (blank): the fact folder itself
         try:
-            pt = load_new_program(ProgramText(text, "request"), facts)  # before queuing
+            program = ProgramText(text, "request", self.include_dirs)
+            pt = load_new_program(program, facts)  # before queuing
             check_io_paths(pt.program, facts or self.factdir, self.outdir, self.confine,
                            SERVE_FLAGS)
         except LevelflowError as e:
             raise RequestError(400, str(e).splitlines()[0]) from None
-        return lambda: self.program(ProgramText(text, "request"), facts)
+        return lambda: self.program(ProgramText(text, "request", self.include_dirs), facts)
 
     def _facts_folder(self, facts: str | None) -> Path | None:
         """Return the folder `?facts=` names (relative to the fact folder), refused (400) if

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from levelflow.cli import options
 from levelflow.cli.app import app
 from levelflow.errors import LevelflowError
 from levelflow.tasks import ProgramTasks, build_tasks, load_program
@@ -91,9 +92,11 @@ def graph(
     as_json: Annotated[bool, typer.Option("--json", help="Print the DAG as JSON.")] = False,
     dot: Annotated[Path | None, typer.Option("--dot", help="Write Graphviz DOT to FILE.",
                                               metavar="FILE")] = None,
+    include: options.IncludeDirs = None,
+    no_preprocessor: options.NoPreprocessor = False,
 ) -> None:
     """Show the task DAG of a Datalog program: one task per strongly connected component."""
-    pt = build_tasks(load_program(program))
+    pt = build_tasks(load_program(program, include or (), preprocessor=not no_preprocessor))
     if dot is not None:
         try:
             dot.write_text(graph_dot(pt))

@@ -1,5 +1,6 @@
 """Options that the commands share: one declaration each, so their help cannot drift."""
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -16,6 +17,12 @@ Master = Annotated[str, typer.Option("--master", help=defaults.MASTER_HELP)]
 MaxTuples = Annotated[int, typer.Option("--max-tuples", min=1, help=defaults.MAX_TUPLES_HELP)]
 DriverMemory = Annotated[str, typer.Option("--driver-memory",
                                            help=defaults.DRIVER_MEMORY_HELP)]
+IncludeDirs = Annotated[list[Path] | None, typer.Option(
+    "-I", "--include-dir", metavar="DIR", help="Where `#include \"f.dl\"` looks after the "
+    "including file's directory (repeatable).")]
+NoPreprocessor = Annotated[bool, typer.Option(
+    "--no-preprocessor", help="Do not run the C preprocessor (#include, #define, #if) on the "
+    "program; Soufflé runs it by default.")]
 KeepEpochs = Annotated[int | None, typer.Option(
     "--keep-epochs", help="Keep this many of the last epochs on disk from now on (the state "
     "remembers it; 2 unless set).")]

@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from levelflow.cli import defaults
+from levelflow.cli import defaults, options
 from levelflow.cli.app import app
 from levelflow.cli.options import MaxTuples
 from levelflow.engine.paths import CONFINE_DEFAULT
@@ -74,7 +74,8 @@ def remove_empty(dirs: list[Path]) -> None:
 
 
 def _prepare(program: Path, factdir: Path, outdir: Path, scheduler: str, jobs: int,
-             checkpoint: str, out_files: dict[str, Path | None], confine: bool = False):
+             checkpoint: str, out_files: dict[str, Path | None], confine: bool = False,
+             preprocess: tuple = ((), True)):
     """Return (ProgramTasks, scheduler) after every check that needs no Spark; raise one line.
 
     `out_files` maps a flag to the file it writes: its directory is made now, not after the run.
@@ -83,7 +84,7 @@ def _prepare(program: Path, factdir: Path, outdir: Path, scheduler: str, jobs: i
     from levelflow.engine.runner import RunError, check_fact_files
     from levelflow.tasks import build_tasks, load_program
 
-    program_tasks = build_tasks(load_program(program))
+    program_tasks = build_tasks(load_program(program, preprocess[0], preprocessor=preprocess[1]))
     sched = scheduler_from_flag(scheduler, program_tasks.graph)
     if not factdir.is_dir():
         why = "is not a directory" if factdir.exists() else "does not exist"
@@ -276,6 +277,8 @@ def run_command(
                           ] = defaults.LOCAL_ROWS,
     confine: Annotated[bool, typer.Option("--confine", help=CONFINE_HELP)] = CONFINE_DEFAULT,
     max_tuples: MaxTuples = defaults.MAX_TUPLES,
+    include: options.IncludeDirs = None,
+    no_preprocessor: options.NoPreprocessor = False,
 ) -> None:
     """Evaluate PROGRAM from scratch on Spark; print 'ran k of N' with the wall time and its
     parts, the outputs and .printsize counts."""
@@ -289,7 +292,7 @@ def run_command(
     try:
         program_tasks, sched = _prepare(program, factdir, outdir, scheduler, jobs, checkpoint,
                                         {"--trace-out": trace_out, "--schedule": schedule_out},
-                                        confine)
+                                        confine, (include or (), not no_preprocessor))
         opts = {"state": state, "jobs": jobs, "trace_out": trace_out,
                 "schedule_out": schedule_out, "checkpoint": checkpoint, "plan": plan,
                 "plan_rows": local_rows, "master": master, "driver_memory": driver_memory,

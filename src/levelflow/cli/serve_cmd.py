@@ -125,6 +125,7 @@ def serve_command(
         "--max-queued", help="Epochs that may wait for their turn; a further one gets 503 with "
         "Retry-After.")] = MAX_QUEUED,
     max_tuples: options.MaxTuples = defaults.MAX_TUPLES,
+    include: options.IncludeDirs = None,
 ) -> None:
     """Hold the state warm; take epochs as HTTP POSTs of diffs (one at a time, the others
     queued); GET relations and sizes. Stops cleanly on SIGTERM or Ctrl-C."""
@@ -144,7 +145,8 @@ def serve_command(
     scheduler_from_flag(scheduler, pt.graph)
     server = _bind(host, port, request_timeout)
     _warn(host, no_confine)
-    limits = {"factdir": facts, "confine": not no_confine, "max_queued": max_queued}
+    limits = {"factdir": facts, "confine": not no_confine, "max_queued": max_queued,
+              "include_dirs": tuple(str(d) for d in include or ())}
     log = Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
     try:
         with spark_session(master, driver_memory, log) as spark:

@@ -226,7 +226,7 @@ def shell_command(
         StateDir(state).check_usable()
     resume = state is not None and StateDir(state).exists()
     if resume:
-        if StateDir(state).manifest()["program"] != program.read_text(encoding="utf-8"):
+        if StateDir(state).manifest()["program"] != program_tasks.program.source:
             raise StateError(f"{state}: error: the state's current program is not {program} "
                              f"(it was made by, or has since loaded, another one)")
     else:

@@ -177,6 +177,8 @@ def update_command(
         "--facts", metavar="DIR", help="With --program: where new input relations' facts are "
         "(else they start empty).")] = None,
     max_tuples: options.MaxTuples = defaults.MAX_TUPLES,
+    include: options.IncludeDirs = None,
+    no_preprocessor: options.NoPreprocessor = False,
 ) -> None:
     """Apply the changes as one epoch; print per output relation +added -removed, 'ran k of N'.
 
@@ -185,6 +187,8 @@ def update_command(
              "scheduler": scheduler, "jobs": jobs, "trace_out": trace_out, "outdir": outdir,
              "schedule_out": schedule_out, "keep_epochs": keep_epochs, "confine": confine,
              "program": program, "facts": facts, "max_tuples": max_tuples}
+    if program is not None and (include or no_preprocessor):
+        flags["program"] = _program_text(program, include or (), not no_preprocessor)
     from levelflow.cli.timing import WallClock
 
     clock = WallClock()
@@ -194,6 +198,17 @@ def update_command(
         print(NOTHING)
         return
     _run(master, driver_memory, program_tasks, state, ops, flags, clock)
+
+
+def _program_text(path: Path, include_dirs, preprocessor: bool):
+    """Return --program as a ProgramText carrying -I and --no-preprocessor."""
+    from levelflow.engine.incremental.session_api import ProgramText
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise LevelflowError(f"{path}: error: cannot read program: {e}") from None
+    return ProgramText(text, str(path), tuple(str(d) for d in include_dirs), preprocessor)
 
 
 def _run(master: str, driver_memory: str, program_tasks, state, ops, flags: dict,

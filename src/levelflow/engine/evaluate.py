@@ -433,4 +433,17 @@ def evaluate_program(spark: SparkSession, program_tasks: ProgramTasks,
                                counts=counts)
         relations.update(result)
         counts.update(result.stats.rows)
+        limit_relations(program_tasks.program, task.relations, relations, counts)
     return relations
+
+
+def limit_relations(program, names, relations: dict, rows: dict) -> None:
+    """Cut each of `names` under a `.limitsize` to its N smallest tuples, in place.
+
+    Soufflé stops a limited relation growing at N tuples, so which N it keeps depends on its
+    evaluation order; the N smallest are one such set, and the same on every run.
+    """
+    for name, n, _ in program.limits:
+        if name in names and rows.get(name, n + 1) > n:
+            df = relations[name]
+            relations[name], rows[name] = df.orderBy(*df.columns).limit(n), n

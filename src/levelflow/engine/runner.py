@@ -139,6 +139,7 @@ class _Run:
 
     def _evaluate(self, v: int, inputs: Mapping, counts: Mapping) -> _Outcome:
         """Return task v evaluated (in a worker thread) under the plan its shape and size give."""
+        from levelflow.engine.evaluate import limit_relations
         from levelflow.engine.plans import LOCAL_ROWS, choose_plan, evaluate_planned, input_rows
 
         task = self.pt.tasks[v]
@@ -153,7 +154,9 @@ class _Run:
         known = getattr(stats, "rows", {})
         # The evaluator counts what it materializes; count here only what it did not.
         rows = {r: known[r] if r in known else out[r].count() for r in task.relations}
-        return _Outcome(dict(out), rows, stats)
+        relations = dict(out)
+        limit_relations(self.program, task.relations, relations, rows)
+        return _Outcome(relations, rows, stats)
 
     def _finish(self, v: int, out: _Outcome, seconds: float) -> list[int]:
         """Store a finished task's relations; return the children it activates."""

@@ -52,7 +52,7 @@ def build_tasks(program: Program) -> ProgramTasks:
         rules = tuple(rules_of[k])
         tasks.append(Task(i, "+".join(relations), relations, rules, prec.recursive(k),
                           any(r in program.inputs for r in relations),
-                          frozenset().union(*(r.reads() for r in rules)),
+                          frozenset().union(*(r.reads() for r in rules if r.body)),
                           len(relations) == 1 and relations[0] in program.closures))
     edges = sorted((new_id[a], new_id[b]) for a, b in comp_edges)
     graph = TaskGraph([t.name for t in tasks], edges)

@@ -15,6 +15,7 @@ from levelflow.tasks.ast import (
     Atom,
     BinOp,
     Call,
+    Cast,
     Comparison,
     Const,
     Decl,
@@ -26,11 +27,15 @@ from levelflow.tasks.ast import (
     Var,
     Wildcard,
 )
+from levelflow.tasks.directives import check_limits, ignored_note
+from levelflow.tasks.eqrel import eqrel_rules
 from levelflow.tasks.errors import DatalogError
 from levelflow.tasks.functor_check import check_functors, number_autoinc, subterms
+from levelflow.tasks.lower import lower_rule
 from levelflow.tasks.parser import Parsed
 from levelflow.tasks.regpath import expand_paths
 from levelflow.tasks.strata import Precedence, precedence
+from levelflow.tasks.subtypes import check_program_subtypes
 from levelflow.tasks.typecheck import (
     INT64_MAX,
     INT64_MIN,
@@ -40,6 +45,8 @@ from levelflow.tasks.typecheck import (
     describe,
     fits,
     fold,
+    plain_fact,
+    plain_kinds,
     primitive_of,
     resolve_types,
     show,
@@ -77,19 +84,31 @@ class Problems:
 def check(parsed: Parsed, file: str) -> Program:
     """Return the checked Program; raise DatalogError naming the earliest problem."""
     report = Problems(parsed.error)
+    if parsed.eqrels:
+        parsed.rules.extend(eqrel_rules(parsed, report))
     types = resolve_types(parsed.types, report)
     parsed, paths, closures = expand_paths(parsed, report, types)
     decls = _check_decls(parsed, types, report)
-    inputs, outputs, more_outputs, printsize = _check_ios(parsed.ios, decls, report)
-    rules = tuple(_check_rule(rule, decls, report) for rule in parsed.rules)
+    ios = [io for io in parsed.ios if io.kind != "limitsize"]
+    inputs, outputs, more_outputs, printsize = _check_ios(ios, decls, report)
+    plain, fast = plain_kinds(decls), parsed.fast
+    rules = tuple(rule if id(rule) in fast and plain_fact(rule, plain)
+                  else _check_rule(rule, decls, report, types)
+                  for rule in parsed.rules)
+    if parsed.types:
+        check_program_subtypes(parsed, types, rules, report)
+    if parsed.surface:
+        rules = tuple(lower_rule(rule) for rule in rules)
     prec = precedence(decls, rules)
     _check_stratified(prec, rules, report)
     rules = number_autoinc(prec, rules, report)
+    limits = check_limits([io for io in parsed.ios if io.kind == "limitsize"], prec, report)
     error = report.first()
     if error is not None:
         raise error
     return Program(file, decls, inputs, outputs, printsize, rules, more_outputs,
-                   paths=paths, closures=closures, precedence=prec)
+                   paths=paths, closures=closures, precedence=prec, limits=limits,
+                   notes=ignored_note(parsed, file))
 
 
 def _check_decls(parsed: Parsed, types: dict[str, str], report: Problems) -> dict[str, Decl]:
@@ -177,6 +196,8 @@ def _check_constants(term: Term, report: Problems) -> None:
         if isinstance(t, Const):
             if t.kind == "number" and not INT64_MIN <= t.value <= INT64_MAX:
                 report(t.loc, f"integer constant {t.value} does not fit in 64 bits")
+            elif t.kind == "unsigned" and not 0 <= t.value <= INT64_MAX:
+                report(t.loc, f"unsigned constant {t.value} does not fit in 63 bits")
             elif t.kind == "float" and not math.isfinite(t.value):
                 report(t.loc, f"float constant {t.value} is not finite")
 
@@ -194,7 +215,8 @@ def _atom_ok(atom: Atom, decls: dict[str, Decl], report: Problems) -> Decl | Non
     return decl
 
 
-def _check_rule(rule: Rule, decls: dict[str, Decl], report: Problems) -> Rule:
+def _check_rule(rule: Rule, decls: dict[str, Decl], report: Problems,
+                types: dict[str, str]) -> Rule:
     """Report the rule's problems; return it with a fact's constant expressions folded."""
     for head in rule.heads:
         for arg in head.args:
@@ -219,7 +241,7 @@ def _check_rule(rule: Rule, decls: dict[str, Decl], report: Problems) -> Rule:
     if rule.is_fact:
         return _check_fact(rule, decls, report)
     check_functors(rule, report)
-    _check_types(rule, decls, report)
+    _check_types(rule, decls, report, types)
     _check_grounded(rule, report)
     return rule
 
@@ -262,7 +284,8 @@ def _atoms(rule: Rule) -> Iterator[Atom]:
         yield atom
 
 
-def _check_types(rule: Rule, decls: dict[str, Decl], report: Problems) -> None:
+def _check_types(rule: Rule, decls: dict[str, Decl], report: Problems,
+                 types: dict[str, str]) -> None:
     var_types: dict[str, str] = {}
     first_seen: dict[str, Loc] = {}
     checked: list[tuple[Atom, Decl]] = []
@@ -282,10 +305,10 @@ def _check_types(rule: Rule, decls: dict[str, Decl], report: Problems) -> None:
                 at = first_seen[arg.name]
                 report(arg.loc, f"type mismatch: variable '{arg.name}' is {ty} here (attribute "
                                 f"'{attr}' of '{atom.relation}') but {prev} at {at.line}:{at.col}")
-    typer = TermTyper(var_types, report)
+    typer = TermTyper(var_types, report, types)
     comparisons = [lit for lit in rule.body if isinstance(lit, Comparison)]
     # `x = expr` gives x the type of expr when no atom typed x; repeat for chains of such.
-    silent = TermTyper(var_types, lambda loc, what, needs_rest=False: None)
+    silent = TermTyper(var_types, lambda loc, what, needs_rest=False: None, types)
     changed = True
     while changed:
         changed = False
@@ -342,7 +365,7 @@ def _check_grounded(rule: Rule, report: Problems) -> None:
     uses: list[Term] = [arg for head in rule.heads for arg in head.args]
     for lit in rule.body:
         if isinstance(lit, Atom):
-            uses.extend(arg for arg in lit.args if isinstance(arg, BinOp | Call))
+            uses.extend(arg for arg in lit.args if isinstance(arg, BinOp | Call | Cast))
         elif isinstance(lit, Negation):
             uses.extend(lit.atom.args)
         else:

@@ -9,7 +9,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from levelflow.tasks.ast import Atom, BinOp, Call, Comparison, Const, Negation, Rule, Term, Var
+from levelflow.tasks.ast import (
+    Atom,
+    BinOp,
+    Call,
+    Cast,
+    Comparison,
+    Const,
+    Negation,
+    Rule,
+    Term,
+    Var,
+)
 from levelflow.tasks.functors import regex_problem
 from levelflow.tasks.typecheck import Report, show
 
@@ -28,6 +39,8 @@ def subterms(term: Term) -> Iterator[Term]:
             stack.append(t.left)
         elif isinstance(t, Call):
             stack.extend(reversed(t.args))
+        elif isinstance(t, Cast):
+            stack.append(t.term)
 
 
 def _generator(lit: object) -> bool:

@@ -1,8 +1,13 @@
-"""The front end's entry points: text or file -> checked Program."""
+"""The front end's entry points: text or file -> preprocessed, parsed and checked Program."""
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 import os
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from levelflow.tasks.ast import Program
@@ -10,14 +15,37 @@ from levelflow.tasks.check import check
 from levelflow.tasks.errors import DatalogError
 from levelflow.tasks.lexer import Source
 from levelflow.tasks.parser import parse
+from levelflow.tasks.preprocess import needs_preprocessing, preprocess
 
 
-def parse_program(text: str, filename: str = "<input>") -> Program:
-    """Return the parsed and checked Program; raise DatalogError at the first problem."""
-    return check(parse(text, filename), filename)
+@contextmanager
+def _paused_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector: a program's facts are many small objects and no
+    cycles, and each generation-2 collection would walk them all again."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
-def load_program(path: str | os.PathLike[str]) -> Program:
+def parse_program(text: str, filename: str = "<input>", include_dirs: Sequence[str] = (), *,
+                  preprocessor: bool = True) -> Program:
+    """Return the preprocessed, parsed and checked Program; raise DatalogError at the first
+    problem (in the file and line it came from, an included file's too)."""
+    line_map, source = None, text
+    with _paused_gc():
+        if preprocessor and needs_preprocessing(text):
+            done = preprocess(text, filename, tuple(os.fspath(d) for d in include_dirs))
+            text, line_map, source = done.text, done.map, done.stored_text()
+        program = check(parse(text, filename, line_map), filename)
+    return dataclasses.replace(program, source=source)
+
+
+def load_program(path: str | os.PathLike[str], include_dirs: Sequence[str] = (), *,
+                 preprocessor: bool = True) -> Program:
     """Return the checked Program read from `path` (UTF-8); raise DatalogError on any problem."""
     name = os.fspath(path)
     try:
@@ -29,4 +57,7 @@ def load_program(path: str | os.PathLike[str]) -> Program:
     except UnicodeDecodeError as e:
         prefix = data[:e.start].decode("utf-8")
         raise Source(prefix, name).error(len(prefix), "the file is not valid UTF-8") from None
-    return parse_program(text, name)
+    program = parse_program(text, name, include_dirs, preprocessor=preprocessor)
+    for note in program.notes:  # once per program read from a file, not per stored reload
+        print(note, file=sys.stderr)
+    return program

@@ -15,6 +15,7 @@ from levelflow.tasks.ast import (
     Atom,
     BinOp,
     Call,
+    Cast,
     Comparison,
     Const,
     Literal,
@@ -27,13 +28,23 @@ from levelflow.tasks.ast import (
     Var,
     Wildcard,
 )
+from levelflow.tasks.components import (
+    Comp,
+    Init,
+    comp_def,
+    init_def,
+    instantiate,
+    merge_qualified,
+    override,
+)
+from levelflow.tasks.directives import parse_plan, parse_pragma
 from levelflow.tasks.errors import DatalogError
 from levelflow.tasks.functors import CALLS, CONSTRAINTS
-from levelflow.tasks.lexer import Source, Token, tokenize
+from levelflow.tasks.lexer import Source, Token, simple_fact, tokenize
+from levelflow.tasks.lower import MAX_DNF, negate_dnf
 
 MAX_NESTING = 100  # parentheses, unary minus and body groups
 MAX_EXPR_DEPTH = 256  # a long `a + b + c ...` chain is a deep tree for every later pass
-MAX_DNF = 1024  # rules one disjunctive body may expand into
 # `^` and `(` inside one path atom: its expansion (tasks/regpath.py) recurses about six calls a
 # level, so this keeps the deepest expression well inside Python's recursion limit.
 MAX_PATH_NESTING = 50
@@ -59,9 +70,10 @@ DECL_QUALIFIERS = frozenset({
     "overridable", "input", "output", "printsize", "eqrel", "choice",
 })
 UNSUPPORTED_DIRECTIVES = {
-    "comp": " (components)", "init": " (component instances)", "functor": " (user functors)",
-    "pragma": "", "plan": " (query plans)", "include": "", "limitsize": "", "once": "",
-    "override": " (components)", "lattice": " (lattices)",
+    "functor": " (user functors)",
+    "include": " without the preprocessor (--no-preprocessor)",
+    "once": " without the preprocessor (--no-preprocessor)",
+    "lattice": " (lattices)",
 }
 
 
@@ -104,13 +116,31 @@ class Parsed:
     rules: list[Rule] = field(default_factory=list)
     # The syntax error that stopped parsing; the lists then hold the statements before it.
     error: DatalogError | None = None
+    # `.pragma "key" "value"` (value "" when absent) and `.plan` clauses, with where they are.
+    pragmas: list[tuple[str, str, Loc]] = field(default_factory=list)
+    plans: list[Loc] = field(default_factory=list)
+    # Terms the checker lowers to the core (casts, unsigned constants) occur in the rules.
+    surface: bool = False
+    # `.override r` in a component instance: the bases' rules for r are dropped.
+    overrides: list[str] = field(default_factory=list)
+    # Relations declared `eqrel`, with where the qualifier is (lowered by tasks/eqrel.py).
+    eqrels: list[tuple[str, Loc]] = field(default_factory=list)
+    # The ids of the facts the lexer took whole: constants only, each a plain literal.
+    fast: set[int] = field(default_factory=set)
+
+    def absorb(self, other: Parsed) -> None:
+        """Add a component instance's statements after these."""
+        for name in ("decls", "types", "ios", "rules", "pragmas", "plans", "eqrels"):
+            getattr(self, name).extend(getattr(other, name))
+        self.fast |= other.fast
+        self.surface = self.surface or other.surface
 
 
-def parse(text: str, filename: str = "<input>") -> Parsed:
+def parse(text: str, filename: str = "<input>", line_map=None) -> Parsed:
     """Return the unchecked statements of `text`, up to the first syntax error if any."""
-    source = Source(text, filename)
+    source = Source(text, filename, line_map)
     tokens, lex_error = tokenize(source)
-    parser = _Parser(source, tokens)
+    parser = _Parser(source, merge_qualified(tokens))
     try:
         parser.parse()
     except DatalogError as e:
@@ -122,15 +152,21 @@ def parse(text: str, filename: str = "<input>") -> Parsed:
 
 
 class _Parser:
-    __slots__ = ("source", "toks", "i", "depth", "path_top", "out")
+    __slots__ = ("source", "toks", "i", "depth", "path_top", "out", "comps", "inits", "prefix",
+                 "level")
 
-    def __init__(self, source: Source, tokens: list[Token]) -> None:
+    def __init__(self, source: Source, tokens: list[Token], comps: dict | None = None,
+                 prefix: str = "", level: int = 0) -> None:
         self.source = source
         self.toks = tokens
         self.i = 0
         self.depth = 0
         self.path_top = 0  # the depth at the current path atom's '['
         self.out = Parsed()
+        self.comps: dict[str, Comp] = dict(comps or {})  # the components in scope
+        self.inits: list[Init] = []
+        self.prefix = prefix  # the instance being parsed: "a." or "a.b.", "" at top level
+        self.level = level
 
     # -- cursor -------------------------------------------------------------------------------
     @property
@@ -180,8 +216,20 @@ class _Parser:
     # -- statements ---------------------------------------------------------------------------
     def parse(self) -> None:
         # Statements are appended only once complete, so `out` never holds half a statement.
-        while self.tok.kind != "eof":
-            self.statement()
+        toks, rules, fast, source = self.toks, self.out.rules, self.out.fast, self.source
+        while True:
+            tok = toks[self.i]
+            if tok.kind == "fact":  # the lexer's whole facts, most of a large program
+                self.i += 1
+                rule = simple_fact(source, tok)
+                rules.append(rule)
+                fast.add(id(rule))
+            elif tok.kind == "eof":
+                for init in self.inits:
+                    instantiate(self, init)
+                return
+            else:
+                self.statement()
 
     def statement(self) -> None:
         tok = self.tok
@@ -196,8 +244,18 @@ class _Parser:
                 t = self.ident("a type name")
                 base = TypeRef(name[:-5], self.loc(tok))
                 self.out.types.append(TypeDef(t.text, "subtype", (base,), self.loc(t)))
-            elif name in ("input", "output", "printsize"):
+            elif name in ("input", "output", "printsize", "limitsize"):
                 self.io(name)
+            elif name == "pragma":
+                parse_pragma(self)
+            elif name == "plan":
+                parse_plan(self)
+            elif name == "comp":
+                comp_def(self)
+            elif name == "init":
+                init_def(self)
+            elif name == "override":
+                override(self)
             else:
                 raise self.unsupported(f"'.{name}'{UNSUPPORTED_DIRECTIVES[name]}")
         elif tok.kind == "ident":
@@ -205,7 +263,8 @@ class _Parser:
         elif self.at("#"):
             word = self.peek()
             shown = "#" + word.text if word.kind == "ident" and word.pos == tok.pos + 1 else "#"
-            raise self.unsupported(f"'{shown}' (the C preprocessor)")
+            raise self.error(f"'{shown}' needs the C preprocessor, which --no-preprocessor "
+                             "turned off")
         else:
             raise self.expected("a directive, a rule or a fact")
 
@@ -236,12 +295,13 @@ class _Parser:
                 self.take()
         self.expect(")")
         extra_io: list[str] = []
+        eqrel: Token | None = None
         # A qualifier is a known word not opening an atom: `A(1).` may follow on the next line.
         while (self.tok.kind == "ident" and self.tok.text in DECL_QUALIFIERS
                and not (self.peek().kind == "punct" and self.peek().text in ("(", ",", ":-"))):
             q = self.take()
             if q.text == "eqrel":
-                raise self.unsupported("'eqrel' (equivalence relations)", q)
+                eqrel = q
             if q.text == "choice":
                 raise self.unsupported("'choice-domain'", q)
             if q.text in ("input", "output", "printsize"):
@@ -251,6 +311,8 @@ class _Parser:
                                           self.loc(start), self.loc(name)))
             for kind in extra_io:
                 self.out.ios.append(IO(kind, name.text, (), self.loc(name)))
+            if eqrel is not None:
+                self.out.eqrels.append((name.text, self.loc(eqrel)))
 
     def type_def(self) -> None:
         self.take()
@@ -369,8 +431,13 @@ class _Parser:
         tok = self.tok
         if self.at("!"):
             self.take()
-            if self.at("("):
-                raise self.unsupported("negation of a parenthesized body")
+            if self.at("(") or self.at("!"):  # `!(a(x), b(x))`: Soufflé negates the group
+                self.nest()
+                alts = negate_dnf(self.literal(), self.loc(tok))
+                self.depth -= 1
+                if len(alts) > MAX_DNF:
+                    raise self.error(f"disjunction expands into more than {MAX_DNF} rules", tok)
+                return alts
             if (self.tok.kind == "ident" and self.tok.text in CONSTRAINTS
                     and self.peek().text == "("):
                 return [(self.constraint(True),)]
@@ -512,11 +579,25 @@ class _Parser:
                         return False
                 elif depth == 1 and (t.text in COMPARISONS or t.text in (",", ";", "!")):
                     return True
+            elif depth == 1 and t.kind == "ident" and t.text in ("true", "false"):
+                return True
             elif (depth == 1 and t.kind == "ident" and toks[j + 1].kind == "punct"
                   and toks[j + 1].text == "(" and t.text not in FUNCTORS):
                 return True
             j += 1
         return False
+
+    def cast(self) -> Cast:
+        start = self.take()
+        self.take()  # (
+        self.nest()
+        term = self.expr()
+        self.depth -= 1
+        self.expect(",")
+        ty = self.ident("a type name")
+        self.expect(")")
+        self.out.surface = True
+        return Cast(term, ty.text, self.loc(start), self.loc(ty))
 
     # -- terms --------------------------------------------------------------------------------
     def expr(self) -> Term:
@@ -606,9 +687,11 @@ class _Parser:
     def primary(self) -> tuple[Term, int]:
         tok = self.tok
         kind = tok.kind
-        if kind == "int":
+        if kind in ("int", "uint"):
             self.take()
-            return Const(tok.value, "number", self.loc(tok)), 0
+            if kind == "uint":
+                self.out.surface = True
+            return Const(tok.value, "number" if kind == "int" else "unsigned", self.loc(tok)), 0
         if kind == "float":
             self.take()
             return Const(tok.value, "float", self.loc(tok)), 0
@@ -623,7 +706,7 @@ class _Parser:
                 self.take()
                 return Wildcard(self.loc(tok)), 0
             if name == "as" and calls:
-                raise self.unsupported("'as(...)' (type casts)")
+                return self.cast(), 0
             if name in AGGREGATES and not calls:
                 raise self.unsupported(f"the aggregate '{name}'")
             if calls and name in CALLS:

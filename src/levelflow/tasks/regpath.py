@@ -284,6 +284,6 @@ def expand_paths(parsed, report, prims: dict[str, str]):
     primitives."""
     heads = Counter(h.relation for r in parsed.rules for h in r.heads)
     ex = Expander(parsed.decls, report, heads, prims)
-    rules = [new for r in parsed.rules for new in ex.rule(r)]
+    rules = [new for r in parsed.rules for new in (ex.rule(r) if r.body else (r,))]
     out = replace(parsed, decls=parsed.decls + ex.decls, rules=rules + ex.rules)
     return out, tuple(ex.paths), frozenset(ex.closures)

@@ -81,6 +81,8 @@ def precedence(names: Iterable[str], rules: Iterable[Rule]) -> Precedence:
     ids = {name: i for i, name in enumerate(names)}
     succ: list[set[int]] = [set() for _ in ids]
     for rule in rules:
+        if not rule.body:  # a fact reads nothing
+            continue
         heads = [ids[h.relation] for h in rule.heads if h.relation in ids]
         for _, atom, _ in rule.body_atoms():
             if atom.relation in ids:

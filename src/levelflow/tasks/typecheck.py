@@ -10,7 +10,19 @@ import math
 from typing import Protocol
 
 from levelflow.tasks import functors
-from levelflow.tasks.ast import PRIMITIVES, BinOp, Call, Const, Loc, Term, Var, Wildcard
+from levelflow.tasks.ast import (
+    PRIMITIVES,
+    BinOp,
+    Call,
+    Cast,
+    Const,
+    Decl,
+    Loc,
+    Rule,
+    Term,
+    Var,
+    Wildcard,
+)
 from levelflow.tasks.parser import TypeDef
 from levelflow.tasks.strata import strongly_connected
 
@@ -106,7 +118,8 @@ def describe(term: Term, got: str | None) -> str:
     if isinstance(term, Const):
         if term.kind == "number" and isinstance(term.value, int) and term.value < 0:
             return f"the constant {show(term)} is negative"
-        return f"the constant {show(term)} is a {term.kind}"
+        article = "an" if term.kind == "unsigned" else "a"
+        return f"the constant {show(term)} is {article} {term.kind}"
     if isinstance(term, Var):
         return f"the variable '{term.name}' is {got}"
     return f"the expression is {got}"
@@ -115,11 +128,13 @@ def describe(term: Term, got: str | None) -> str:
 class TermTyper:
     """Infers term types from variable types, reporting arithmetic on symbols or mixed types."""
 
-    __slots__ = ("vars", "report")
+    __slots__ = ("vars", "report", "types")
 
-    def __init__(self, var_types: dict[str, str], report: Report) -> None:
+    def __init__(self, var_types: dict[str, str], report: Report,
+                 types: dict[str, str] | None = None) -> None:
         self.vars = var_types
         self.report = report
+        self.types = types or {}  # user type -> primitive, for casts
 
     def infer(self, term: Term) -> str | None:
         """Return the type of `term` (None if unknown), reporting bad arithmetic once."""
@@ -136,6 +151,8 @@ class TermTyper:
             except functors.FunctorTypeError as e:
                 self.report(term.loc, f"type mismatch: {e}")
                 return None
+        if isinstance(term, Cast):
+            return self.cast(term)
         left = self.infer(term.left)
         right = self.infer(term.right)
         if left == "symbol" or right == "symbol":
@@ -152,6 +169,18 @@ class TermTyper:
         self.report(term.loc, f"type mismatch: arithmetic '{term.op}' mixes {left} and {right}")
         return None
 
+    def cast(self, term: Cast) -> str | None:
+        """Return the primitive of `as(x, T)`, reporting a cast that would change primitive."""
+        target = primitive_of(term.type, term.type_loc, self.types, self.report)
+        inner = self.infer(term.term)
+        if target == UNKNOWN:
+            return None
+        if inner is None or inner == target or (inner == "int" and target in NUMERIC):
+            return target
+        self.report(term.loc, f"as(..., {term.type}) casts a {inner} to {target}: only casts "
+                              "within one primitive type are supported")
+        return None
+
 
 def fold(term: Term, report: Report) -> Const | None:
     """Return a constant expression evaluated to a Const (C-style / and %), or None on error."""
@@ -159,6 +188,8 @@ def fold(term: Term, report: Report) -> Const | None:
         return term
     if isinstance(term, Call):
         return fold_call(term, report)
+    if isinstance(term, Cast):
+        return fold(term.term, report)
     if not isinstance(term, BinOp):
         return None
     left = fold(term.left, report)
@@ -168,7 +199,8 @@ def fold(term: Term, report: Report) -> Const | None:
     if left.kind == "symbol" or right.kind == "symbol":
         report(term.loc, f"arithmetic '{term.op}' on a symbol")
         return None
-    kind = "float" if "float" in (left.kind, right.kind) else "number"
+    kinds = (left.kind, right.kind)
+    kind = "float" if "float" in kinds else "unsigned" if "unsigned" in kinds else "number"
     a, b, op = left.value, right.value, term.op
     if op not in ("+", "-", "*", "/", "%"):
         if kind == "float" and op in functors.INTEGRAL_OPS:
@@ -195,6 +227,9 @@ def fold(term: Term, report: Report) -> Const | None:
         q = abs(a) // abs(b)
         q = q if (a >= 0) == (b >= 0) else -q
         value = q if op == "/" else a - b * q
+    if kind == "unsigned" and not 0 <= value <= INT64_MAX:
+        report(term.loc, f"unsigned overflow: {value} is not an unsigned 64-bit value")
+        return None
     if kind == "number" and not INT64_MIN <= value <= INT64_MAX:
         # Checked at every step, so integers stay small enough to convert to float later.
         report(term.loc, f"integer overflow: {value} does not fit in 64 bits")
@@ -222,3 +257,28 @@ def fold_call(call: Call, report: Report) -> Const | None:
         report(call.loc, f"'{call.name}' has no value here (overflow or undefined)")
         return None
     return Const(value, "number" if kind == "unsigned" else kind, call.loc)
+_PLAIN = {"number": "number", "unsigned": "number", "symbol": "symbol", "float": "float"}
+
+
+def plain_kinds(decls: dict[str, Decl]) -> dict[str, tuple[tuple[str, ...], tuple[int, ...]]]:
+    """Return per relation the constant kinds a plain fact has, and its unsigned positions."""
+    return {name: (tuple(_PLAIN.get(t, "") for t in d.types),
+                   tuple(i for i, t in enumerate(d.types) if t == "unsigned"))
+            for name, d in decls.items()}
+
+
+def plain_fact(rule: Rule, plain: dict) -> bool:
+    """Return True for a lexer-fast fact whose constants fit their attributes as they are.
+
+    Its integers have at most 18 digits and its floats are finite (the lexer's pattern), so
+    kinds and unsigned signs are all there is to check; anything else takes `_check_rule`,
+    which says what is wrong."""
+    head = rule.heads[0]
+    want = plain.get(head.relation)
+    if want is None or len(want[0]) != len(head.args):
+        return False
+    kinds, unsigned = want
+    for arg, kind in zip(head.args, kinds, strict=True):
+        if arg.kind != kind:
+            return False
+    return all(head.args[i].value >= 0 for i in unsigned)

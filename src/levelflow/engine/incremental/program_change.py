@@ -325,10 +325,13 @@ def load_new_program(program, factdir=None) -> ProgramTasks:
     program (no Spark)."""
     from levelflow.engine.incremental.session_api import ProgramText
     from levelflow.tasks import build_tasks, load_program, parse_program
+    from levelflow.tasks.directives import refuse_limits
 
     # DatalogError: one line, as `run` says
-    program_tasks = build_tasks(parse_program(program.text, program.name)
+    program_tasks = build_tasks(parse_program(program.text, program.name, program.include_dirs,
+                                              preprocessor=program.preprocessor)
                                 if isinstance(program, ProgramText) else load_program(program))
+    refuse_limits(program_tasks.program, "incremental maintenance (update --program)")
     if factdir is not None and not Path(factdir).is_dir():
         raise ProgramChangeError(f"{factdir}: error: --facts: not a directory")
     return program_tasks

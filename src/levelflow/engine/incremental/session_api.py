@@ -36,6 +36,7 @@ from levelflow.engine.incremental.state import StateDir, StateError, empty_snaps
 from levelflow.engine.incremental.updates import Op, coerce_row, parse_literal
 from levelflow.engine.incremental.versions import Versions
 from levelflow.engine.types import column_names, rows_frame
+from levelflow.tasks.directives import refuse_limits
 from levelflow.tasks.tasks import ProgramTasks
 
 # Facts an input's base may differ by from its last cut frame, kept as sets in the driver,
@@ -90,6 +91,8 @@ class ProgramText(NamedTuple):
 
     text: str
     name: str
+    include_dirs: tuple = ()  # where #include looks after the name's directory
+    preprocessor: bool = True
 
 
 def _load(program) -> tuple[ProgramTasks, str]:
@@ -97,12 +100,16 @@ def _load(program) -> tuple[ProgramTasks, str]:
     from levelflow.tasks import build_tasks, load_program, parse_program
 
     if isinstance(program, ProgramText):
-        return build_tasks(parse_program(program.text, program.name)), program.text
+        pt = build_tasks(parse_program(program.text, program.name, program.include_dirs,
+                                       preprocessor=program.preprocessor))
+        return pt, pt.program.source
     if isinstance(program, ProgramTasks):
+        if program.program.source:  # preprocessed: includes and macros resolved
+            return program, program.program.source
         path = Path(program.program.file)
         return program, path.read_text() if path.is_file() else ""
-    text = Path(program).read_text(encoding="utf-8")
-    return build_tasks(load_program(program)), text
+    pt = build_tasks(load_program(program))
+    return pt, pt.program.source
 
 
 def _restarted(held: dict) -> dict:
@@ -151,6 +158,7 @@ class IncrementalSession:
         from levelflow.engine.facts import input_path, io_delimiter, io_headers, read_facts
 
         pt, text = _load(program)
+        refuse_limits(pt.program, "incremental maintenance (run --state, update, serve)")
         prog = pt.program
         check_fact_files(prog, factdir)
         state = (statedir if isinstance(statedir, StateDir) or statedir is None
