@@ -374,6 +374,9 @@ class IncrementalSession:
             # start again from them (their old bases may be files of collected epochs).
             snap.arranged = _restarted(held)
         result = epoch.result(time.perf_counter() - t0)
+        if self.statedir is not None:  # an epoch directory the commit set aside
+            result.notes += self.statedir.notes
+            self.statedir.notes.clear()
         if change is not None:  # a program change: what became of each task
             result.status = change.statuses(epoch)
         self.snap = snap
