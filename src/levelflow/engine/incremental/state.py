@@ -440,8 +440,11 @@ class StateDir:
         label = f"relation {name}" if kind == "rel" else f"base facts of {name}"
         rows = snap.rows[name] if kind == "rel" else snap.base_rows[name]
         seg = (snap.stored if kind == "rel" else snap.base_stored).get(name)
+        # A relation the snapshot holds from no stored base (a redeclared one, rebuilt from
+        # empty) must not be a segment on the old chain: its old rows would stay.
+        held = (snap.where if kind == "rel" else snap.base_where).get(name) is not None
         if seg is not None and any(df is not None for df in seg) and old is not None \
-                and old["epoch"] is not None:
+                and old["epoch"] is not None and held:
             # Rows the driver holds are written from it: a Spark write is a job per segment.
             table = local_segment(*seg, schema)
             df, obs = (table, table) if table is not None else \
