@@ -93,7 +93,8 @@ def repair_command(
     with _spark(master, driver_memory) as spark:
         if from_epoch is not None and not rebuild_flag:
             new = restore_epoch(spark, state, from_epoch)
-            print(f"{statedir}: epoch {new} is a copy of epoch {from_epoch}")
+            print(f"{statedir}: epoch {new} is " + ("current again" if new == from_epoch
+                                                   else f"a copy of epoch {from_epoch}"))
             return
         if not rebuild_flag and not epoch_problems(spark, state, state.current()):
             print(f"{statedir}: epoch {state.current()} is whole; nothing to repair")

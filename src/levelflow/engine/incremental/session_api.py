@@ -34,6 +34,7 @@ from levelflow.engine.incremental.maintain import (
 from levelflow.engine.incremental.state import StateDir, StateError, empty_snapshot
 from levelflow.engine.incremental.updates import Op, coerce_row, parse_literal
 from levelflow.engine.incremental.versions import Versions
+from levelflow.engine.plans.resident import check_root
 from levelflow.engine.types import column_names, rows_frame
 from levelflow.tasks.tasks import ProgramTasks
 
@@ -128,6 +129,7 @@ class IncrementalSession:
         self.mode, self.switch, self.switch_floor = mode, switch, switch_floor
         self.large_change = large_change
         self.arranged = arranged  # recursive tasks updated where their state lives
+        check_root()  # executor state's folder: refused in one line before any job if not private
         self.pending: list[Op] = []
         self.last: EpochResult | None = None
         self.base_index = BaseIndex()  # base facts in the driver, for the no-op check
