@@ -355,6 +355,8 @@ class StateDir:
         if before_switch is not None:
             before_switch()  # a test hook: a crash here must leave the old epoch current
         self.switch(epoch, digest)
+        if prev is None:  # a new state directory: its own entry on disk too
+            fsync_path(self.path.resolve().parent)
         if collect:  # else the caller collects once it dropped the old snapshot
             self.collect_garbage()
         return self.load(spark, program, check=False)  # just verified; the rest was on open
