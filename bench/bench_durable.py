@@ -93,6 +93,7 @@ def main() -> None:
                             ("segments, no fsync", False)] * 2:  # the first pays warm-up
             state = tmp / f"s{len(writes) + 1}"
             shutil.copytree(tmp / "s0", state)
+            os.sync()  # the copy on disk, as a state is between epochs: no commit flushes it
             # What flushing the epoch to disk costs (durable.py): the same commit unflushed.
             os.fsync = (lambda fd: None) if "no fsync" in label else synced
             try:
