@@ -3,9 +3,10 @@
 Workload: the transitive closure of bench_incremental's layered DAG (>= 1,000,000 `path`
 tuples at the default size). One state is bootstrapped and copied; on each copy the same
 10-edge epoch is committed (strategy incremental, no compaction), once writing every changed
-relation whole (the levelflow-state/4 behaviour: no TaskUpdate.stored) and once appending
-segments. Printed: the time and Spark jobs of StateDir.commit (the durable write) and of the
-whole epoch, and the ratios, all on one SparkSession.
+relation whole (the levelflow-state/4 behaviour: no TaskUpdate.stored), once appending
+segments, and once appending segments with fsync a no-op (what flushing the epoch costs).
+Printed: the time and Spark jobs of StateDir.commit (the durable write) and of the whole
+epoch, and the ratios, all on one SparkSession.
 
     .venv/bin/python bench/bench_durable.py [--layers 12 --width 150 --degree 6]
 """
@@ -13,6 +14,7 @@ whole epoch, and the ratios, all on one SparkSession.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import time
@@ -86,18 +88,27 @@ def main() -> None:
         print(f"bootstrap into a state: {time.perf_counter() - t:.2f} s")
         new = fresh_edges(rng, edges, 10, args.layers, args.width)
         writes = timed_commits(spark)
-        rows = {}
-        for label, full in (("full rewrite", True), ("segments", False), ("full rewrite", True),
-                            ("segments", False)):  # twice each: the first pays warm-up
+        rows, synced = {}, os.fsync
+        for label, full in [("full rewrite", True), ("segments", False),
+                            ("segments, no fsync", False)] * 2:  # the first pays warm-up
             state = tmp / f"s{len(writes) + 1}"
             shutil.copytree(tmp / "s0", state)
-            rows[label] = (*epoch_on(spark, state, new, full), *writes[-1])
+            os.sync()  # the copy on disk, as a state is between epochs: no commit flushes it
+            # What flushing the epoch to disk costs (durable.py): the same commit unflushed.
+            os.fsync = (lambda fd: None) if "no fsync" in label else synced
+            try:
+                rows[label] = (*epoch_on(spark, state, new, full), *writes[-1])
+            finally:
+                os.fsync = synced
         for label, (sec, jobs, wsec, wjobs) in rows.items():
             print(f"{label:13s} durable write {wsec:6.2f} s ({wjobs} Spark jobs); "
                   f"whole epoch {sec:6.2f} s ({jobs} jobs)")
         full, seg = rows["full rewrite"], rows["segments"]
         print(f"durable write: segments {full[2] / seg[2]:.1f}x faster than a full rewrite "
               f"({seg[2]:.2f} s vs {full[2]:.2f} s); whole epoch {full[0] / seg[0]:.1f}x")
+        bare = rows["segments, no fsync"]
+        print(f"fsync: a segment epoch's durable write {seg[2]:.2f} s flushed vs {bare[2]:.2f} s "
+              f"not ({seg[2] / bare[2]:.2f}x); whole epoch {seg[0] / bare[0]:.2f}x")
     finally:
         spark.stop()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -176,3 +176,66 @@ def test_tasks_claiming_at_once_from_several_processes_get_distinct_shares(root)
                               env=env, stdout=subprocess.PIPE, text=True) for task in range(6)]
     shares = sorted(int(p.communicate()[0]) for p in procs)
     assert shares == list(range(6))
+
+
+# -- the folder is private, and its files cannot run code -----------------------------------------
+
+@pytest.fixture
+def private(tmp_path, monkeypatch):
+    """Point the folder at tmp_path/r (through the variable the workers inherit)."""
+    monkeypatch.setattr(resident, "_checked", None)
+    monkeypatch.setenv(resident.ROOT_ENV, str(tmp_path / "r"))
+    resident._MEMORY.clear()
+    yield tmp_path / "r"
+    if resident._WRITER is not None:
+        resident._WRITER.join()
+    resident._MEMORY.clear()
+
+
+def test_the_default_folder_is_per_user_and_made_private(tmp_path, monkeypatch):
+    import stat
+    import tempfile
+
+    monkeypatch.setattr(resident, "_checked", None)
+    monkeypatch.delenv(resident.ROOT_ENV, raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    root = resident.check_root()
+    assert root == tmp_path / f"levelflow-resident-{os.getuid()}"
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+
+
+@pytest.mark.parametrize("how", ["mode", "owner", "symlink"])
+def test_a_folder_not_private_to_the_user_is_refused_in_one_line(private, tmp_path, how):
+    if how == "symlink":
+        (tmp_path / "elsewhere").mkdir(mode=0o700)
+        private.symlink_to(tmp_path / "elsewhere")
+    else:
+        private.mkdir(mode=0o700)
+        if how == "mode":
+            private.chmod(0o777)
+        elif os.getuid() == 0:
+            os.chown(private, 4321, -1)
+        else:
+            pytest.skip("making a folder someone else owns needs root")
+    with pytest.raises(resident.ResidentDirError) as e:
+        resident.check_root()
+    assert "\n" not in str(e.value) and str(e.value).startswith(f"{private}: error: ")
+    with pytest.raises(resident.ResidentDirError):  # nothing is read or written there either
+        resident.store("lin", 0, "0000000001ab", "x")
+
+
+class _Planted:
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_a_planted_file_that_names_a_function_is_a_miss_and_runs_nothing(private, tmp_path):
+    stored("lin", 0, "0000000001ab", ["kept"])  # makes the folder, as a worker would
+    planted = _Planted()
+    planted.marker = tmp_path / "ran"
+    with (private / "lin-0.0000000002ab").open("wb") as f:
+        resident._dump({"state": planted}, f)
+    resident._MEMORY.clear()
+    assert resident.lookup("lin", 0, "0000000002ab") is None
+    assert not planted.marker.exists()
+    assert resident.lookup("lin", 0, "0000000001ab") == ["kept"]  # its own files still load

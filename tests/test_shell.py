@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from levelflow.cli.shell_cmd import Shell
-from levelflow.engine.incremental import IncrementalSession
+from levelflow.engine.incremental import IncrementalSession, StateDir
 
 ROOT = Path(__file__).resolve().parents[1]
 LEVELFLOW = ROOT / ".venv" / "bin" / "levelflow"
@@ -95,7 +95,7 @@ def test_shell_cli_with_piped_input(tmp_path):
     assert "adult\t+1\t-0" in lines
     i = lines.index("ann")
     assert lines[i:i + 3] == ["ann", "eve", "3"]
-    assert (tmp_path / "st" / "CURRENT").read_text().strip() == "1"
+    assert StateDir(tmp_path / "st").current() == 1
 
 
 def test_piped_errors_name_their_line_and_queued_facts_say_so(spark, tmp_path):
@@ -126,7 +126,7 @@ def test_shell_cli_exits_1_after_a_failed_piped_line(tmp_path):
     assert proc.returncode == 1
     assert proc.stderr.strip() == "<stdin>:2: error: unknown relation nope"
     assert "adult\t+1\t-0" in proc.stdout.splitlines()  # the other lines still ran
-    assert (tmp_path / "st" / "CURRENT").read_text().strip() == "1"
+    assert StateDir(tmp_path / "st").current() == 1
 
 
 def test_a_spark_failure_is_one_line_and_the_shell_goes_on(spark, tmp_path, monkeypatch):

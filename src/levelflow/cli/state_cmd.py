@@ -113,7 +113,8 @@ def repair_command(
             progress.phase(f"verifying epoch {from_epoch} to restore it")
             new = restore_epoch(spark, state, from_epoch)
             progress.stop()
-            print(f"{statedir}: epoch {new} is a copy of epoch {from_epoch}")
+            print(f"{statedir}: epoch {new} is " + ("current again" if new == from_epoch
+                                                   else f"a copy of epoch {from_epoch}"))
             return
         progress.phase(f"verifying epoch {state.current()}")
         if not rebuild_flag and not epoch_problems(spark, state, state.current()):

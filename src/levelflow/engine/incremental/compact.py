@@ -5,7 +5,9 @@ segments, written as a new base into a temporary directory, read back and verifi
 must be what the manifest says), moved to `epochs/<current>/<kind>/<name>`, and then the
 epoch's manifest is replaced by one rename. Until that rename the old manifest, whose chain
 is untouched, is the epoch; a directory a killed compaction left behind is named by no manifest
-(garbage collection or the next compaction removes it). The caller holds the writer lock.
+(garbage collection or the next compaction removes it). Each base is flushed to disk before
+the manifest names it; then CURRENT is switched to name the new manifest's checksum. The
+caller holds the writer lock.
 """
 
 from __future__ import annotations
@@ -16,6 +18,13 @@ import shutil
 import uuid
 from typing import TYPE_CHECKING
 
+from levelflow.engine.incremental.durable import (
+    SUM_KEY,
+    fsync_path,
+    fsync_tree,
+    manifest_text,
+    write_durably,
+)
 from levelflow.engine.incremental.integrity import Stored, cause, observed
 from levelflow.engine.incremental.segments import needs_compaction
 from levelflow.engine.incremental.state import StateDir, StateError, stored_schema, write_all
@@ -50,17 +59,22 @@ def compact(spark: SparkSession, state: StateDir, program: Program, *, force: bo
     tmp = state.epochs / f".tmp-compact-{epoch}-{uuid.uuid4().hex[:8]}"
     try:
         new = _write_bases(spark, state, program, data, todo, tmp)
+        fsync_tree(tmp)  # the new bases are on disk before a manifest names them
         for kind, _key, name in todo:
             dest = state.epochs / str(epoch) / kind / name
             if dest.exists():  # left by a compaction killed before its rename: no one's
                 shutil.rmtree(dest)
             dest.parent.mkdir(parents=True, exist_ok=True)
             os.replace(tmp / kind / name, dest)
+            fsync_path(dest.parent)
         if before_swap is not None:
             before_swap()
-        staged = state.epochs / str(epoch) / f".manifest-{uuid.uuid4().hex[:8]}.json"
-        staged.write_text(json.dumps(new, indent=1))
-        os.replace(staged, state.epochs / str(epoch) / "manifest.json")
+        # CURRENT names the old manifest until it is switched below: a kill in between
+        # leaves a manifest that says which one it replaced (StateDir.manifest accepts it).
+        new["compacted_from"] = data.get(SUM_KEY)
+        text, digest = manifest_text(new)
+        write_durably(state.epochs / str(epoch) / "manifest.json", text)
+        state.switch(epoch, digest)
     except Exception as e:
         if isinstance(e, LevelflowError):
             raise

@@ -12,8 +12,11 @@ Tasks are matched across programs by their set of relations. Per task of the new
   diffed against its old tuples so its dependents get a net change;
 - new: none of its relations existed.
 
-Old tasks none of whose relations remain are dropped. A relation whose declaration changed is
-dropped and rebuilt (its old tuples are treated as empty).
+Old tasks none of whose relations remain are dropped. A relation whose arity or attribute types
+changed is rebuilt: its old tuples are treated as empty and none of its stored files is built
+on (the commit writes it as a new base); a redeclared input's base facts start from the facts
+given (`--facts`), else empty with a note. A declaration that only renames attributes keeps the
+relation and its facts as they are.
 
 The rule difference is maintained by the unchanged counting and DRed code through two gates:
 stand-in unary relations joined in front of the changed rules. `@on` goes from empty to one
@@ -181,7 +184,10 @@ def diff_programs(old: ProgramTasks, new: ProgramTasks) -> ProgramChange:
 
     op, np_ = old.program, new.program
     old_counted, new_counted = counted_relations(old), counted_relations(new)
-    rebuilt = {n for n in set(op.decls) & set(np_.decls) if op.decls[n] != np_.decls[n]}
+    # Attribute names are not part of a relation's meaning (Soufflé's neither): a declaration
+    # that renames them only keeps its tuples; another arity or type rebuilds the relation.
+    rebuilt = {n for n in set(op.decls) & set(np_.decls)
+               if op.decls[n].types != np_.decls[n].types}
     by_set = {frozenset(t.relations): t for t in old.tasks}
     plan, diffs = {}, {}
     for task in new.tasks:
@@ -281,10 +287,13 @@ def seed_new_inputs(spark, change: ProgramChange, base: dict, factdir) -> list[s
     for name in change.new_inputs:
         io, ver = prog.inputs[name], base[name]
         path = input_path(io, factdir) if factdir is not None else None
+        what = "redeclared input relation" if name in change.rebuilt else "new input relation"
         if path is None or not path.is_file():
             where = f" ({path} not found)" if path is not None else ""
-            notes.append(f"note: new input relation {name} starts empty{where}")
+            notes.append(f"note: {what} {name} starts empty{where}")
             continue
+        if name in change.rebuilt:
+            notes.append(f"note: {what} {name} starts from {path}, its old facts dropped")
         cols = [f"c{i}" for i in range(ver.decl.arity)]
         new = read_facts(spark, ver.decl, path, io_delimiter(io), io_headers(io))
         if ver.plus_rows:

@@ -7,13 +7,16 @@ scratch on verified base facts. The damaged epoch stays on disk until garbage co
 
 from __future__ import annotations
 
-import json
-import os
 import time
 import uuid
 
 from levelflow.engine.incremental.integrity import verify
-from levelflow.engine.incremental.state import StateDir, StateError, empty_snapshot
+from levelflow.engine.incremental.state import (
+    StateDir,
+    StateError,
+    empty_snapshot,
+    referenced,
+)
 from levelflow.tasks import build_tasks, parse_program
 
 
@@ -48,7 +51,8 @@ def _silent(text: str) -> None:
 
 def check_state(spark, state: StateDir, say=_silent) -> tuple[bool, list[str]]:
     """Return (whether the current epoch is whole, report lines): its problems one a line,
-    then each older epoch on disk and whether it verifies. `say(text)` hears how far it got."""
+    then each other epoch on disk: whole, collected, damaged, or newer than CURRENT.
+    `say(text)` hears how far it got."""
     current = state.current()
     on_disk = epochs_on_disk(state)
     say(f"verifying epoch {current} (the current one, of {len(on_disk)} on disk)")
@@ -56,35 +60,74 @@ def check_state(spark, state: StateDir, say=_silent) -> tuple[bool, list[str]]:
     lines = list(problems)
     lines.append(f"{state.path}: epoch {current} (current): "
                  + ("ok" if not problems else f"damaged, {len(problems)} problem(s)"))
+    try:
+        named = set().union(*(referenced(d) for d in state.kept()[1]))
+    except StateError:
+        named = set()  # the current manifest is damaged: nothing counts as collected
     for i, e in enumerate(on_disk, 1):
-        if e != current:
-            say(f"verifying epoch {e} ({i} of {len(on_disk)} on disk)")
-            bad = epoch_problems(spark, state, e)
-            lines.append(f"{state.path}: epoch {e}: " + ("ok (`levelflow state repair "
-                         f"{state.path} --from-epoch {e}` makes it current again)"
-                         if not bad else f"damaged or partly collected ({bad[0]})"))
+        if e == current:
+            continue
+        say(f"verifying epoch {e} ({i} of {len(on_disk)} on disk)")
+        collected, bad = older_epoch_problems(spark, state, e, named)
+        whole = (f"ok (`levelflow state repair {state.path} --from-epoch {e}` makes it "
+                 f"current again)")
+        if e > current:
+            whole = (f"newer than CURRENT (epoch {current}): written but never made current "
+                     f"(a commit killed before its switch) or CURRENT was rolled back; "
+                     f"`levelflow state repair {state.path} --from-epoch {e}` makes it "
+                     f"current, the next update sets it aside")
+        lines.append(f"{state.path}: epoch {e}: " + (
+            f"damaged ({bad[0]})" if bad else
+            f"collected (garbage collection deleted {collected} of its directories, as "
+            f"it does for epochs past the ones kept)" if collected else whole))
+    lines += [f"{state.path}: {aside}: an epoch set aside by a commit (it was newer than "
+              f"CURRENT); delete it once it is not needed"
+              for aside in sorted(p.name for p in state.epochs.glob(".aside-*"))]
     return not problems, lines
 
 
+def older_epoch_problems(spark, state: StateDir, epoch: int, named: set[str]
+                         ) -> tuple[int, list[str]]:
+    """Return (directories garbage collection deleted, other problems) of a non-current
+    epoch: a missing directory no kept manifest names was collected, not damaged."""
+    try:
+        data = state.manifest(epoch)
+        items = state.stored(_program(state, data).program, data)
+    except Exception as e:  # noqa: BLE001 - a manifest that does not parse is the problem
+        return 0, [str(e).splitlines()[0] if str(e) else f"epoch {epoch}: unreadable manifest"]
+    gone = [i for i in items if not i.path.is_dir()
+            and relative(state, i.path) not in named]
+    rest = [i for i in items if i not in gone]
+    return len(gone), verify(spark, rest)
+
+
+def relative(state: StateDir, path) -> str:
+    """Return a stored directory as `referenced` names it: `<epoch>/<kind>/<name>`."""
+    return path.relative_to(state.epochs).as_posix()
+
+
 def restore_epoch(spark, state: StateDir, epoch: int) -> int:
-    """Return the new current epoch after committing a copy of verified epoch `epoch`."""
+    """Return the new current epoch after committing a copy of verified epoch `epoch`, or,
+    for a verified epoch newer than CURRENT, after making it current."""
     with state.lock():
         current = state.current()
-        if not 0 <= epoch <= current or epoch not in epochs_on_disk(state):
-            raise StateError(f"{state.path}: error: no epoch {epoch} on disk (epochs: "
+        if epoch < 0 or epoch == current or epoch not in epochs_on_disk(state):
+            raise StateError(f"{state.path}: error: no epoch {epoch} on disk besides the "
+                             f"current one (epochs: "
                              f"{', '.join(map(str, epochs_on_disk(state)))})")
         bad = epoch_problems(spark, state, epoch)
         if bad:
             raise StateError(f"{bad[0]}; epoch {epoch} cannot be restored (try --rebuild)")
+        if epoch > current:  # written whole, never switched to (or CURRENT rolled back)
+            state.switch(epoch)
+            return epoch
         data = dict(state.manifest(epoch))
-        new = current + 1
+        new = max(epochs_on_disk(state)) + 1  # never over an epoch on disk
         # The copy names epoch `epoch`'s directories, so collection keeps them as long as it.
         data.update(epoch=new, created=time.time(), restored_from=epoch)
         tmp = state.epochs / f".tmp-{new}-{uuid.uuid4().hex[:8]}"
         tmp.mkdir()
-        (tmp / "manifest.json").write_text(json.dumps(data, indent=1))
-        os.replace(tmp, state.epochs / str(new))
-        state.switch(new)
+        state.switch(new, state.publish(tmp, new, data))
         return new
 
 

@@ -35,6 +35,7 @@ from levelflow.engine.incremental.maintain import (
 from levelflow.engine.incremental.state import StateDir, StateError, empty_snapshot
 from levelflow.engine.incremental.updates import Op, coerce_row, parse_literal
 from levelflow.engine.incremental.versions import Versions
+from levelflow.engine.plans.resident import check_root
 from levelflow.engine.types import column_names, rows_frame
 from levelflow.tasks.directives import refuse_limits
 from levelflow.tasks.tasks import ProgramTasks
@@ -138,6 +139,7 @@ class IncrementalSession:
         self.large_change = large_change
         self.arranged = arranged  # recursive tasks updated where their state lives
         self.max_tuples = check_limit(max_tuples)  # per task (engine/guard.py); None: no limit
+        check_root()  # executor state's folder: refused in one line before any job if not private
         self.pending: list[Op] = []
         self.last: EpochResult | None = None
         self.base_index = BaseIndex()  # base facts in the driver, for the no-op check
@@ -398,6 +400,9 @@ class IncrementalSession:
         t_end = time.perf_counter()
         result = epoch.result(t_end - t0)
         result.write_seconds = t_end - t_write if self.statedir is not None else 0.0
+        if self.statedir is not None:  # an epoch directory the commit set aside
+            result.notes += self.statedir.notes
+            self.statedir.notes.clear()
         if change is not None:  # a program change: what became of each task
             result.status = change.statuses(epoch)
         self.snap = snap

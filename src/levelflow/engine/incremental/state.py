@@ -4,7 +4,8 @@ In memory a `Snapshot` holds, per relation, its tuples (columns c0..) — with a
 column `_cnt` for relations of counted (non-recursive) tasks, a rank column `_it` for the others
 (DRed) — and, per input relation, its base facts apart. On disk a `StateDir` is
 
-    STATEDIR/CURRENT             the current epoch number (replaced atomically, last)
+    STATEDIR/CURRENT             the current epoch and its manifest's checksum (replaced
+                                 atomically, last: durable.py)
     STATEDIR/LOCK                flock'ed by the one writer
     STATEDIR/READERS             flock'ed shared by every open session (its epoch's files stay)
     STATEDIR/epochs/<n>/manifest.json
@@ -19,7 +20,7 @@ removed and added (TaskUpdate.stored), else writes a new base. `compact` folds l
 into new bases of the same epoch, swapping its manifest by one rename.
 Each manifest holds the program text of its epoch (a program change is an epoch like any
 other, so the state's program is the current epoch's).
-Changes: one new epoch directory per commit, then CURRENT.
+Changes: one new epoch directory per commit, then CURRENT, each flushed to disk first.
 """
 
 from __future__ import annotations
@@ -39,6 +40,16 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from levelflow.engine.evaluate import RANK
+from levelflow.engine.incremental.durable import (
+    SUM_KEY,
+    current_text,
+    fsync_path,
+    fsync_tree,
+    manifest_sum,
+    manifest_text,
+    parse_current,
+    write_durably,
+)
 from levelflow.engine.incremental.integrity import (
     Stored,
     cause,
@@ -72,8 +83,10 @@ if TYPE_CHECKING:
 # format-3 state is still read: its row counts are verified, its content cannot be.
 # 5: a relation is a base plus a chain of delta segments (segments.py); an entry's `rows` is
 # the relation's size, `base_rows` its base's. Formats 3 and 4 read as bases without chains.
-FORMAT = "levelflow-state/5"
-READABLE = ("levelflow-state/3", "levelflow-state/4", FORMAT)
+# 6: the manifest carries its own checksum and CURRENT names the current manifest's
+# (durable.py). Formats 3 to 5 are read without them; the next commit writes them.
+FORMAT = "levelflow-state/6"
+READABLE = ("levelflow-state/3", "levelflow-state/4", "levelflow-state/5", FORMAT)
 COUNT = "_cnt"
 KEEP = 2  # epochs garbage collection keeps by default: the current one and the one before
 
@@ -143,6 +156,7 @@ class StateDir:
             raise StateError(f"{self.path}: error: must keep at least 1 epoch, got {keep}")
         self.keep = keep  # None: as the current manifest says (KEEP if it says nothing)
         self._reader_fd: int | None = None
+        self.notes: list[str] = []  # what a commit has to tell (an epoch set aside)
 
     def hold_readers_lock(self) -> None:
         """Hold a shared lock on READERS until this object goes: no commit deletes what we read.
@@ -188,24 +202,40 @@ class StateDir:
 
     def current(self) -> int:
         """Return the current epoch number; raise StateError if there is none."""
+        return self._current()[0]
+
+    def _current(self) -> tuple[int, str | None]:
+        """Return (the current epoch, the checksum CURRENT names for its manifest or None)."""
         try:
-            text = (self.path / "CURRENT").read_text().strip()
-            return int(text)
+            return parse_current((self.path / "CURRENT").read_text())
         except (OSError, ValueError):
             raise StateError(f"{self.path}: error: not a levelflow state directory (no valid "
                              f"CURRENT file)") from None
 
     def manifest(self, epoch: int | None = None) -> dict:
-        """Return the manifest of an epoch (the current one by default)."""
-        epoch = self.current() if epoch is None else epoch
+        """Return the manifest of an epoch (the current one by default), its checksum verified
+        and, for the current epoch, matched against the one CURRENT names."""
+        current, named = self._current()
+        epoch = current if epoch is None else epoch
         path = self.epochs / str(epoch) / "manifest.json"
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError) as e:
             raise StateError(f"{path}: error: cannot read manifest ({e})") from None
-        if data.get("format") not in READABLE:
-            raise StateError(f"{path}: error: unknown state format {data.get('format')!r} "
+        if not isinstance(data, dict) or data.get("format") not in READABLE:
+            found = data.get("format") if isinstance(data, dict) else None
+            raise StateError(f"{path}: error: unknown state format {found!r} "
                              f"(expected {FORMAT!r}; recreate it with levelflow run --state)")
+        own = data.get(SUM_KEY)
+        if (own is not None or data["format"] == FORMAT) and own != manifest_sum(data):
+            raise StateError(f"{path}: error: manifest checksum differs (the manifest was "
+                             f"edited or damaged after it was written)")
+        # A compaction killed between its manifest's rename and CURRENT's names the manifest
+        # it replaced (the same relations, stored otherwise).
+        if epoch == current and (named is not None or own is not None) \
+                and named not in (own, data.get("compacted_from")):
+            raise StateError(f"{path}: error: manifest is not the one CURRENT names (CURRENT "
+                             f"was edited, or the manifest replaced)")
         return data
 
     @contextlib.contextmanager
@@ -314,11 +344,7 @@ class StateDir:
                 "scratch_seconds": snap.scratch_seconds, "max_rank": snap.max_rank,
                 "keep": self.keep_epochs(prev), **(extra or {}),
             }
-            (tmp / "manifest.json").write_text(json.dumps(manifest, indent=1))
-            final = self.epochs / str(epoch)
-            if final.exists():  # left by a run killed between the rename and the switch
-                shutil.rmtree(final)
-            os.replace(tmp, final)
+            digest = self.publish(tmp, epoch, manifest)
         except BaseException as e:
             shutil.rmtree(tmp, ignore_errors=True)
             if isinstance(e, Exception) and not isinstance(e, LevelflowError):
@@ -328,16 +354,50 @@ class StateDir:
             raise
         if before_switch is not None:
             before_switch()  # a test hook: a crash here must leave the old epoch current
-        self.switch(epoch)
+        self.switch(epoch, digest)
+        if prev is None:  # a new state directory: its own entry on disk too
+            fsync_path(self.path.resolve().parent)
         if collect:  # else the caller collects once it dropped the old snapshot
             self.collect_garbage()
         return self.load(spark, program, check=False)  # just verified; the rest was on open
 
-    def switch(self, epoch: int) -> None:
-        """Make `epoch` current: CURRENT is replaced atomically, the last step of a commit."""
-        cur = self.path / f".CURRENT.{uuid.uuid4().hex[:8]}"
-        cur.write_text(f"{epoch}\n")
-        os.replace(cur, self.path / "CURRENT")
+    def publish(self, tmp: Path, epoch: int, manifest: dict) -> str:
+        """Return the manifest's checksum after writing it into `tmp`, flushing all of `tmp`
+        and renaming it to `epochs/<epoch>` (not yet current: CURRENT is switched after).
+
+        A directory already there is newer than CURRENT: a commit killed before its switch,
+        or an acknowledged epoch whose CURRENT was rolled back. It is never deleted: it is
+        set aside as `epochs/.aside-<epoch>-<id>`, and `notes` says so.
+        """
+        text, digest = manifest_text(manifest)
+        (tmp / "manifest.json").write_text(text)
+        fsync_tree(tmp)  # Spark's and pyarrow's part files too: on disk before CURRENT
+        final = self.epochs / str(epoch)
+        if final.exists():
+            aside = self.epochs / f".aside-{epoch}-{uuid.uuid4().hex[:8]}"
+            os.replace(final, aside)
+            self.notes.append(f"note: {final} was newer than CURRENT (epoch {epoch - 1}): "
+                              f"it was never made current, or CURRENT was rolled back; "
+                              f"kept aside as {aside}")
+        os.replace(tmp, final)
+        fsync_path(self.epochs)
+        return digest
+
+    def switch(self, epoch: int, digest: str | None = None) -> None:
+        """Make `epoch` current: CURRENT (naming its manifest's checksum) is replaced
+        atomically and flushed, the last step of a commit."""
+        if digest is None:
+            digest = self.manifest_file_sum(epoch)
+        write_durably(self.path / "CURRENT", current_text(epoch, digest))
+
+    def manifest_file_sum(self, epoch: int) -> str | None:
+        """Return the checksum an epoch's manifest file records (None: written before them)."""
+        try:
+            return json.loads((self.epochs / str(epoch) / "manifest.json").read_text()
+                              ).get(SUM_KEY)
+        except (OSError, ValueError) as e:
+            raise StateError(f"{self.epochs / str(epoch)}: error: cannot read manifest "
+                             f"({e})") from None
 
     def keep_epochs(self, data: dict | None = None) -> int:
         """Return how many of the last epochs garbage collection keeps (the setting, else the
@@ -382,8 +442,11 @@ class StateDir:
         label = f"relation {name}" if kind == "rel" else f"base facts of {name}"
         rows = snap.rows[name] if kind == "rel" else snap.base_rows[name]
         seg = (snap.stored if kind == "rel" else snap.base_stored).get(name)
+        # A relation the snapshot holds from no stored base (a redeclared one, rebuilt from
+        # empty) must not be a segment on the old chain: its old rows would stay.
+        held = (snap.where if kind == "rel" else snap.base_where).get(name) is not None
         if seg is not None and any(df is not None for df in seg) and old is not None \
-                and old["epoch"] is not None:
+                and old["epoch"] is not None and held:
             # Rows the driver holds are written from it: a Spark write is a job per segment.
             table = local_segment(*seg, schema)
             df, obs = (table, table) if table is not None else \
@@ -468,10 +531,13 @@ class StateDir:
         """Delete what no kept manifest names: older epochs, or the bases and segments in them."""
         epochs, kept = self.kept()  # a kept epoch whose manifest is unreadable stays whole
         named = set().union(*(referenced(d) for d in kept))
+        current = int(kept[0]["epoch"])
         for child in self.epochs.iterdir():
             if child.name in epochs or not child.name.isdigit() and not child.name.startswith(
                     ".tmp-"):
                 continue
+            if child.name.isdigit() and int(child.name) > current:
+                continue  # newer than CURRENT: maybe acknowledged; never deleted here
             referenced_here = False
             for kind in ("rel", "base", "seg/rel", "seg/base"):
                 for sub in sorted((child / kind).glob("*")):

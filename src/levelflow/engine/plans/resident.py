@@ -2,13 +2,15 @@
 
 Spark hands a partition to any idle Python worker of an executor, so a share's state is kept
 twice: in this worker process's memory (found again when the same process gets the share) and
-in a file in the executor's temporary directory, written after the task in the background (any
-process of the executor reads it). A token is a 10-digit sequence number and some noise: a
+in a file of a folder private to the user (`_root`), written after the task in the background
+(any process of the executor reads it). A token is a 10-digit sequence number and some noise: a
 lookup wants one exact token, and a late write of an older version never deletes a newer one.
-What is kept is any picklable object; missing or unreadable is a miss, never an error. Its
-Polars frames and series and its numpy arrays are written as Arrow IPC segments beside the
-pickle, and a reader maps them in place: another process's first read of a share costs
-about a millisecond whatever its size (a pickle's copy cost 0.13 s per 5M tuples).
+What is kept is any picklable object built of levelflow's classes, containers and arrays;
+missing or unreadable is a miss, never an error. Its Polars frames and series and its numpy
+arrays are written as Arrow IPC segments beside the pickled skeleton, and a reader maps them in
+place (the skeleton's unpickler names classes only, never a function, so a file cannot run
+code): another process's first read of a share costs about a millisecond whatever its size
+(a pickle's copy cost 0.13 s per 5M tuples).
 A version may be stored as its change to the version before (`store(..., base, change)`):
 that small file is written first, the whole state only every _MAX_DEPTH changes, and a
 process holding an older version catches up by applying the changes (`lookup(..., apply)`).
@@ -23,6 +25,7 @@ import contextlib
 import io
 import os
 import pickle
+import stat
 import tempfile
 import threading
 import time
@@ -33,6 +36,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pyarrow as pa
+
+from levelflow.errors import LevelflowError
 
 _MEMORY_ENTRIES = 16  # states one worker process keeps in memory (oldest dropped first)
 _MEMORY: dict[tuple[str, int], tuple[str, object, int]] = {}
@@ -45,8 +50,45 @@ _AWAIT_WRITE_SECONDS = 60.0
 _last_sweep = 0.0
 
 
+ROOT_ENV = "LEVELFLOW_RESIDENT_DIR"  # where the files go, if set (Spark's workers inherit it)
+_checked: Path | None = None  # the folder as checked by this process
+
+
+class ResidentDirError(LevelflowError):
+    """The folder for executor state is not private to this user."""
+
+
 def _root() -> Path:
-    return Path(tempfile.gettempdir()) / "levelflow-resident"
+    """Return this user's private folder for executor state (`LEVELFLOW_RESIDENT_DIR`, else
+    `<tmp>/levelflow-resident-<uid>`), made mode 0700 if missing; raise ResidentDirError
+    unless it is a directory of this uid with mode 0700.
+
+    Its files are loaded, so a folder someone else made or can write to is refused: in a
+    shared temporary folder another user could create it first and plant files.
+    """
+    global _checked
+    path = Path(os.environ.get(ROOT_ENV) or
+                Path(tempfile.gettempdir()) / f"levelflow-resident-{os.getuid()}")
+    if _checked == path:
+        return path
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700, parents=True)
+    st = path.lstat()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() \
+            or stat.S_IMODE(st.st_mode) != 0o700:
+        what = "not a directory" if not stat.S_ISDIR(st.st_mode) else \
+            f"owned by uid {st.st_uid} with mode {stat.S_IMODE(st.st_mode):04o}"
+        raise ResidentDirError(f"{path}: error: folder for executor state is {what}; it must "
+                               f"be a directory of uid {os.getuid()} with mode 0700 (remove "
+                               f"it, or set {ROOT_ENV} to a private folder)")
+    _checked = path
+    return path
+
+
+def check_root() -> Path:
+    """Return the private folder for executor state after checking it (the driver calls it
+    before any job, so a refused folder is one line, not a failed job)."""
+    return _root()
 
 
 def _file(lineage: str, share: int, token: str) -> Path:
@@ -228,9 +270,20 @@ class _Pickler(pickle.Pickler):
 
 
 class _Unpickler(pickle.Unpickler):
+    """Reads a skeleton that can name classes only (levelflow's, numpy's and polars' data
+    types, a few builtins), never a function: a planted file cannot run code through it."""
+
     def __init__(self, f, mapped: pa.Buffer) -> None:
         super().__init__(f)
         self.mapped = mapped
+
+    def find_class(self, module: str, name: str):
+        if (module, name) in _ALLOWED or module.split(".")[0] in ("levelflow", "polars"):
+            found = super().find_class(module, name)
+            if (module, name) in _ALLOWED or isinstance(found, type) and not issubclass(
+                    found, BaseException):
+                return found
+        raise pickle.UnpicklingError(f"resident state names {module}.{name}: refused")
 
     def persistent_load(self, pid):
         kind, start, size = pid
@@ -239,6 +292,13 @@ class _Unpickler(pickle.Unpickler):
             return table.column(0).to_numpy()
         frame = pl.from_arrow(table, rechunk=False)
         return frame.to_series() if kind == "series" else frame
+
+
+# What a skeleton may name besides classes of levelflow and polars (their data types).
+_ALLOWED = {("builtins", n) for n in ("set", "frozenset", "slice", "range", "complex",
+                                      "bytearray")} | {
+    (m, n) for m in ("numpy", "numpy.core.multiarray", "numpy._core.multiarray")
+    for n in ("dtype", "ndarray", "scalar", "_reconstruct")} | {("collections", "OrderedDict")}
 
 
 _ALIGN = 64  # Arrow reads buffers in place when they are aligned

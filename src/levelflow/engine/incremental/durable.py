@@ -1,0 +1,91 @@
+"""Durable files of a state: fsync order, and the checksums of manifests and of CURRENT.
+
+A commit is durable once its every file and directory reached the disk before CURRENT names
+it, and CURRENT itself did before the commit returns. The order, as databases keep it:
+write each file of the new epoch and fsync it, fsync each directory of the epoch (so their
+entries are on disk), rename the epoch into place and fsync `epochs/`, write CURRENT's
+replacement and fsync it, rename it over CURRENT, fsync the state directory. A power loss at
+any point leaves either the old CURRENT (the new epoch, if on disk, is ignored and later set
+aside) or the new one with everything it names.
+
+A manifest carries `manifest_sha256`, the SHA-256 of its canonical JSON without that key; CURRENT
+names the current manifest's (`<epoch>\\nmanifest sha256:<hex>\\n`). A manifest edited so that
+it stays valid JSON, or another epoch's manifest put in its place, no longer matches.
+Constant: the file formats above. Nothing here knows about relations.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from pathlib import Path
+
+SUM_KEY = "manifest_sha256"
+CURRENT_SUM = "manifest sha256:"
+
+
+def fsync_path(path: Path) -> None:
+    """Flush a file or a directory (its entries) to the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(root: Path) -> None:
+    """Flush every file under `root`, then every directory, deepest first, then `root`."""
+    for parent, dirs, files in os.walk(root, topdown=False):
+        for name in files:
+            fsync_path(Path(parent) / name)
+        for name in dirs:
+            fsync_path(Path(parent) / name)
+    fsync_path(root)
+
+
+def write_durably(path: Path, text: str) -> None:
+    """Replace `path` by a file holding `text`: written beside it, flushed, renamed over it,
+    and the directory flushed (the rename is then on disk too)."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")
+    try:
+        with tmp.open("w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    fsync_path(path.parent)
+
+
+def manifest_sum(data: dict) -> str:
+    """Return the SHA-256 (hex) of a manifest's canonical JSON, its own checksum left out."""
+    body = {k: v for k, v in data.items() if k != SUM_KEY}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":"))
+                          .encode()).hexdigest()
+
+
+def manifest_text(data: dict) -> tuple[str, str]:
+    """Return (the manifest's file text with its checksum, that checksum)."""
+    digest = manifest_sum(data)
+    return json.dumps({**data, SUM_KEY: digest}, indent=1), digest
+
+
+def current_text(epoch: int, digest: str | None) -> str:
+    """Return CURRENT's text naming `epoch` and its manifest's checksum."""
+    return f"{epoch}\n" + (f"{CURRENT_SUM}{digest}\n" if digest else "")
+
+
+def parse_current(text: str) -> tuple[int, str | None]:
+    """Return (epoch, manifest checksum or None for a state written before checksums);
+    raise ValueError on anything else."""
+    lines = text.split("\n")
+    epoch = int(lines[0].strip())
+    rest = [line.strip() for line in lines[1:] if line.strip()]
+    if not rest:
+        return epoch, None
+    if len(rest) != 1 or not rest[0].startswith(CURRENT_SUM):
+        raise ValueError("unexpected line after the epoch")
+    return epoch, rest[0][len(CURRENT_SUM):]
