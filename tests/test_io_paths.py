@@ -151,7 +151,7 @@ def cli_spark(spark, monkeypatch):
     import levelflow.cli.spark as cli_spark_module
 
     @contextmanager
-    def tests_session(master, driver_memory, log):
+    def tests_session(master, driver_memory, log, clock=None):
         yield spark  # the CLI's own session would be a second SparkContext in this process
 
     monkeypatch.setattr(cli_spark_module, "spark_session", tests_session)
