@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
-import gc
 import os
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
+from levelflow.gcpause import paused_gc
 from levelflow.tasks.ast import Program
 from levelflow.tasks.check import check
 from levelflow.tasks.errors import DatalogError
@@ -18,25 +17,12 @@ from levelflow.tasks.parser import parse
 from levelflow.tasks.preprocess import needs_preprocessing, preprocess
 
 
-@contextmanager
-def _paused_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector: a program's facts are many small objects and no
-    cycles, and each generation-2 collection would walk them all again."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 def parse_program(text: str, filename: str = "<input>", include_dirs: Sequence[str] = (), *,
                   preprocessor: bool = True) -> Program:
     """Return the preprocessed, parsed and checked Program; raise DatalogError at the first
     problem (in the file and line it came from, an included file's too)."""
     line_map, source = None, text
-    with _paused_gc():
+    with paused_gc():
         if preprocessor and needs_preprocessing(text):
             done = preprocess(text, filename, tuple(os.fspath(d) for d in include_dirs))
             text, line_map, source = done.text, done.map, done.stored_text()

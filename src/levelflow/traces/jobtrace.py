@@ -8,21 +8,20 @@ Every problem is a TraceError whose str() is one line naming the file, the field
 
 from __future__ import annotations
 
-import gc
 import gzip
 import json
 import math
 import os
 import sys
 import zlib
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain, islice, repeat
 from operator import itemgetter
 from pathlib import Path
 
 from levelflow.errors import LevelflowError
+from levelflow.gcpause import paused_gc
 from levelflow.tasks.graph import GraphError, TaskGraph
 from levelflow.traces.model import JobTrace
 
@@ -442,20 +441,6 @@ def assemble(parts: TraceParts, source: str) -> JobTrace:
 
 
 # ---------------------------------------------------------------- public API
-
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector (restoring its state after)."""
-    # Loading builds millions of small lists/tuples and no cycles; each generation-2 collection
-    # would walk them all again, which costs about a third of the load time.
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
 
 def loads_trace(text_or_obj: str | bytes | dict, source: str = "<string>") -> JobTrace:
     """Return the JobTrace in a JSON string, (maybe gzipped) bytes or an already decoded object."""
