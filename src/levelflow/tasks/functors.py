@@ -125,6 +125,25 @@ def binop_type(op: str, left: str | None, right: str | None) -> str | None:
 
 # -- plain values, one row at a time ---------------------------------------------------------
 
+def c_arith(op: str, a, b, on_floats: bool):
+    """Return `a op b` for + - * / % as C computes it, unchecked for range: integer division
+    truncates toward zero and `%` takes the dividend's sign, `%` on floats is fmod; None for
+    `/` or `%` by zero."""
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if b == 0:
+        return None
+    if on_floats:
+        return a / b if op == "/" else math.fmod(a, b)
+    q = abs(a) // abs(b)  # Python's // floors; C truncates
+    q = q if (a >= 0) == (b >= 0) else -q
+    return q if op == "/" else a - b * q
+
+
 def fits(value: int, kind: str) -> int | None:
     """Return an integer result if it is a value of `kind` (64-bit signed, unsigned below
     2^63 as levelflow stores it), else None."""

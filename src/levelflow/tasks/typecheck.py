@@ -6,7 +6,6 @@ unsigned and float as in Soufflé 2) or None (unknown: an unbound variable, repo
 
 from __future__ import annotations
 
-import math
 from typing import Protocol
 
 from levelflow.tasks import functors
@@ -214,19 +213,7 @@ def fold(term: Term, report: Report) -> Const | None:
     if op in ("/", "%") and b == 0:
         report(term.loc, "division by zero")
         return None
-    if op == "+":
-        value = a + b
-    elif op == "-":
-        value = a - b
-    elif op == "*":
-        value = a * b
-    elif kind == "float":
-        value = a / b if op == "/" else math.fmod(a, b)
-    else:
-        # C truncates toward zero; Python's // floors.
-        q = abs(a) // abs(b)
-        q = q if (a >= 0) == (b >= 0) else -q
-        value = q if op == "/" else a - b * q
+    value = functors.c_arith(op, a, b, kind == "float")
     if kind == "unsigned" and not 0 <= value <= INT64_MAX:
         report(term.loc, f"unsigned overflow: {value} is not an unsigned 64-bit value")
         return None

@@ -12,12 +12,12 @@ tuples, its recent delta and its indexes.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 
 from levelflow.engine import rules as R
 from levelflow.tasks.ast import Atom, BinOp, Call, Comparison, Const, Decl, Negation, Rule, Var
 from levelflow.tasks.functor_check import subterms
+from levelflow.tasks.functors import c_arith
 
 _MIN, _MAX = -(2**63), 2**63 - 1
 Env = list  # one slot per variable (and per waiting expression argument)
@@ -25,33 +25,13 @@ Env = list  # one slot per variable (and per waiting expression argument)
 
 def _int_op(op: str, a: int, b: int) -> int | None:
     """Return `a op b` on 64-bit integers as columnar._checked_int does; None if no value."""
-    if op == "+":
-        r = a + b
-    elif op == "-":
-        r = a - b
-    elif op == "*":
-        r = a * b
-    elif b == 0:
-        return None
-    else:
-        q = abs(a) // abs(b)
-        q = q if (a >= 0) == (b >= 0) else -q
-        r = q if op == "/" else a - b * q
-    return r if _MIN <= r <= _MAX else None
+    r = c_arith(op, a, b, False)
+    return r if r is not None and _MIN <= r <= _MAX else None
 
 
 def _float_op(op: str, a: float, b: float) -> float | None:
     """Return `a op b` on doubles; `/` and `%` by zero have no value, `%` is C's fmod."""
-    a, b = float(a), float(b)
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
-    if b == 0:
-        return None
-    return a / b if op == "/" else math.fmod(a, b)
+    return c_arith(op, float(a), float(b), True)
 
 
 class ClosureOps(R.Ops):
