@@ -89,6 +89,10 @@ class Relation:
             self._stable = self._stable()
         return self._stable
 
+    def height(self) -> int | None:
+        """Return how many tuples were found so far; None while the stable part is not built."""
+        return None if callable(self._stable) else self._stable.height + self.recent.height
+
     def full(self) -> pl.DataFrame:
         """Return every tuple found so far."""
         return pl.concat([self.stable, self.recent], rechunk=False)

@@ -5,6 +5,8 @@ TupleRounds until a delta exceeds LEAVE, a round visits more than VISITS tuples 
 frames do better: frames from then on) or nothing is new. Its tuples then join the frame
 relations (keys, stable, recent) and the outcome, ranked by their rounds. The tuple state is
 kept between stretches; what frame rounds found in between is added to it on the next entry.
+The first entry copies the relations into tuple sets, so a fixpoint holding more than
+ENTRY_ROWS tuples then (a warm epoch over a large relation) stays on frames.
 Constant: the rules, the lower relations. Changes: the tuple state, the frames found since.
 """
 
@@ -22,6 +24,9 @@ from levelflow.tasks.ast import Decl
 ENTER = 32
 LEAVE = 512
 VISITS = 100_000
+# Entering copies the relations a task holds and reads into tuple sets: past this many tuples
+# (or a resumed relation whose stable part is not built) that copy costs more than frame rounds.
+ENTRY_ROWS = 20_000
 NO_FRAMES = MappingProxyType({})  # a round run one tuple at a time, in TaskOutcome.rounds
 
 
@@ -40,7 +45,21 @@ class TinyRounds:
 
     def usable(self) -> bool:
         """Return whether the next round should run one tuple at a time."""
-        return not self.off and sum(r.recent.height for r in self.rels.values()) <= ENTER
+        if self.off or sum(r.recent.height for r in self.rels.values()) > ENTER:
+            return False
+        if self.state is None and not self._cheap_to_enter():
+            self.off = True
+            return False
+        return True
+
+    def _cheap_to_enter(self) -> bool:
+        """Return whether the tuples a first entry copies are at most ENTRY_ROWS."""
+        heights = [r.height() for r in self.rels.values()]
+        if None in heights:
+            return False
+        read = {a.relation for rule in self.rules for _, a, _ in rule.body_atoms()}
+        lower = sum(self.lower[n].height for n in read if n not in self.rels)
+        return sum(heights) + lower <= ENTRY_ROWS
 
     def missed(self, found: Mapping[str, pl.DataFrame]) -> None:
         """Note a frame round's new tuples (the tuple state takes them on its next entry)."""
