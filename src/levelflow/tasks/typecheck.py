@@ -149,7 +149,8 @@ class TermTyper:
             try:
                 return functors.call_type(term.name, types)
             except functors.FunctorTypeError as e:
-                self.report(term.loc, f"type mismatch: {e}")
+                unsupported = isinstance(e, functors.FunctorUnsupported)
+                self.report(term.loc, str(e) if unsupported else f"type mismatch: {e}")
                 return None
         if isinstance(term, Cast):
             return self.cast(term)
