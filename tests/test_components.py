@@ -67,6 +67,14 @@ def test_instances_are_relations_named_by_their_path():
     assert "g.reach" in pt.graph.names  # `levelflow graph` shows the lowered names
 
 
+def test_a_type_parameter_as_the_base():
+    # Soufflé's documentation: "the type parameter can be used as the base class"
+    p = parse_program(".comp C<T> : T { r(2). }\n.comp E { .decl r(x:number)\n r(1). }\n"
+                      ".init c = C<E>", "t.dl")
+    assert sorted(r.heads[0].args[0].value for r in p.rules) == [1, 2]
+    assert set(p.decls) == {"c.r"}
+
+
 def test_override_drops_the_base_rules():
     p = parse_program(PROGRAM, "c.dl")
     u_reach = [r for r in p.rules if r.heads[0].relation == "u.reach"]
@@ -86,7 +94,7 @@ def test_components_run_from_scratch_and_incrementally(spark, tmp_path):
 @pytest.mark.parametrize(("text", "where", "fragment"), [
     (".init a = Nope", "1:1", "component 'Nope' is not defined"),
     (".comp C<T> { }\n.init a = C", "2:1", "component 'C' takes 1 type argument, given 0"),
-    (".comp C : D { }\n.comp D : C { }\n.init a = C", "2:11",
+    (".comp C : D { }\n.comp D : C { }\n.init a = C", "1:1",
      "component 'C' inherits from itself"),
     (".comp C : Nope { }\n.init a = C", "1:11", "component 'Nope' is not defined"),
     (".decl r(x:number)\n.override r", "2:1", "'.override' is only allowed in a component"),
@@ -95,6 +103,24 @@ def test_components_run_from_scratch_and_incrementally(spark, tmp_path):
      "variable 'y' is not grounded"),
     (".comp C { .decl r(x:number) }\n.init a = C\n.output a.s", "3:9",
      "relation 'a.s' is not declared"),
+    # Soufflé's component checks (tasks/comp_check.py), on components never instantiated too
+    (".comp A { .decl r(x:number)\n r(1). }\n.comp B : A {\n .override r\n r(2). }", "4:2",
+     "'.override r' in component 'B': base component 'A' does not declare it overridable "
+     "(at 1:17)"),
+    (".comp A { .decl r(x:number) overridable }\n.comp B : A { }\n.comp C : B {\n"
+     " .decl s(x:number)\n .override s\n}", "5:2",
+     "'.override s' in component 'C': the relation is declared in 'C' itself, not inherited"),
+    (".comp A { }\n.comp A { }", "2:7", "component 'A' is already defined at 1:1"),
+    (".decl a(x:number)\n.comp C { }\n.init a = C", "3:1",
+     "instance 'a' has the name of the relation declared at 1:7"),
+    (".type T <: number\n.comp T { }", "2:1",
+     "component 'T' has the name of the type declared at 1:7"),
+    (".comp C { }\n.init a = C\n.init a = C", "3:1",
+     "instance 'a' has the name of the instance declared at 2:1"),
+    (".comp C : D { }", "1:11", "component 'D' is not defined"),
+    (".comp C<T> { }\n.comp D : C { }", "2:11", "component 'C' takes 1 type argument, given 0"),
+    (".comp A { .decl r(x:number) }\n.comp B : A { .decl r(x:number) }\n.init b = B", "2:21",
+     "relation 'b.r' is already declared at 1:11"),
 ])
 def test_component_errors_are_one_line(text, where, fragment):
     with pytest.raises(DatalogError) as e:

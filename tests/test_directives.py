@@ -1,5 +1,5 @@
 """Directives and qualifiers: `.pragma` and `.plan` accepted and noted once, `.limitsize`
-honoured by a from-scratch run (refused by incremental maintenance), relation qualifiers
+honoured by a from-scratch run (maintained: tests/test_limitsize.py), relation qualifiers
 (brie, btree, btree_delete, inline, no_inline, magic, no_magic, overridable) accepted, and an
 inline relation evaluated like any other (same results)."""
 
@@ -9,7 +9,6 @@ import pytest
 from lowered import check_lowered, write_facts
 
 from levelflow.engine.evaluate import evaluate_program
-from levelflow.engine.incremental import IncrementalSession
 from levelflow.engine.runner import run_program
 from levelflow.tasks import DatalogError, build_tasks, load_program, parse_program
 
@@ -84,16 +83,6 @@ def test_limitsize_keeps_n_tuples_and_what_reads_it_sees_them(spark, tmp_path):
     assert result.task_stats is not None
     scratch = evaluate_program(spark, pt, tmp_path / "f")
     assert sorted(tuple(r) for r in scratch["path"].collect()) == [(1, 2), (1, 3), (1, 4), (1, 5)]
-
-
-def test_limitsize_is_refused_by_incremental_maintenance(tmp_path):
-    write_facts(tmp_path / "f", {"e": {(1, 2)}})
-    (tmp_path / "l.dl").write_text(LIMITED)
-    with pytest.raises(DatalogError) as e:
-        IncrementalSession.bootstrap(None, tmp_path / "l.dl", tmp_path / "f")
-    assert str(e.value) == (f"{tmp_path / 'l.dl'}:4:12: error: '.limitsize' of 'path' is not "
-                            "supported by incremental maintenance (run --state, update, serve): "
-                            "which N tuples are kept would depend on the order of epochs")
 
 
 @pytest.mark.parametrize(("text", "where", "fragment"), [

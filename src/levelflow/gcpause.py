@@ -18,4 +18,12 @@ def paused_gc() -> Iterator[None]:
         yield
     finally:
         if was:
+            # What was built while paused is all in the youngest generation: the first
+            # collection after would walk every object once more, and the next one again
+            # (0.1 to 0.4 s for a program of 100,000 facts). Long-lived as it is, it goes to
+            # the oldest generation at once (unfreeze puts frozen objects there), unless
+            # something else froze objects on purpose.
+            if gc.get_freeze_count() == 0:
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()

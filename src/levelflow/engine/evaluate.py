@@ -32,6 +32,7 @@ from levelflow.engine.compile import (
 )
 from levelflow.engine.facts import input_path, io_delimiter, io_headers, read_facts
 from levelflow.engine.guard import Limit
+from levelflow.engine.limitsize import limit_relations
 from levelflow.engine.rules import reads_own
 from levelflow.engine.types import column_names, empty_relation, rows_frame
 from levelflow.tasks.ast import Atom, Program, Rule
@@ -435,15 +436,3 @@ def evaluate_program(spark: SparkSession, program_tasks: ProgramTasks,
         counts.update(result.stats.rows)
         limit_relations(program_tasks.program, task.relations, relations, counts)
     return relations
-
-
-def limit_relations(program, names, relations: dict, rows: dict) -> None:
-    """Cut each of `names` under a `.limitsize` to its N smallest tuples, in place.
-
-    Soufflé stops a limited relation growing at N tuples, so which N it keeps depends on its
-    evaluation order; the N smallest are one such set, and the same on every run.
-    """
-    for name, n, _ in program.limits:
-        if name in names and rows.get(name, n + 1) > n:
-            df = relations[name]
-            relations[name], rows[name] = df.orderBy(*df.columns).limit(n), n

@@ -22,6 +22,7 @@ from pathlib import Path
 from levelflow.driver import drive, scheduler_name
 from levelflow.engine.checks import RunError, check_fact_files, check_run_args
 from levelflow.engine.guard import MAX_TUPLES, check_limit, from_failure
+from levelflow.engine.limitsize import limit_relations
 from levelflow.engine.outputs import write_outputs
 from levelflow.engine.progress import Progress
 from levelflow.engine.workers import SparkWorkers, one_line, spark_error_types
@@ -139,7 +140,6 @@ class _Run:
 
     def _evaluate(self, v: int, inputs: Mapping, counts: Mapping) -> _Outcome:
         """Return task v evaluated (in a worker thread) under the plan its shape and size give."""
-        from levelflow.engine.evaluate import limit_relations
         from levelflow.engine.plans import LOCAL_ROWS, choose_plan, evaluate_planned, input_rows
 
         task = self.pt.tasks[v]

@@ -101,7 +101,7 @@ def check(parsed: Parsed, file: str) -> Program:
         rules = tuple(lower_rule(rule) for rule in rules)
     prec = precedence(decls, rules)
     _check_stratified(prec, rules, report)
-    rules = number_autoinc(prec, rules, report)
+    rules = number_autoinc(prec, rules, report, fast)
     limits = check_limits([io for io in parsed.ios if io.kind == "limitsize"], prec, report)
     error = report.first()
     if error is not None:

@@ -32,6 +32,7 @@ class Comp:
     bases: tuple[tuple[str, tuple[str, ...], Loc], ...]
     body: tuple[Token, ...]
     loc: Loc
+    scope: str = ""  # the instance whose body defines it ("a." ...), "" at the top level
 
 
 @dataclass(frozen=True)
@@ -187,8 +188,12 @@ def comp_def(p) -> None:
             raise p.error(f"component '{name.text}' has no closing '}}'", start)
         if tok.kind == "punct" and tok.text in "{}":
             depth += 1 if tok.text == "{" else -1
+    earlier = p.comps.get(name.text)
+    if earlier is not None and earlier.scope == p.prefix:  # a nested scope may shadow it
+        raise p.error(f"component '{name.text}' is already defined at {earlier.loc.line}:"
+                      f"{earlier.loc.col}", name)
     p.comps[name.text] = Comp(name.text, params, tuple(bases),
-                                 tuple(p.toks[first:p.i - 1]), p.loc(start))
+                              tuple(p.toks[first:p.i - 1]), p.loc(start), p.prefix)
 
 
 def init_def(p) -> None:
@@ -217,6 +222,7 @@ def _parts(p, comp: Comp, args: tuple[str, ...], loc: Loc, seen: tuple[str, ...]
     types = dict(zip(comp.params, args, strict=True))
     out = []
     for base, base_args, base_loc in comp.bases:
+        base = types.get(base, base)  # `.comp C<T> : T`: the base is a type argument
         if base not in p.comps:
             raise DatalogError(f"component '{base}' is not defined", base_loc)
         out += _parts(p, p.comps[base], tuple(types.get(a, a) for a in base_args),

@@ -1,9 +1,9 @@
 """Directives with no rule of their own: `.limitsize`, `.pragma`, `.plan`.
 
-`.limitsize r(n=N)` is kept on the Program for the engine (a from-scratch run keeps N tuples of
-r; see engine/runner.py). Soufflé's pragmas set its command-line options and `.plan` orders a
-rule's joins: levelflow has neither those options nor user join orders, so both are accepted and
-named in one note the CLI prints once.
+`.limitsize r(n=N)` is kept on the Program for the engine, which keeps the N smallest tuples of
+r's fixpoint from scratch and after every epoch (engine/limitsize.py). Soufflé's pragmas set
+its command-line options and `.plan` orders a rule's joins: levelflow has neither those options
+nor user join orders, so both are accepted and named in one note the CLI prints once.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from levelflow.tasks.ast import IO, Loc
-from levelflow.tasks.errors import DatalogError
 
 if TYPE_CHECKING:
     from levelflow.tasks.parser import Parsed
@@ -43,14 +42,6 @@ def check_limits(ios: list[IO], prec: Precedence, report: Report
         if io.relation not in limits or int(n) < limits[io.relation][1]:
             limits[io.relation] = (io.relation, int(n), io.loc)
     return tuple(limits.values())
-
-
-def refuse_limits(program, what: str) -> None:
-    """Raise one line naming the first `.limitsize` when `what` cannot honour it."""
-    if program.limits:
-        relation, _, loc = program.limits[0]
-        raise DatalogError(f"'.limitsize' of '{relation}' is not supported by {what}: which N "
-                           "tuples are kept would depend on the order of epochs", loc)
 
 
 def ignored_note(parsed: Parsed, file: str) -> tuple[str, ...]:

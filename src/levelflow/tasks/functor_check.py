@@ -74,14 +74,18 @@ def check_functors(rule: Rule, report: Report) -> None:
                 report(t.loc, "'autoinc()' takes no arguments and stands in a rule head")
 
 
-def number_autoinc(prec: Precedence, rules: tuple[Rule, ...], report: Report
-                   ) -> tuple[Rule, ...]:
+def number_autoinc(prec: Precedence, rules: tuple[Rule, ...], report: Report,
+                   constant: frozenset[int] | set[int] = frozenset()) -> tuple[Rule, ...]:
     """Return the rules with the k-th rule using `autoinc()` numbering from k * 2^32 (its
     argument), so numbers stay apart across rules as Soufflé's one counter keeps them; report
-    `autoinc()` in a recursive rule (each round would number its tuples anew)."""
+    `autoinc()` in a recursive rule (each round would number its tuples anew). The rules
+    whose ids are in `constant` (the lexer's facts) have constants only: not looked into."""
     ids, comp = prec.ids, prec.comp_of
     out, k = [], 0
     for rule in rules:
+        if id(rule) in constant:
+            out.append(rule)
+            continue
         calls = [t for h in rule.heads for a in h.args for t in subterms(a)
                  if isinstance(t, Call) and t.name == "autoinc"]
         if not calls:

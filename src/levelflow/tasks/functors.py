@@ -51,6 +51,11 @@ class FunctorTypeError(ValueError):
     """A functor applied to arguments of types it does not take (the message says which)."""
 
 
+class FunctorUnsupported(FunctorTypeError):
+    """A functor applied to types Soufflé takes and levelflow does not (a refusal, not a
+    type mismatch)."""
+
+
 def _join(name: str, types: list[str | None], allowed: tuple[str, ...]) -> str | None:
     """Return the one type of arguments that must agree ("int" constants take the others')."""
     if "int" in types and not set(allowed) & set(NUMERIC):
@@ -102,7 +107,7 @@ def call_type(name: str, types: list[str | None]) -> str | None:
         if n not in (2, 3):
             raise FunctorTypeError("'range' takes two or three arguments (from, to[, step])")
         if "float" in types:
-            raise FunctorTypeError("'range' over floats is not supported (integers only)")
+            raise FunctorUnsupported("'range' over floats is not supported (integers only)")
         return _join(name, types, INTEGRAL)
     if name == "autoinc":  # the checker gives it one argument: its rule's first number
         if n > 1:

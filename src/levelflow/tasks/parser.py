@@ -28,6 +28,7 @@ from levelflow.tasks.ast import (
     Var,
     Wildcard,
 )
+from levelflow.tasks.comp_check import check_components
 from levelflow.tasks.components import (
     Comp,
     Init,
@@ -225,6 +226,7 @@ class _Parser:
                 rules.append(rule)
                 fast.add(id(rule))
             elif tok.kind == "eof":
+                check_components(self)  # every component of this scope, instantiated or not
                 for init in self.inits:
                     instantiate(self, init)
                 return

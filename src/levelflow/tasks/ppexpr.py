@@ -34,6 +34,8 @@ def _translate(expr: str, loc: Loc) -> str:
     while pos < len(expr):
         m = _TOKENS.match(expr, pos)
         if m is None or m.end() == pos:
+            if expr[pos:].lstrip()[:1] in ("?", ":"):
+                raise DatalogError("#if: the conditional operator '?:' is not supported", loc)
             raise DatalogError(f"#if: cannot read '{expr[pos:pos + 20].strip()}'", loc)
         number, name, op = m.groups()
         if number is not None:
@@ -72,7 +74,8 @@ def _value(node: ast.AST, loc: Loc) -> int:
                 return 0
             left = right
         return 1
-    raise DatalogError("#if: unsupported expression", loc)
+    raise DatalogError(f"#if: '{ast.unparse(node)}' is not supported (integers, defined(), "
+                       "arithmetic, comparisons, && || !)", loc)
 
 
 def evaluate_condition(expr: str, loc: Loc) -> bool:

@@ -282,6 +282,8 @@ def expand_paths(parsed, report, prims: dict[str, str]):
     """Return (Parsed with path atoms replaced and generated relations added, (relation,
     expression) per generated relation, the closure relations); prims maps user types to
     primitives."""
+    if not any(isinstance(lit, PathAtom) for r in parsed.rules if r.body for lit in r.body):
+        return parsed, (), frozenset()  # most programs: no pass over their facts
     heads = Counter(h.relation for r in parsed.rules for h in r.heads)
     ex = Expander(parsed.decls, report, heads, prims)
     rules = [new for r in parsed.rules for new in (ex.rule(r) if r.body else (r,))]

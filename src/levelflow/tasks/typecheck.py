@@ -6,6 +6,7 @@ unsigned and float as in Soufflé 2) or None (unknown: an unbound variable, repo
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Protocol
 
 from levelflow.tasks import functors
@@ -148,7 +149,8 @@ class TermTyper:
             try:
                 return functors.call_type(term.name, types)
             except functors.FunctorTypeError as e:
-                self.report(term.loc, f"type mismatch: {e}")
+                unsupported = isinstance(e, functors.FunctorUnsupported)
+                self.report(term.loc, str(e) if unsupported else f"type mismatch: {e}")
                 return None
         if isinstance(term, Cast):
             return self.cast(term)
@@ -247,9 +249,9 @@ def fold_call(call: Call, report: Report) -> Const | None:
 _PLAIN = {"number": "number", "unsigned": "number", "symbol": "symbol", "float": "float"}
 
 
-def plain_kinds(decls: dict[str, Decl]) -> dict[str, tuple[tuple[str, ...], tuple[int, ...]]]:
+def plain_kinds(decls: dict[str, Decl]) -> dict[str, tuple[list[str], tuple[int, ...]]]:
     """Return per relation the constant kinds a plain fact has, and its unsigned positions."""
-    return {name: (tuple(_PLAIN.get(t, "") for t in d.types),
+    return {name: ([_PLAIN.get(t, "") for t in d.types],
                    tuple(i for i, t in enumerate(d.types) if t == "unsigned"))
             for name, d in decls.items()}
 
@@ -262,10 +264,14 @@ def plain_fact(rule: Rule, plain: dict) -> bool:
     which says what is wrong."""
     head = rule.heads[0]
     want = plain.get(head.relation)
-    if want is None or len(want[0]) != len(head.args):
+    if want is None:
         return False
     kinds, unsigned = want
-    for arg, kind in zip(head.args, kinds, strict=True):
-        if arg.kind != kind:
-            return False
-    return all(head.args[i].value >= 0 for i in unsigned)
+    args = head.args
+    # The kinds in one C-level pass: this runs once per inline fact.
+    if list(map(_kind, args)) != kinds:
+        return False
+    return not unsigned or all(args[i].value >= 0 for i in unsigned)
+
+
+_kind = attrgetter("kind")

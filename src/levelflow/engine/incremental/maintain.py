@@ -37,6 +37,7 @@ from levelflow.engine.incremental.local_frames import LazyFrame, with_constant
 from levelflow.engine.incremental.scratch import diff, scratch_sets
 from levelflow.engine.incremental.state import COUNT, Snapshot
 from levelflow.engine.incremental.versions import Change, TaskContext, TaskUpdate, Versions
+from levelflow.engine.limitsize import keep_smallest, limited
 from levelflow.engine.plans.planner import LOCAL_ROWS
 from levelflow.engine.types import column_names, empty_relation
 from levelflow.engine.workers import SparkWorkers, one_line
@@ -161,7 +162,8 @@ class Epoch:
             check_products(self.program.file, task,
                            {n: self.versions[n].new_rows for n in task.reads_from},
                            self.max_tuples)
-        if self.change is not None and self.change.forced(v):  # a new or regrouped task
+        if self.change is not None and self.change.forced(v) or \
+                limited(self.program, task.relations):  # new, regrouped, or its N kept anew
             return self._scratch(v, counted, "scratch", t0)
         if self.mode != "scratch" and uses_autoinc(task.rules):  # numbered anew each epoch
             return self._scratch(v, counted, "scratch", t0)
@@ -305,9 +307,10 @@ class Epoch:
         t1 = time.perf_counter()
         if counted:
             counts = count_scratch(self.ctx, task)
-            fresh = {n: cut(counts[n]) for n in task.relations}
+            fresh = {n: keep_smallest(self.program, n, *cut(counts[n])) for n in task.relations}
         else:
-            plan = plan_for(self.ctx, task) if self.arranged else None
+            plan = plan_for(self.ctx, task) if self.arranged and \
+                not limited(self.program, task.relations) else None  # held: the uncut tuples
             held = fresh_held(self.ctx, task, plan) if plan is not None else None
             sets, rounds = scratch_sets(self.ctx, task, held=held and (plan, held),
                                         max_tuples=self.max_tuples)
@@ -321,7 +324,8 @@ class Epoch:
                 out[n] = Change(new_c, *diff(ver.old, ver.old_rows, new_c.drop(COUNT), rows,
                                              cols), rows, dirty=True)
             else:
-                ranked, rows = sets[n]  # one cut piece; its ranks are this evaluation's rounds
+                # one cut piece; its ranks are this evaluation's rounds
+                ranked, rows = keep_smallest(self.program, n, *sets[n])
                 out[n] = Change(ranked, *diff(ver.old, ver.old_rows, ranked.select(*cols), rows,
                                               cols), rows, pieces=1, top=rounds)
         upd = self._apply_counts(v, out, strategy, t0) if counted else \

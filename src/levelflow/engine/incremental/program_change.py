@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 from levelflow.engine.incremental.state import COUNT, Snapshot
 from levelflow.engine.incremental.versions import TaskContext, Versions
+from levelflow.engine.limitsize import limit_of
 from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import Atom, BinOp, Call, Comparison, Decl, Negation, Rule, Var
 
@@ -220,7 +221,8 @@ def _classify(task: Task, before: Task | None, op, np_, rebuilt, old_counted,
     rels = task.relations
     if not any(n in op.decls for n in rels):
         return "new"
-    if before is None or rebuilt & set(rels) or before.recursive != task.recursive:
+    if before is None or rebuilt & set(rels) or before.recursive != task.recursive or \
+            any(limit_of(op, n) != limit_of(np_, n) for n in rels):  # another N kept
         return "recomputed"
     if any((n in op.inputs) != (n in np_.inputs) or (n in old_counted) != (n in new_counted)
            for n in rels):
@@ -334,13 +336,11 @@ def load_new_program(program, factdir=None) -> ProgramTasks:
     program (no Spark)."""
     from levelflow.engine.incremental.session_api import ProgramText
     from levelflow.tasks import build_tasks, load_program, parse_program
-    from levelflow.tasks.directives import refuse_limits
 
     # DatalogError: one line, as `run` says
     program_tasks = build_tasks(parse_program(program.text, program.name, program.include_dirs,
                                               preprocessor=program.preprocessor)
                                 if isinstance(program, ProgramText) else load_program(program))
-    refuse_limits(program_tasks.program, "incremental maintenance (update --program)")
     if factdir is not None and not Path(factdir).is_dir():
         raise ProgramChangeError(f"{factdir}: error: --facts: not a directory")
     return program_tasks

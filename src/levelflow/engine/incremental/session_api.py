@@ -37,7 +37,6 @@ from levelflow.engine.incremental.updates import Op, coerce_row, parse_literal
 from levelflow.engine.incremental.versions import Versions
 from levelflow.engine.plans.resident import check_root
 from levelflow.engine.types import column_names, rows_frame
-from levelflow.tasks.directives import refuse_limits
 from levelflow.tasks.tasks import ProgramTasks
 
 # Facts an input's base may differ by from its last cut frame, kept as sets in the driver,
@@ -160,7 +159,6 @@ class IncrementalSession:
         from levelflow.engine.facts import input_path, io_delimiter, io_headers, read_facts
 
         pt, text = _load(program)
-        refuse_limits(pt.program, "incremental maintenance (run --state, update, serve)")
         prog = pt.program
         check_fact_files(prog, factdir)
         state = (statedir if isinstance(statedir, StateDir) or statedir is None
