@@ -23,6 +23,7 @@ from levelflow.tasks.ast import (
     Negation,
     PathAtom,
     PathExpr,
+    Record,
     Rule,
     Term,
     Var,
@@ -42,6 +43,7 @@ from levelflow.tasks.errors import DatalogError
 from levelflow.tasks.functors import CALLS, CONSTRAINTS
 from levelflow.tasks.lexer import Source, Token, simple_fact, tokenize
 from levelflow.tasks.lower import MAX_DNF, negate_dnf
+from levelflow.tasks.record_syntax import adt_type, branch_term, record_term, record_type
 
 MAX_NESTING = 100  # parentheses, unary minus and body groups
 MAX_EXPR_DEPTH = 256  # a long `a + b + c ...` chain is a deep tree for every later pass
@@ -98,12 +100,16 @@ class RawDecl:
 
 @dataclass(frozen=True, slots=True)
 class TypeDef:
-    """`.type name <: base` (kind "subtype") or `.type name = a | b` (kind "equiv")."""
+    """`.type name <: base` (kind "subtype") or `.type name = a | b` (kind "equiv"); a record
+    `.type name = [f: T, ...]` (kind "record") or an ADT `.type name = A {f: T} | B {}` (kind
+    "adt"): `fields` holds (branch, ((field, TypeRef), ...)) per branch, a record's branch "".
+    """
 
     name: str
     kind: str
     bases: tuple[TypeRef, ...]
     loc: Loc
+    fields: tuple = ()
 
 
 @dataclass(slots=True)
@@ -328,12 +334,14 @@ class _Parser:
             raise self.expected("'<:' or '='")
         self.take()
         if self.at("["):
-            raise self.unsupported("'[...]' (record types)")
+            return record_type(self, name.text, loc)
         bases: list[TypeRef] = []
         while True:
             base = self.ident("a type name")
+            if self.at("{") and not bases:
+                return adt_type(self, name.text, loc, base)
             if self.at("{"):
-                raise self.unsupported(f"'{base.text} {{...}}' (algebraic data types)")
+                raise self.error("a union of types cannot hold an ADT branch", base)
             bases.append(TypeRef(base.text, self.loc(base)))
             if not self.at("|"):
                 break
@@ -720,7 +728,9 @@ class _Parser:
                 raise self.error(f"'{name}(...)' cannot be used as a term (functors are not "
                                  "supported)")
             if name == "nil":
-                raise self.unsupported("'nil' (records)")
+                self.take()
+                self.out.surface = True
+                return Record((), "nil", self.loc(tok)), 0
             self.take()
             return Var(name, self.loc(tok)), 0
         if self.at("("):
@@ -735,7 +745,7 @@ class _Parser:
             shown = "@" + nxt.text if nxt.kind == "ident" and nxt.pos == tok.pos + 1 else "@"
             raise self.unsupported(f"'{shown}' (user-defined functors)")
         if self.at("["):
-            raise self.unsupported("'[...]' (records)")
+            return record_term(self)
         if self.at("$"):
-            raise self.unsupported("'$' (ADT constructors and counters)")
+            return branch_term(self)
         raise self.expected("a term")
