@@ -232,3 +232,29 @@ back(x, y) :- reach([x, _], y).
         assert rows_of(result.relation(name)) == ref[name], name
     assert rows_of(result.relation("back")) == {(x, y) for x in (1, 2, 3) for y in (1, 2, 3)} \
         | {(4, 5)}
+
+
+def test_updates_take_records_in_soufflés_text_form(tmp_path):
+    """Diff lines, fact files of an epoch and Python rows all read the text form."""
+    from levelflow.engine.incremental.updates import (
+        UpdateError,
+        coerce_row,
+        parse_literal,
+        read_update_file,
+    )
+
+    program = _tasks(ADTS + ".type Pair = [a: number, b: symbol]\n.decl pp(p: Pair, n: number)\n"
+                            ".input pp\n").program
+    assert parse_literal(program, 'pp([1, "x, y"], 2)') == ("pp", ('[1,"x, y"]', 2))
+    assert parse_literal(program, "expr($Add($Num(1), $Num(2)))") == \
+        ("expr", ('["Add",["Num",1],["Num",2]]',))
+    assert coerce_row(program, "pp", ("[3, b]", 4)) == ('[3,"b"]', 4)
+    with pytest.raises(UpdateError, match=r"value '\[3\]' is not a Pair: expected ','"):
+        coerce_row(program, "pp", ("[3]", 4))
+    (tmp_path / "expr.facts").write_text("$Neg($Num(2))\n$Mon\n")
+    with pytest.raises(UpdateError, match=r"expr\.facts:2:2: error: field 1 is not a Expr: "
+                                          r"'Mon' is not a branch of Expr"):
+        read_update_file(program, tmp_path / "expr.facts", 1)
+    (tmp_path / "expr.facts").write_text("$Neg($Num(2))\n")
+    ops = read_update_file(program, tmp_path / "expr.facts", 1)
+    assert [op.row for op in ops] == [('["Neg",["Num",2]]',)]
