@@ -27,6 +27,7 @@ from levelflow.tasks.ast import (
     Var,
     Wildcard,
 )
+from levelflow.tasks.choice import lower_choices
 from levelflow.tasks.directives import check_limits, ignored_note
 from levelflow.tasks.eqrel import eqrel_rules
 from levelflow.tasks.errors import DatalogError
@@ -91,6 +92,7 @@ def check(parsed: Parsed, file: str) -> Program:
     parsed, paths, closures = expand_paths(parsed, report, types)
     decls = _check_decls(parsed, types, report)
     decls, parsed.rules = lower_records(parsed, types, decls, report)
+    decls, parsed.rules = lower_choices(parsed, decls, report)
     ios = [io for io in parsed.ios if io.kind != "limitsize"]
     inputs, outputs, more_outputs, printsize = _check_ios(ios, decls, report)
     plain, fast = plain_kinds(decls), parsed.fast

@@ -29,6 +29,7 @@ from levelflow.tasks.ast import (
     Var,
     Wildcard,
 )
+from levelflow.tasks.choice import parse_choice
 from levelflow.tasks.components import (
     Comp,
     Init,
@@ -133,6 +134,8 @@ class Parsed:
     eqrels: list[tuple[str, Loc]] = field(default_factory=list)
     # The ids of the facts the lexer took whole: constants only, each a plain literal.
     fast: set[int] = field(default_factory=set)
+    # `choice-domain`: (relation, key attributes, where), lowered by tasks/choice.py.
+    choices: list[tuple[str, tuple[str, ...], Loc]] = field(default_factory=list)
 
     def absorb(self, other: Parsed) -> None:
         """Add a component instance's statements after these."""
@@ -302,6 +305,7 @@ class _Parser:
         self.expect(")")
         extra_io: list[str] = []
         eqrel: Token | None = None
+        choice = None
         # A qualifier is a known word not opening an atom: `A(1).` may follow on the next line.
         while (self.tok.kind == "ident" and self.tok.text in DECL_QUALIFIERS
                and not (self.peek().kind == "punct" and self.peek().text in ("(", ",", ":-"))):
@@ -309,7 +313,7 @@ class _Parser:
             if q.text == "eqrel":
                 eqrel = q
             if q.text == "choice":
-                raise self.unsupported("'choice-domain'", q)
+                choice = parse_choice(self, q)
             if q.text in ("input", "output", "printsize"):
                 extra_io.append(q.text)
         for name in names:
@@ -319,6 +323,8 @@ class _Parser:
                 self.out.ios.append(IO(kind, name.text, (), self.loc(name)))
             if eqrel is not None:
                 self.out.eqrels.append((name.text, self.loc(eqrel)))
+            if choice is not None:
+                self.out.choices.append((name.text, *choice))
 
     def type_def(self) -> None:
         self.take()
