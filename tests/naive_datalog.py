@@ -146,6 +146,8 @@ def value(term, env):
         if term.name == "autoinc":  # the binding's number (see number_bindings)
             return env["@autoinc"] + (term.args[0].value if term.args else 0)
         args = [value(a, env) for a in term.args]
+        if term.name.startswith("#"):
+            return record_functor(term.name, args)
         if term.name in ("min", "max") and any(isinstance(a, float) for a in args):
             args = [float(a) for a in args]  # an integer literal among floats is a float
         return FUNCTORS[term.name](*args)
@@ -153,6 +155,28 @@ def value(term, env):
     if isinstance(a, float) or isinstance(b, float):
         a, b = float(a), float(b)
     return arith(term.op, a, b)
+
+
+def record_functor(name, args):
+    """Records and ADTs as the front end lowers them: `#pack:CODES` makes the JSON text of
+    the list of fields (nested records as their lists), `#get:CODE` takes field i back out
+    (no value for nil, JSON null, or a missing field)."""
+    import json
+    head, _, codes = name.partition(":")
+    if head == "#pack":
+        plain = {"i": int, "u": int, "f": float, "s": str, "r": json.loads}
+        fields = [plain[c](a) for c, a in zip(codes, args, strict=True)]
+        return json.dumps(fields, separators=(",", ":"), ensure_ascii=False)
+    fields = json.loads(args[0])
+    if fields is None or args[1] >= len(fields):
+        raise _NoValue
+    field = fields[args[1]]
+    if (codes == "r") != (field is None or isinstance(field, list)) or (
+            (codes == "s") != isinstance(field, str)):
+        raise _NoValue  # another branch's field: its tag test drops the row
+    if codes == "r":
+        return json.dumps(field, separators=(",", ":"), ensure_ascii=False)
+    return float(field) if codes == "f" else field
 
 
 def souffle_range(lo, hi, step=None):
@@ -308,6 +332,11 @@ def read_facts(path, decl, delimiter):
     for line in lines[:-1] if lines[-1] == "" else lines:
         line = line.removesuffix("\r")
         fields = line.split(delimiter)
+        if decl.shapes:  # records and ADTs in Soufflé's text form
+            from levelflow.tasks.record_values import Types
+            types = Types(decl.record_types)
+            fields = [types.read(f, s) if s else f for f, s in zip(fields, decl.shapes,
+                                                                   strict=False)]
         rows.add(tuple(_CONVERT[t](f) for t, f in zip(decl.types, fields[:decl.arity],
                                                           strict=True)))
     return rows

@@ -79,9 +79,9 @@ CASES = [
     ("A(c) :- B(x, _), c = sum x : { B(x, _) }.", 5, 22, "the aggregate 'sum' is not supported"),
     ("A(c) :- S(x), c = ord(x).", 5, 19, "the functor 'ord' (Soufflé numbers symbols"),
     ("A(x) :- B(x, _), x = @f(x).", 5, 22, "'@f' (user-defined functors) is not supported"),
-    ("A(x) :- B(x, _), x = [1, 2].", 5, 22, "'[...]' (records) is not supported"),
-    ("A(x) :- B(x, _), x = $Cons(1).", 5, 22, "'$' (ADT constructors and counters) is not "
-                                              "supported"),
+    ("A(x) :- B(x, _), x = [1, 2].", 5, 20, "the type of this record or ADT term is not known"),
+    ("A(x) :- B(x, _), x = $ Cons(1).", 5, 22, "'$' (counters: write autoinc()) is not "
+                                               "supported"),
     ("S(s) :- S(t), s = cat(t, 1).", 5, 19, "type mismatch: 'cat' does not take a number"),
     ("A(n) :- A(t), n = strlen(t).", 5, 19, "'strlen' takes (symbol), not number"),
     ("A(n) :- A(x), n = as(x, symbol).", 5, 19, "as(..., symbol) casts a number to symbol: "
@@ -104,9 +104,8 @@ CASES = [
     (".decl E(x:number) eqrel", 5, 19, "eqrel relation 'E' must have two attributes of one "
                                        "type"),
     (".decl C(x:number, y:number) choice-domain x", 5, 29, "'choice-domain' is not supported"),
-    (".type P = [a: number]", 5, 11, "'[...]' (record types) is not supported"),
-    (".type T = Leaf {x: number}", 5, 16, "'Leaf {...}' (algebraic data types) is not "
-                                          "supported"),
+    (".type P = [a: number, a: symbol]", 5, 23, "field 'a' is declared twice"),
+    (".type T = Leaf {x: number} | Leaf {}", 5, 30, "branch 'Leaf' is declared twice"),
     ("A(x) :- B(x, _), !(B(x, y), x > 1).", 5, 25, "variable 'y' is not grounded"),
     ("A(x) <= A(y) :- A(x), A(y), x < y.", 5, 6, "'<=' (subsumptive rules) is not supported"),
     (".decl E(a:number, a:number)", 5, 19, "attribute 'a' of E is declared twice"),

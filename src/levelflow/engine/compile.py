@@ -153,6 +153,8 @@ class SparkOps(Ops):
 
     def call(self, name, args, kinds, kind):
         F = self.F
+        if name.startswith("#"):  # records and ADTs (tasks/record_values.py)
+            return self.by_rows(functors.apply_plain(name), args, kind)
         if name in functors.CASTS:
             return self._convert(args[0], kinds[0], kind)
         if name in ("min", "max"):

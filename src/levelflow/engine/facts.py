@@ -188,6 +188,10 @@ def read_facts(spark: SparkSession, decl: Decl, path: str | Path,
         return empty_relation(spark, decl)
     if decl.arity == 0:
         return spark.createDataFrame([(True,)], relation_schema(decl))
+    if decl.shapes:  # records and ADTs: read in Python (engine/record_facts.py)
+        from levelflow.engine.record_facts import record_rows
+        rows = record_rows(path, lines[1 if headers else 0:], decl, delimiter, 2 if headers else 1)
+        return spark.createDataFrame(rows, relation_schema(decl))
     # Spark splits on LF only, like the validation pass, so line numbers and tuples agree.
     text = spark.read.text(_hadoop_path(path), lineSep="\n")
     line = F.regexp_replace(F.col("value"), "\r\\z", "")  # only the very last CR, as above
@@ -218,6 +222,10 @@ def format_rows(rows: Iterable, decl: Decl, delimiter: str = "\t") -> Iterator[s
         for _ in rows:
             yield "()\n"
             return
+        return
+    if decl.shapes:
+        from levelflow.engine.record_facts import format_record_rows
+        yield from format_record_rows(rows, decl, delimiter)
         return
     plain = all(t != "float" for t in types)
     for row in rows:

@@ -96,7 +96,17 @@ class Cast:
     type_loc: Loc | None = field(default=None, compare=False)
 
 
-Term = Var | Wildcard | Const | BinOp | Call | Cast
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A record `[a, b]` (branch ""), `nil` (branch "nil", no args) or an ADT branch
+    `$Name(a, b)` (branch "$Name"); tasks/records.py lowers it to functors before checking."""
+
+    args: tuple[Term, ...]
+    branch: str = ""
+    loc: Loc | None = field(default=None, compare=False)
+
+
+Term = Var | Wildcard | Const | BinOp | Call | Cast | Record
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +201,10 @@ class Decl:
     attrs: tuple[str, ...]
     types: tuple[str, ...]  # primitive types, one of PRIMITIVES, per attribute
     loc: Loc | None = field(default=None, compare=False)
+    # Per attribute the record or ADT type it holds ("" for a plain one; () when none does),
+    # and the record and ADT types they use (tasks/record_values.py reads and writes them).
+    shapes: tuple[str, ...] = ()
+    record_types: tuple = ()
 
     @property
     def arity(self) -> int:

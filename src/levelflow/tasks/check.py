@@ -27,12 +27,14 @@ from levelflow.tasks.ast import (
     Var,
     Wildcard,
 )
+from levelflow.tasks.choice import lower_choices
 from levelflow.tasks.directives import check_limits, ignored_note
 from levelflow.tasks.eqrel import eqrel_rules
 from levelflow.tasks.errors import DatalogError
 from levelflow.tasks.functor_check import check_functors, number_autoinc, subterms
 from levelflow.tasks.lower import lower_rule
 from levelflow.tasks.parser import Parsed
+from levelflow.tasks.records import lower_program as lower_records
 from levelflow.tasks.regpath import expand_paths
 from levelflow.tasks.strata import Precedence, precedence
 from levelflow.tasks.subtypes import check_program_subtypes
@@ -89,6 +91,8 @@ def check(parsed: Parsed, file: str) -> Program:
     types = resolve_types(parsed.types, report)
     parsed, paths, closures = expand_paths(parsed, report, types)
     decls = _check_decls(parsed, types, report)
+    decls, parsed.rules = lower_records(parsed, types, decls, report)
+    decls, parsed.rules = lower_choices(parsed, decls, report)
     ios = [io for io in parsed.ios if io.kind != "limitsize"]
     inputs, outputs, more_outputs, printsize = _check_ios(ios, decls, report)
     plain, fast = plain_kinds(decls), parsed.fast

@@ -77,6 +77,9 @@ def call_type(name: str, types: list[str | None]) -> str | None:
     An argument type is a primitive, "int" (an integer constant) or None (unknown).
     """
     n = len(types)
+    if name.startswith("#"):  # a record functor the front end wrote (tasks/records.py)
+        from levelflow.tasks.record_values import result_kind
+        return result_kind(name)
     if name in CASTS:
         allowed, result = CASTS[name]
         _arity(name, n, 1)
@@ -261,9 +264,17 @@ def binary(op: str, a, b, kind: str):
     raise ValueError(f"unknown operator {op}")
 
 
+def apply_plain(name: str):
+    """Return the plain Python function of a record functor (`#pack:...`, `#get:...`)."""
+    from levelflow.tasks.record_values import function
+    return function(name)
+
+
 def apply(name: str, args: list, source: str | None, kind: str):
     """Return functor `name` over plain values (`source`: the first argument's type, `kind`:
     the result's); None where it has no value. `range` and `autoinc` are not values."""
+    if name.startswith("#"):
+        return apply_plain(name)(*args)
     if name in CASTS:
         return convert(name, args[0], source)
     if name == "strlen":

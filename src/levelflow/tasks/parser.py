@@ -23,12 +23,14 @@ from levelflow.tasks.ast import (
     Negation,
     PathAtom,
     PathExpr,
+    Record,
     Rule,
     Term,
     Var,
     Wildcard,
 )
 from levelflow.tasks.comp_check import check_components
+from levelflow.tasks.choice import parse_choice
 from levelflow.tasks.components import (
     Comp,
     Init,
@@ -43,6 +45,7 @@ from levelflow.tasks.errors import DatalogError
 from levelflow.tasks.functors import CALLS, CONSTRAINTS
 from levelflow.tasks.lexer import Source, Token, simple_fact, tokenize
 from levelflow.tasks.lower import MAX_DNF, negate_dnf
+from levelflow.tasks.record_syntax import adt_type, branch_term, record_term, record_type
 
 MAX_NESTING = 100  # parentheses, unary minus and body groups
 MAX_EXPR_DEPTH = 256  # a long `a + b + c ...` chain is a deep tree for every later pass
@@ -99,12 +102,16 @@ class RawDecl:
 
 @dataclass(frozen=True, slots=True)
 class TypeDef:
-    """`.type name <: base` (kind "subtype") or `.type name = a | b` (kind "equiv")."""
+    """`.type name <: base` (kind "subtype") or `.type name = a | b` (kind "equiv"); a record
+    `.type name = [f: T, ...]` (kind "record") or an ADT `.type name = A {f: T} | B {}` (kind
+    "adt"): `fields` holds (branch, ((field, TypeRef), ...)) per branch, a record's branch "".
+    """
 
     name: str
     kind: str
     bases: tuple[TypeRef, ...]
     loc: Loc
+    fields: tuple = ()
 
 
 @dataclass(slots=True)
@@ -128,6 +135,8 @@ class Parsed:
     eqrels: list[tuple[str, Loc]] = field(default_factory=list)
     # The ids of the facts the lexer took whole: constants only, each a plain literal.
     fast: set[int] = field(default_factory=set)
+    # `choice-domain`: (relation, key attributes, where), lowered by tasks/choice.py.
+    choices: list[tuple[str, tuple[str, ...], Loc]] = field(default_factory=list)
 
     def absorb(self, other: Parsed) -> None:
         """Add a component instance's statements after these."""
@@ -298,6 +307,7 @@ class _Parser:
         self.expect(")")
         extra_io: list[str] = []
         eqrel: Token | None = None
+        choice = None
         # A qualifier is a known word not opening an atom: `A(1).` may follow on the next line.
         while (self.tok.kind == "ident" and self.tok.text in DECL_QUALIFIERS
                and not (self.peek().kind == "punct" and self.peek().text in ("(", ",", ":-"))):
@@ -305,7 +315,7 @@ class _Parser:
             if q.text == "eqrel":
                 eqrel = q
             if q.text == "choice":
-                raise self.unsupported("'choice-domain'", q)
+                choice = parse_choice(self, q)
             if q.text in ("input", "output", "printsize"):
                 extra_io.append(q.text)
         for name in names:
@@ -315,6 +325,8 @@ class _Parser:
                 self.out.ios.append(IO(kind, name.text, (), self.loc(name)))
             if eqrel is not None:
                 self.out.eqrels.append((name.text, self.loc(eqrel)))
+            if choice is not None:
+                self.out.choices.append((name.text, *choice))
 
     def type_def(self) -> None:
         self.take()
@@ -330,12 +342,14 @@ class _Parser:
             raise self.expected("'<:' or '='")
         self.take()
         if self.at("["):
-            raise self.unsupported("'[...]' (record types)")
+            return record_type(self, name.text, loc)
         bases: list[TypeRef] = []
         while True:
             base = self.ident("a type name")
+            if self.at("{") and not bases:
+                return adt_type(self, name.text, loc, base)
             if self.at("{"):
-                raise self.unsupported(f"'{base.text} {{...}}' (algebraic data types)")
+                raise self.error("a union of types cannot hold an ADT branch", base)
             bases.append(TypeRef(base.text, self.loc(base)))
             if not self.at("|"):
                 break
@@ -722,7 +736,9 @@ class _Parser:
                 raise self.error(f"'{name}(...)' cannot be used as a term (functors are not "
                                  "supported)")
             if name == "nil":
-                raise self.unsupported("'nil' (records)")
+                self.take()
+                self.out.surface = True
+                return Record((), "nil", self.loc(tok)), 0
             self.take()
             return Var(name, self.loc(tok)), 0
         if self.at("("):
@@ -737,7 +753,7 @@ class _Parser:
             shown = "@" + nxt.text if nxt.kind == "ident" and nxt.pos == tok.pos + 1 else "@"
             raise self.unsupported(f"'{shown}' (user-defined functors)")
         if self.at("["):
-            raise self.unsupported("'[...]' (records)")
+            return record_term(self)
         if self.at("$"):
-            raise self.unsupported("'$' (ADT constructors and counters)")
+            return branch_term(self)
         raise self.expected("a term")

@@ -43,7 +43,7 @@ class Subtypes:
                 return None
             seen = seen | {name}
             out: set[str] = set()
-            if d.kind == "subtype":
+            if d.kind in ("subtype", "record", "adt"):  # a record type is a leaf of its own
                 out.add(name)
                 parts = [leaves(s, seen) for s in below.get(name, ())]
             else:

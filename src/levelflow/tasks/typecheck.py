@@ -71,6 +71,9 @@ def resolve_types(defs: list[TypeDef], report: Report) -> dict[str, str]:
                 resolved[d.name] = UNKNOWN
             continue
         d = by_name[names[comp[0]]]
+        if d.kind in ("record", "adt"):  # held as symbols (tasks/record_values.py)
+            resolved[d.name] = "symbol"
+            continue
         prims = [primitive_of(base.name, base.loc, resolved, report) for base in d.bases]
         known = sorted(set(prims) - {UNKNOWN})
         if UNKNOWN in prims:

@@ -42,9 +42,10 @@ class Op:
     row: tuple
 
 
-def _split_args(text: str) -> list[str] | None:
-    """Return the comma-separated arguments of `text` (quotes respected), or None if unbalanced."""
-    args, cur, quoted, i = [], [], False, 0
+def _split_args(text: str, nested: bool = False) -> list[str] | None:
+    """Return the comma-separated arguments of `text` (quotes respected, and with `nested`
+    the commas inside records' [...] and ADTs' (...) too), or None if unbalanced."""
+    args, cur, quoted, i, depth = [], [], False, 0, 0
     while i < len(text):
         c = text[i]
         if quoted:
@@ -57,10 +58,14 @@ def _split_args(text: str) -> list[str] | None:
         elif c == '"':
             quoted = True
             cur.append(c)
-        elif c == ",":
+        elif c == "," and depth == 0:
             args.append("".join(cur).strip())
             cur = []
         else:
+            if nested and c in "[(":
+                depth += 1
+            elif nested and c in "])":
+                depth -= 1
             cur.append(c)
         i += 1
     if quoted:
@@ -107,13 +112,16 @@ def parse_literal(program: Program, text: str, where: str = "<input>") -> tuple[
     name = text[:open_at].strip()
     check_input(program, name, where)
     decl = program.decls[name]
-    args = _split_args(text[open_at + 1:-1])
+    args = _split_args(text[open_at + 1:-1], bool(decl.shapes))
     if args is None:
         raise UpdateError(f"{where}: error: unterminated string in {text!r}")
     _check_arity(name, decl.arity, len(args), "arguments", where)
     row = []
     for i, (arg, primitive) in enumerate(zip(args, decl.types, strict=True)):
         try:
+            if decl.shapes and decl.shapes[i]:
+                row.append(read_record(decl, i, arg))
+                continue
             row.append(convert(arg, primitive))
         except ValueError as e:
             raise UpdateError(f"{where}: error: argument {i + 1} {arg!r} is {e} "
@@ -155,6 +163,11 @@ def coerce_row(program: Program, name: str, values: Iterable, where: str = "<api
         try:
             if isinstance(v, bool):  # an int to Python, never a Datalog value
                 raise ValueError
+            if decl.shapes and decl.shapes[i]:  # a record or ADT in Soufflé's text form
+                if not isinstance(v, str):
+                    raise ValueError
+                out.append(read_record(decl, i, v))
+                continue
             if primitive == "symbol":
                 if not isinstance(v, str):
                     raise ValueError
@@ -170,10 +183,23 @@ def coerce_row(program: Program, name: str, values: Iterable, where: str = "<api
                 if not isinstance(v, numbers.Integral):  # numpy's ints too
                     raise ValueError
                 out.append(convert(str(int(v)), primitive))  # the fact-file check, range included
-        except ValueError:
-            raise UpdateError(f"{where}: error: value {v!r} is not {_A[primitive]} "
+        except ValueError as e:
+            record = decl.shapes and decl.shapes[i] and e.args
+            why = e.args[0] if record else f"not {_A[primitive]}"
+            raise UpdateError(f"{where}: error: value {v!r} is {why} "
                               f"({name}.{decl.attrs[i]})") from None
     return tuple(out)
+
+
+def read_record(decl, i: int, text: str) -> str:
+    """Return the value of a record or ADT written in Soufflé's text form for attribute i;
+    ValueError saying why when it is not one."""
+    from levelflow.tasks.record_values import Types
+
+    try:
+        return Types(decl.record_types).read(text, decl.shapes[i])
+    except ValueError as e:
+        raise ValueError(f"not a {decl.shapes[i]}: {e.args[0]}") from None
 
 
 def _fact_file_rows(program: Program, name: str, path: Path) -> list[tuple]:
@@ -189,6 +215,12 @@ def _fact_file_rows(program: Program, name: str, path: Path) -> list[tuple]:
     lines = lines[1 if headers else 0:]
     if decl.arity == 0:
         return [()] if lines else []
+    if decl.shapes:  # records and ADTs in Soufflé's text form
+        from levelflow.engine.record_facts import record_rows
+        try:
+            return record_rows(path, lines, decl, delimiter, 2 if headers else 1)
+        except FactError as e:
+            raise UpdateError(str(e)) from None
     rows = []
     for line in lines:
         fields = line.removesuffix("\r").split(delimiter, decl.arity)

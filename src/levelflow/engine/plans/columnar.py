@@ -152,6 +152,8 @@ def _substr(s: pl.Expr, i: pl.Expr, n: pl.Expr) -> pl.Expr:
 
 def functor(name: str, args: list[pl.Expr], kinds: list[str], kind: str) -> pl.Expr:
     """Return the value of an intrinsic functor over Polars expressions (null: no value)."""
+    if name.startswith("#"):  # records and ADTs (tasks/record_values.py)
+        return by_rows(functors.apply_plain(name), args, POLARS_TYPES[kind])
     if name in functors.CASTS:
         return _convert(name, args[0], kinds[0], kind)
     if name in ("min", "max"):
