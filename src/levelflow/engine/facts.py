@@ -186,7 +186,8 @@ def _java_literal(text: str) -> str:
 
 def _hadoop_path(path: Path) -> str:
     """Return the path with Hadoop glob characters escaped, so Spark reads exactly that file."""
-    return re.sub(r"([\\*?\[\]{}])", r"\\\1", str(path.resolve()))
+    # The last component is not resolved: a `.gz` link must keep its name (_gzip_named).
+    return re.sub(r"([\\*?\[\]{}])", r"\\\1", str(path.parent.resolve() / path.name))
 
 
 def _header_to_drop(lines: list[str]) -> str | None:
