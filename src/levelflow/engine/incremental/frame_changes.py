@@ -47,7 +47,10 @@ def ops_of_frames(program: Program, inserts: dict, removes: dict) -> list[Op]:
 
 def ops_of_batch(program: Program, relation: str, df: DataFrame, op_column: str) -> list[Op]:
     """Return the ops of one micro-batch: per distinct tuple, the sign of its markers' sum
-    (insert when positive, remove when negative, nothing when they cancel). One job."""
+    (insert when positive, remove when negative, nothing when they cancel). One job.
+
+    The tuples are netted in the driver, in the batch's order of rows where they tie: a
+    grouped sum in Spark would add a shuffle job to every epoch."""
     import pyspark.sql.functions as F
 
     decl = _input(program, relation, "stream")
@@ -60,18 +63,23 @@ def ops_of_batch(program: Program, relation: str, df: DataFrame, op_column: str)
     op = F.col(f"`{op_column}`").cast("string")
     marker = F.lower(F.trim(op))
     sign = F.when(marker.isin(*INSERT_WORDS), 1).when(marker.isin(*DELETE_WORDS), -1)
-    # Per tuple: the net of its markers, and one marker that is neither (null if none).
-    net = (df.select(*cols, sign.alias("_sign"), op.alias("_op"))
-           .groupBy(*[f"c{i}" for i in range(max(decl.arity, 1))])
-           .agg(F.sum("_sign").alias("_net"),
-                F.max(F.when(F.col("_sign").isNull(), F.coalesce("_op", F.lit("null"))))
-                .alias("_bad"))
-           .filter("_net != 0 OR _bad IS NOT NULL"))
-    table = net.toArrow()
-    bad = [b for b in table.column("_bad").to_pylist() if b is not None]
-    if bad:
-        raise InputError(f"{what}: error: op {bad[0]!r} in column {op_column!r} is not an "
+    # One job, no shuffle: a micro-batch is small, and its rows are netted on Arrow columns.
+    table = df.select(*cols, sign.alias("_sign"), op.alias("_op")).toArrow()
+    return _net_ops(decl, relation, table, op_column, what)
+
+
+def _net_ops(decl, relation: str, table, op_column: str, what: str) -> list[Op]:
+    """Return the ops of a batch's rows (c0.., _sign, _op): per tuple its markers' net sign."""
+    import pyarrow.compute as pc
+
+    unknown = pc.is_null(table.column("_sign"))
+    if pc.any(unknown).as_py():
+        bad = table.filter(unknown).column("_op")[0].as_py()
+        raise InputError(f"{what}: error: op {bad!r} in column {op_column!r} is not an "
                          f"insert or delete marker (1/-1, insert/delete, +/-)")
-    signs = table.column("_net").to_pylist()
-    rows = rows_of_arrow(decl, table, what)
+    keys = [f"c{i}" for i in range(max(decl.arity, 1))]
+    net = table.group_by(keys, use_threads=False).aggregate([("_sign", "sum")])
+    net = net.filter(pc.not_equal(net.column("_sign_sum"), 0))
+    rows = rows_of_arrow(decl, net, what)
+    signs = net.column("_sign_sum").to_pylist()
     return [Op(1 if n > 0 else -1, relation, row) for row, n in zip(rows, signs, strict=True)]
