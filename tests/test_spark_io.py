@@ -141,3 +141,52 @@ def test_parquet_and_table_outputs_are_written_all_or_nothing(spark, tmp_path, e
         assert not any((out / "path.parquet").iterdir())
     finally:
         spark.sql("DROP DATABASE IF EXISTS lf_out CASCADE")
+
+
+@pytest.fixture
+def cli_spark(spark, monkeypatch):
+    from contextlib import contextmanager
+
+    import levelflow.cli.spark as cli_spark_module
+
+    @contextmanager
+    def tests_session(master, driver_memory, log, clock=None):
+        yield spark  # the CLI's own session would be a second SparkContext in this process
+
+    monkeypatch.setattr(cli_spark_module, "spark_session", tests_session)
+    return spark
+
+
+def cli(argv, capsys) -> tuple[int, str]:
+    from levelflow.cli import main as cli_main
+
+    with pytest.raises(SystemExit) as e:
+        cli_main(argv)
+    return e.value.code, capsys.readouterr().err
+
+
+def test_cli_run_state_and_update_read_and_write_parquet(cli_spark, tmp_path, capsys):
+    spark = cli_spark
+    facts = tmp_path / "facts"
+    spark.createDataFrame([(1, 2), (2, 3)], "x long, y long").write.parquet(str(facts / "edges"))
+    tc = (Path(__file__).parent.parent / "examples" / "tc" / "program.dl").read_text()
+    prog = tmp_path / "p.dl"
+    prog.write_text(tc.replace(".input edge", '.input edge(IO=parquet, filename="edges")')
+                    .replace(".output path", ".output path(IO=parquet)"))
+    out, state = tmp_path / "out", tmp_path / "state"
+    code, err = cli(["run", str(prog), "-F", str(facts), "-D", str(out), "-q",
+                     "--state", str(state)], capsys)
+    assert code == 0, err
+    rows = {tuple(r) for r in spark.read.parquet(str(out / "path.parquet")).collect()}
+    assert rows == {(1, 2), (2, 3), (1, 3)}
+    diff = tmp_path / "d.diff"
+    diff.write_text("+edge(3,1)\n")
+    code, err = cli(["update", str(state), "--insert", str(diff), "-D", str(out)], capsys)
+    assert code == 0, err
+    rows = {tuple(r) for r in spark.read.parquet(str(out / "path.parquet")).collect()}
+    assert rows == {(a, b) for a in (1, 2, 3) for b in (1, 2, 3)}
+    table = tmp_path / "t.dl"
+    table.write_text(tc.replace(".input edge", '.input edge(IO=spark, table="db.edges")'))
+    code, err = cli(["run", str(table), "-F", str(facts), "-q", "--confine"], capsys)
+    assert code == 1 and err.count("\n") == 1
+    assert "reads the catalog table db.edges, outside the fact directory (confined)" in err
