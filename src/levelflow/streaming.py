@@ -48,7 +48,11 @@ def batch_function(session, relation: str | None = None, op_column: str = "op", 
             raise InputError(f"stream {name}: error: the session has {len(session.pending)} "
                              f"pending ops; commit or discard them before streaming")
         session.extend(ops_of_batch(session.program, relation, df, op_column))
-        result = session.commit(streams={name: int(batch_id)})
+        try:
+            result = session.commit(streams={name: int(batch_id)})
+        except BaseException:
+            session.discard()  # the batch comes again when the query restarts
+            raise
         if on_epoch is not None:
             on_epoch(batch_id, result)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from levelflow.engine.types import SQL_TYPES, relation_schema
+from levelflow.engine.types import SQL_TYPES
 from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import IO
 
@@ -126,7 +126,10 @@ def conform(decl: Decl, df: DataFrame, what: str) -> DataFrame:
     with exactly the declaration's number of columns.
     """
     import pyspark.sql.functions as F
+    from pyspark.sql import DataFrame
 
+    if not isinstance(df, DataFrame):
+        raise InputError(f"{what}: error: expects a DataFrame, got {type(df).__name__}")
     if decl.arity == 0:
         return df.limit(1).select(F.lit(True).alias("c0"))
     return df.select(*conformed_columns(decl, df.schema.fields, what))
@@ -230,17 +233,6 @@ def named(decl: Decl, df: DataFrame) -> DataFrame:
     import pyspark.sql.functions as F
 
     return df.select(*[F.col(f"c{i}").alias(n) for i, n in enumerate(names)])
-
-
-def empty_schema(decl: Decl):
-    """Return the Spark schema a relation is written with (attribute names, engine types)."""
-    from pyspark.sql.types import StructField, StructType
-
-    schema = relation_schema(decl)
-    if decl.arity == 0:
-        return schema
-    return StructType([StructField(a, f.dataType, True)
-                       for a, f in zip(decl.attrs, schema.fields, strict=True)])
 
 
 def read_input(spark: SparkSession, decl: Decl, io: IO, factdir) -> DataFrame:

@@ -241,12 +241,19 @@ class IncrementalSession:
         DataFrames given per input relation (with any pending ops before them).
 
         A DataFrame that does not fit its relation is refused in one line and nothing is
-        applied. `options` go to `commit`.
+        applied; nor is anything if the epoch fails (its rows are not left queued). `options`
+        go to `commit`.
         """
         from levelflow.engine.incremental.frame_changes import ops_of_frames
 
-        self.pending.extend(ops_of_frames(self.program, inserts or {}, removes or {}))
-        return self.commit(**options)
+        ops = ops_of_frames(self.program, inserts or {}, removes or {})
+        before = len(self.pending)
+        self.pending.extend(ops)
+        try:
+            return self.commit(**options)
+        except BaseException:
+            del self.pending[before:before + len(ops)]
+            raise
 
     def extend(self, ops) -> None:
         """Queue already validated ops (from update files)."""
