@@ -111,8 +111,8 @@ def test_missing_table_parquet_or_relation_is_one_line(spark, tmp_path):
         levelflow.run(tmp_path / "p.dl", tmp_path, spark=spark)
     with pytest.raises(InputError, match=r"inputs: 'path' is not an input relation"):
         levelflow.run(PROGRAM, DATA, spark=spark, inputs={"path": spark.range(1)})
-    with pytest.raises(InputError, match=r"^relation edge \(DataFrame\): error: expects a "
-                                         r"DataFrame, got list$"):
+    with pytest.raises(InputError, match=r"^inputs: relation edge expects a DataFrame, got "
+                                         r"list$"):
         levelflow.run(PROGRAM, DATA, spark=spark, inputs={"edge": [("a", "b", 1)]})
 
 

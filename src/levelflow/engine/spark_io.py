@@ -78,11 +78,16 @@ def with_frames(program, frames: dict):
     """
     import dataclasses
 
+    from pyspark.sql import DataFrame
+
     inputs = dict(program.inputs)
     for name, df in frames.items():
         if name not in program.inputs:
             what = "an input relation" if name in program.decls else "a relation"
             raise InputError(f"inputs: {name!r} is not {what} of {program.file}")
+        if not isinstance(df, DataFrame):
+            raise InputError(f"inputs: relation {name} expects a DataFrame, got "
+                             f"{type(df).__name__}")
         inputs[name] = FrameInput("input", name, (("IO", "frame"),), program.inputs[name].loc,
                                   frame=df)
     return dataclasses.replace(program, inputs=inputs)
