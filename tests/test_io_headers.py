@@ -81,7 +81,8 @@ def test_update_files_honour_headers_and_byte_order_marks(tmp_path):
 
 @pytest.mark.parametrize("directive, message", [
     (".input a(IO=file, rfc4180=true)", "option 'rfc4180' is not supported for .input"),
-    (".output a(compress=true)", "option 'compress' is not supported for .output"),
+    (".output a(compress=yes)", "compress=yes must be true or false"),
+    (".input a(IO=spark)", "IO=spark takes table="),
     (".output a(headers=yes)", "headers=yes must be true or false"),
 ])
 def test_options_levelflow_lacks_are_refused_not_ignored(directive, message):

@@ -101,8 +101,11 @@ def _prepare(program: Path, factdir: Path, outdir: Path, scheduler: str, jobs: i
 def check_fact_contents(program, factdir: Path) -> None:
     """Check every line of every `.input` fact file now, before Spark: one line, file:line."""
     from levelflow.engine.facts import input_path, io_delimiter, io_headers, validate_facts
+    from levelflow.engine.spark_io import frame_kind
 
     for name, io in program.inputs.items():
+        if frame_kind(io) is not None:  # Parquet or a table: checked by Spark as it is read
+            continue
         validate_facts(input_path(io, factdir), program.decls[name], io_delimiter(io),
                        io_headers(io))
 
@@ -134,7 +137,7 @@ def outputs_note(program, outdir: Path, counts: dict[str, int], most: int = 6) -
     from levelflow.engine.facts import output_path
 
     files = [(output_path(io, outdir), counts.get(io.relation)) for io in program.output_directives
-             if io.option("IO") != "stdout"]
+             if io.option("IO") not in ("stdout", "spark")]
     if not files:
         return ""
     named = [f"{os.path.relpath(f, outdir)}" + (f" ({n:,})" if n is not None else "")

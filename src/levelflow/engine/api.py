@@ -3,6 +3,7 @@
     prog = levelflow.load("examples/tc/program.dl")
     result = levelflow.run(prog, "examples/tc/facts", spark=spark, jobs=2)
     result.relation("path").count(); result.ran, result.total
+    levelflow.run(prog, inputs={"edge": edges_df}, spark=spark)   # a DataFrame as an input
 
 A session passed in is used as it is: nothing here sets its config (only thread-local properties
 while tasks run). Without one, `run` starts (or reuses) a local session and leaves it running so
@@ -42,17 +43,26 @@ def run(program: str | os.PathLike | Program | ProgramTasks, factdir=None, outdi
         spark=None, master: str = "local[*]", driver_memory: str = "2g", scheduler="hybrid",
         jobs: int = 2, checkpoint: str = "local", trace_out=None, schedule_out=None,
         progress=None, plan: str = "auto", local_rows: int | None = None,
-        confine: bool = False, max_tuples: int | None = MAX_TUPLES) -> RunResult:
+        confine: bool = False, max_tuples: int | None = MAX_TUPLES,
+        inputs: dict | None = None) -> RunResult:
     """Return the RunResult of running `program` from scratch on `spark` (or a local session).
 
     The options are `levelflow run`'s: `plan` (auto|local|partitioned|global), `local_rows`
     (auto's threshold, `--local-rows`), `confine` (`--confine`); `master` and `driver_memory`
     only when no session is passed; `max_tuples` (`--max-tuples`, None: no limit): a task that
     would make more tuples raises TupleLimit. For `--state`, use IncrementalSession.bootstrap.
+    `inputs` maps input relations to DataFrames read instead of their fact files (columns by
+    the declaration's attribute names, else by position; engine/spark_io.py).
     """
+    import dataclasses
+
     from levelflow.engine.paths import check_io_paths
+    from levelflow.engine.spark_io import with_frames
 
     program_tasks = _as_tasks(program)
+    if inputs:
+        program_tasks = dataclasses.replace(
+            program_tasks, program=with_frames(program_tasks.program, inputs))
     if local_rows is not None and (not isinstance(local_rows, int) or local_rows < 0):
         raise RunError(f"local_rows: must be a number of rows >= 0, got {local_rows!r}")
     if confine:

@@ -17,8 +17,12 @@ class RunError(LevelflowError):
 def check_fact_files(program: Program, factdir) -> None:
     """Return None if every `.input` fact file exists; else raise FactError naming the first."""
     from levelflow.engine.facts import FactError, input_path
+    from levelflow.engine.spark_io import check_parquet, frame_kind
 
     for io in program.inputs.values():
+        if frame_kind(io) is not None:  # a DataFrame, Parquet or table: checked as it is read
+            check_parquet(io, factdir)
+            continue
         path = input_path(io, Path(factdir))
         if not path.is_file():
             # Same shape as facts.read_facts' errors, checked before any Spark job starts.

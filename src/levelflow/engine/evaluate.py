@@ -30,10 +30,10 @@ from levelflow.engine.compile import (
     head_frame,
     rule_heads,
 )
-from levelflow.engine.facts import input_path, io_delimiter, io_headers, read_facts
 from levelflow.engine.guard import Limit
 from levelflow.engine.limitsize import limit_relations
 from levelflow.engine.rules import reads_own
+from levelflow.engine.spark_io import read_input
 from levelflow.engine.types import column_names, empty_relation, rows_frame
 from levelflow.tasks.ast import Atom, Program, Rule
 
@@ -284,8 +284,7 @@ def _base(spark, program: Program, task: Task, relations: Mapping[str, DataFrame
         decl = decls[name]
         io = program.inputs.get(name)
         if io is not None and factdir is not None:
-            base[name].append(read_facts(spark, decl, input_path(io, factdir), io_delimiter(io),
-                                         io_headers(io)))
+            base[name].append(read_input(spark, decl, io, factdir))
         facts = fact_rows(task.rules, name)
         if facts:
             base[name].append(rows_frame(spark, decl, [cast_fact(f, decl.types) for f in facts]))

@@ -7,10 +7,14 @@ skipped. A nullary relation holds when its file has at least one line.
 Output format: one line per tuple (after a header of the attribute names with `headers=true`),
 numbers in decimal, floats as C's `%g`, `()` for a nullary relation that holds, an empty file
 for an empty relation.
+Compression as Soufflé's: an input file that starts with gzip's magic bytes is read through
+gzip whatever its name (`edge.facts.gz`); `compress=true` writes an output file gzipped, under
+the name it would have anyway.
 """
 
 from __future__ import annotations
 
+import gzip
 import math
 import re
 from collections.abc import Iterable, Iterator
@@ -28,7 +32,8 @@ if TYPE_CHECKING:
 # empty_relation and relation_schema live in engine.types; they are re-exported here because
 # callers that do I/O (the runner) reach for them next to read_facts/write_relation.
 __all__ = ["COLLECT_ROWS", "FactError", "check_fact_lines", "empty_relation", "fact_lines",
-           "format_rows", "format_value", "input_path", "io_delimiter", "io_headers",
+           "format_rows", "format_value", "input_path", "io_compress", "io_delimiter",
+           "io_headers", "is_gzip",
            "output_path", "read_facts", "relation_schema", "validate_facts", "write_relation"]
 
 # Relations up to this many rows are written from one collect(); bigger ones are streamed.
@@ -60,6 +65,20 @@ def output_path(io: IO, outdir: str | Path) -> Path:
 def io_delimiter(io: IO | None) -> str:
     """Return the field delimiter of a directive (`delimiter=` option, TAB by default)."""
     return (io.option("delimiter") if io is not None else None) or "\t"
+
+
+def io_compress(io: IO | None) -> bool:
+    """Return whether a directive's file is written gzipped (`compress=true`)."""
+    return io is not None and io.option("compress", "false") == "true"
+
+
+def is_gzip(path: Path) -> bool:
+    """Return whether the file starts with gzip's magic bytes (False if it cannot be read)."""
+    try:
+        with path.open("rb") as f:
+            return f.read(2) == b"\x1f\x8b"
+    except OSError:
+        return False
 
 
 def io_headers(io: IO | None) -> bool:
@@ -95,8 +114,14 @@ def fact_lines(path: Path) -> list[str]:
     """
     try:
         data = path.read_bytes()
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
     except OSError as e:
-        raise FactError(f"{path}:1:1: error: cannot read fact file ({e.strerror})") from None
+        why = e.strerror or f"not a valid gzip file: {e}"
+        raise FactError(f"{path}:1:1: error: cannot read fact file ({why})") from None
+    except EOFError:
+        raise FactError(f"{path}:1:1: error: cannot read fact file (a truncated gzip "
+                        f"file)") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -161,7 +186,8 @@ def _java_literal(text: str) -> str:
 
 def _hadoop_path(path: Path) -> str:
     """Return the path with Hadoop glob characters escaped, so Spark reads exactly that file."""
-    return re.sub(r"([\\*?\[\]{}])", r"\\\1", str(path.resolve()))
+    # The last component is not resolved: a `.gz` link must keep its name (_gzip_named).
+    return re.sub(r"([\\*?\[\]{}])", r"\\\1", str(path.parent.resolve() / path.name))
 
 
 def _header_to_drop(lines: list[str]) -> str | None:
@@ -193,7 +219,7 @@ def read_facts(spark: SparkSession, decl: Decl, path: str | Path,
         rows = record_rows(path, lines[1 if headers else 0:], decl, delimiter, 2 if headers else 1)
         return spark.createDataFrame(rows, relation_schema(decl))
     # Spark splits on LF only, like the validation pass, so line numbers and tuples agree.
-    text = spark.read.text(_hadoop_path(path), lineSep="\n")
+    text = spark.read.text(_hadoop_path(_gzip_named(path)), lineSep="\n")
     line = F.regexp_replace(F.col("value"), "\r\\z", "")  # only the very last CR, as above
     header = _header_to_drop(lines) if headers else None
     if header is not None:
@@ -206,6 +232,22 @@ def read_facts(spark: SparkSession, decl: Decl, path: str | Path,
             field = field.cast(SQL_TYPES[primitive])
         cols.append(field.alias(f"c{i}"))
     return text.select(*cols).distinct()
+
+
+def _gzip_named(path: Path) -> Path:
+    """Return a path Spark reads as the file's text: a gzip file not named `.gz` gets a `.gz`
+    symbolic link (Hadoop picks the codec by the name) in a folder removed at exit."""
+    if path.suffix == ".gz" or not is_gzip(path):
+        return path
+    import atexit
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="levelflow-gz-"))
+    atexit.register(shutil.rmtree, folder, True)
+    link = folder / (path.name + ".gz")
+    link.symlink_to(path.resolve())
+    return link
 
 
 def format_value(value: object, primitive: str) -> str:
@@ -251,12 +293,13 @@ def writable(rows: Iterable, decl: Decl, shown: str | Path) -> Iterator:
 
 
 def write_relation(df: DataFrame, decl: Decl, path: str | Path, delimiter: str = "\t", *,
-                   sort: bool = True, headers: bool = False, shown: str | Path | None = None
-                   ) -> int:
+                   sort: bool = True, headers: bool = False, shown: str | Path | None = None,
+                   compress: bool = False) -> int:
     """Return the number of tuples written to `path` (Soufflé .csv format, streamed, sorted).
 
     With `headers`, the attribute names come first, on one line, as Soufflé writes them.
-    `shown` is the file an error names (the final path of a temporary one).
+    `shown` is the file an error names (the final path of a temporary one); `compress`
+    gzips it.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -272,7 +315,8 @@ def write_relation(df: DataFrame, decl: Decl, path: str | Path, delimiter: str =
         else:
             rows = (df.orderBy(*df.columns) if sort else df).toLocalIterator()
     count = 0
-    with path.open("w", encoding="utf-8", newline="\n") as out:
+    opener = gzip.open if compress else open
+    with opener(path, "wt", encoding="utf-8", newline="\n") as out:
         if headers:
             out.write(delimiter.join(decl.attrs) + "\n")
         for line in format_rows(writable(rows, decl, shown or path), decl, delimiter):

@@ -16,17 +16,29 @@ def write_outputs(program: Program, relations: Mapping, outdir, *, jobs: int = 1
     """Return tuple counts per output relation after writing them all, or raise leaving none.
 
     `IO=stdout` outputs are printed as Soufflé prints them, framed by their name, once every
-    file is in place.
+    file is in place. `IO=parquet` and `IO=spark` outputs are staged first and swapped in
+    with the files (engine/frame_outputs.py).
     """
-    from levelflow.engine.facts import io_delimiter, io_headers, output_path, write_relation
+    from levelflow.engine.facts import (
+        io_compress,
+        io_delimiter,
+        io_headers,
+        output_path,
+        write_relation,
+    )
+    from levelflow.engine.frame_outputs import stage_output
+    from levelflow.engine.spark_io import frame_kind
 
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     # Each file goes to a hidden temp file beside its final path (same filesystem), and is
     # renamed into place only once every output has been written.
-    plan = []
+    plan, staged = [], []
+    frames = [io for io in program.output_directives if frame_kind(io) is not None]
     for io in program.output_directives:
         name = io.relation
+        if frame_kind(io) is not None:
+            continue
         stdout = io.option("IO") == "stdout"
         final = None if stdout else output_path(io, outdir)
         where = outdir if stdout else final.parent
@@ -37,9 +49,13 @@ def write_outputs(program: Program, relations: Mapping, outdir, *, jobs: int = 1
         name, io, final, tmp = item
         tmp.parent.mkdir(parents=True, exist_ok=True)
         return write_relation(relations[name], program.decls[name], tmp, io_delimiter(io),
-                              headers=io_headers(io), shown=final or f"{name} (stdout)")
+                              headers=io_headers(io), shown=final or f"{name} (stdout)",
+                              compress=io_compress(io))
 
     try:
+        for io in frames:  # Parquet folders and tables: staged first, swapped in with the rest
+            staged.append(stage_output(relations[io.relation], program.decls[io.relation], io,
+                                       outdir))
         if jobs > 1 and len(plan) > 1:
             with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="levelflow-out") as ex:
                 counts = list(ex.map(write, plan))
@@ -52,8 +68,13 @@ def write_outputs(program: Program, relations: Mapping, outdir, *, jobs: int = 1
                 tmp.unlink()
             else:
                 os.replace(tmp, final)
+        for stage, _ in staged:
+            stage.commit()
     except BaseException:
         for _, _, _, tmp in plan:
             tmp.unlink(missing_ok=True)
+        for stage, _ in staged:
+            stage.abort()
         raise
-    return {name: count for (name, *_), count in zip(plan, counts, strict=True)}
+    done = {io.relation: count for io, (_, count) in zip(frames, staged, strict=True)}
+    return {**done, **{name: count for (name, *_), count in zip(plan, counts, strict=True)}}

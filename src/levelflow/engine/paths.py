@@ -67,6 +67,8 @@ def check_io_paths(program: Program, factdir: Path | None, outdir: Path | None,
     inputs: dict[object, IO] = {}  # by path, and by inode (a hard link is the same file)
     if factdir is not None:
         for io in sorted(program.inputs.values(), key=_order):
+            if _table(io, confine, "fact directory"):
+                continue
             path = _where(factdir, io)
             if confine:
                 _confine(io, path, factdir, fact_flag, "fact directory", why)
@@ -77,7 +79,7 @@ def check_io_paths(program: Program, factdir: Path | None, outdir: Path | None,
         return
     written: dict[Path, IO] = {}
     for io in sorted(program.output_directives, key=_order):
-        if io.option("IO") == "stdout":
+        if io.option("IO") == "stdout" or _table(io, confine, "output directory"):
             continue
         path = _where(outdir, io)
         if confine:
@@ -92,6 +94,17 @@ def check_io_paths(program: Program, factdir: Path | None, outdir: Path | None,
             raise PathError(f".output {io.relation} would overwrite {path}, the fact file "
                             f"the .input directive at {_at(read)} reads", io.loc)
         written[path] = io
+
+
+def _table(io: IO, confine: bool, what: str) -> bool:
+    """Return whether the directive names a catalog table (no file); refused when confined."""
+    if io.option("IO") != "spark":
+        return False
+    if confine:
+        verb = "reads" if io.kind == "input" else "writes"
+        raise PathError(f".{io.kind} {io.relation} {verb} the catalog table "
+                        f"{io.option('table')}, outside the {what} (confined)", io.loc)
+    return True
 
 
 def _inode(path: Path) -> tuple[int, int] | None:

@@ -50,13 +50,18 @@ class RunResult:
     trace: JobTrace
     schedule: list[tuple[int, int, float, float]] = field(default_factory=list)
     task_stats: list = field(default_factory=list)  # per task id: EvalStats, None if not run
+    decls: dict = field(default_factory=dict)  # relation name -> Decl
 
     def relation(self, name: str):
-        """Return the DataFrame of relation `name` (columns c0..c{n-1})."""
+        """Return the DataFrame of relation `name`, its columns named as its attributes
+        (`relations[name]` holds the engine's c0..c{n-1})."""
+        from levelflow.engine.spark_io import named
+
         try:
-            return self.relations[name]
+            df = self.relations[name]
         except KeyError:
             raise KeyError(f"no relation named {name!r}") from None
+        return named(self.decls[name], df) if name in self.decls else df
 
     @property
     def ran_tasks(self) -> list[str]:
@@ -264,4 +269,4 @@ def run_program(spark, program_tasks: ProgramTasks, factdir=None, outdir=None, *
         wall_seconds=time.perf_counter() - t_start, spark_seconds=sum(run.seconds),
         scheduling_seconds=run.sched_seconds, output_seconds=output_seconds,
         printsize=printsize, output_counts=output_counts, trace=trace, schedule=run.schedule,
-        task_stats=run.stats)
+        task_stats=run.stats, decls=program.decls)

@@ -227,8 +227,11 @@ class IO:
 
     @property
     def file_name(self) -> str:
-        """Return the file an .input reads or an .output writes: `filename=`, or R.facts / R.csv."""
+        """Return the file an .input reads or an .output writes: `filename=`, or R.facts / R.csv
+        (R.parquet with IO=parquet)."""
         suffix = "facts" if self.kind == "input" else "csv"
+        if self.option("IO") == "parquet":
+            suffix = "parquet"
         return self.option("filename") or f"{self.relation}.{suffix}"
 
 

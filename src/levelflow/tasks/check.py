@@ -128,9 +128,9 @@ def _check_decls(parsed: Parsed, types: dict[str, str], report: Problems) -> dic
     return decls
 
 
-# The .input/.output options levelflow implements (Soufflé's file options without rfc4180,
-# compress and the like).
-IO_OPTIONS = ("IO", "filename", "delimiter", "headers")
+# The .input/.output options levelflow implements (Soufflé's file options without rfc4180 and
+# the like; `table=` for IO=spark).
+IO_OPTIONS = ("IO", "filename", "delimiter", "headers", "compress", "table")
 
 
 def _check_ios(ios: list[IO], decls: dict[str, Decl], report: Problems
@@ -147,7 +147,7 @@ def _check_ios(ios: list[IO], decls: dict[str, Decl], report: Problems
         if io.kind == "printsize":
             printsize[io.relation] = None
             continue
-        allowed = ("file",) if io.kind == "input" else ("file", "stdout")
+        allowed = ("file", "parquet", "spark") + (("stdout",) if io.kind == "output" else ())
         if io.option("IO", "file") not in allowed:
             report(io.loc, f"IO={io.option('IO')} is not supported for .{io.kind} "
                            f"(supported: {', '.join(allowed)})")
@@ -159,6 +159,12 @@ def _check_ios(ios: list[IO], decls: dict[str, Decl], report: Problems
             continue
         if io.option("headers", "false") not in ("true", "false"):
             report(io.loc, f"headers={io.option('headers')} must be true or false")
+            continue
+        if io.option("compress", "false") not in ("true", "false"):
+            report(io.loc, f"compress={io.option('compress')} must be true or false")
+            continue
+        if (io.option("IO") == "spark") != (io.option("table") is not None):
+            report(io.loc, "IO=spark takes table=\"db.name\" (and table= needs IO=spark)")
             continue
         if io.kind == "input":
             if io.relation in inputs:
@@ -172,6 +178,8 @@ def _check_ios(ios: list[IO], decls: dict[str, Decl], report: Problems
         # Soufflé; two writing the same place are a mistake.
         if io.option("IO") == "stdout":
             target = ("stdout", io.relation)
+        elif io.option("IO") == "spark":
+            target = ("table", io.option("table"))
         else:  # `x.csv` and `./x.csv` are one file (`..` is left to engine.paths, -D known)
             target = ("file", str(PurePath(io.file_name)))
         if target in targets:

@@ -29,8 +29,8 @@ from levelflow.tasks.ast import (
     Var,
     Wildcard,
 )
-from levelflow.tasks.comp_check import check_components
 from levelflow.tasks.choice import parse_choice
+from levelflow.tasks.comp_check import check_components
 from levelflow.tasks.components import (
     Comp,
     Init,

@@ -282,22 +282,25 @@ def adapt_snapshot(spark, snap: Snapshot, change: ProgramChange) -> Snapshot:
 def seed_new_inputs(spark, change: ProgramChange, base: dict, factdir) -> list[str]:
     """Add the facts of each new input relation (from `factdir`) to its base change; notes."""
     from levelflow.engine.evaluate import cut
-    from levelflow.engine.facts import input_path, io_delimiter, io_headers, read_facts
+    from levelflow.engine.facts import input_path
+    from levelflow.engine.spark_io import frame_kind, read_input
 
     prog = change.new.program
     notes = []
     for name in change.new_inputs:
         io, ver = prog.inputs[name], base[name]
         path = input_path(io, factdir) if factdir is not None else None
+        if frame_kind(io) is not None:  # read from Parquet or a table, which say what is wrong
+            path = io.option("table") or io.option("filename") or f"{name}.parquet"
         what = "redeclared input relation" if name in change.rebuilt else "new input relation"
-        if path is None or not path.is_file():
+        if path is None or (frame_kind(io) is None and not path.is_file()):
             where = f" ({path} not found)" if path is not None else ""
             notes.append(f"note: {what} {name} starts empty{where}")
             continue
         if name in change.rebuilt:
             notes.append(f"note: {what} {name} starts from {path}, its old facts dropped")
         cols = [f"c{i}" for i in range(ver.decl.arity)]
-        new = read_facts(spark, ver.decl, path, io_delimiter(io), io_headers(io))
+        new = read_input(spark, ver.decl, io, factdir)
         if ver.plus_rows:
             new = new.unionByName(ver.plus)
         if ver.minus_rows:

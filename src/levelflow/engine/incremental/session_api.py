@@ -145,21 +145,29 @@ class IncrementalSession:
         self._changed: dict = {}  # the epoch being committed: relation -> (decl, plus, minus)
         self._base_deltas: dict[str, _BaseDelta] = {}  # input -> its base as of self.snap
         self._pending_bases: dict[str, _BaseDelta] = {}  # ... as of the epoch being committed
+        # stream name -> the last micro-batch applied (levelflow.streaming), as the manifest
+        # of the current epoch records it
+        self.streams: dict[str, int] = {}
 
     # -- construction --------------------------------------------------------------------------
 
     @classmethod
-    def bootstrap(cls, spark, program, factdir, statedir: str | os.PathLike | None = None,
-                  *, progress=None, **options) -> IncrementalSession:
+    def bootstrap(cls, spark, program, factdir=None, statedir: str | os.PathLike | None = None,
+                  *, inputs=None, progress=None, **options) -> IncrementalSession:
         """Return a session whose epoch 0 is the program evaluated from scratch on `factdir`.
 
-        `progress` (engine.progress) shows the facts read, the tasks run and the state written.
+        `inputs` maps input relations to DataFrames read instead of their fact files (once:
+        the state keeps what they held then). `progress` (engine.progress) shows the facts
+        read, the tasks run and the state written.
         """
         from levelflow.engine.checks import check_fact_files
-        from levelflow.engine.facts import input_path, io_delimiter, io_headers, read_facts
+        from levelflow.engine.facts import input_path
+        from levelflow.engine.spark_io import frame_kind, read_input, with_frames
 
         pt, text = _load(program)
-        prog = pt.program
+        # DataFrames in `inputs` are read once, below, and cut: the state keeps that snapshot.
+        prog = with_frames(pt.program, inputs or {})
+        factdir = Path.cwd() if factdir is None else factdir
         check_fact_files(prog, factdir)
         state = (statedir if isinstance(statedir, StateDir) or statedir is None
                  else StateDir(statedir))
@@ -173,9 +181,9 @@ class IncrementalSession:
                 progress.phase(f"reading facts of {name} ({i} of {len(prog.inputs)})")
             decl = prog.decls[name]
             ver = Versions(decl, snap.base[name], 0)
-            path = input_path(io, factdir)
-            df = read_facts(spark, decl, path, io_delimiter(io), io_headers(io))
-            if decl.arity and path.is_file() and path.stat().st_size <= DRIVER_FACT_BYTES:
+            path = input_path(io, factdir) if frame_kind(io) is None else None
+            df = read_input(spark, decl, io, factdir)
+            if decl.arity and path and path.is_file() and path.stat().st_size <= DRIVER_FACT_BYTES:
                 df, rows, indexed[name] = read_small(spark, decl, df)
             else:
                 df, rows = cut(df)
@@ -203,6 +211,7 @@ class IncrementalSession:
         data = state.manifest()
         pt = build_tasks(parse_program(data["program"], data["program_file"]))
         session = cls(spark, pt, data["program"], state.load(spark, pt.program), state, **options)
+        session.streams = dict(data.get("streams", {}))
         session.base_index.prefetch(session.snap, pt.program.decls)
         return session
 
@@ -224,6 +233,25 @@ class IncrementalSession:
     def remove(self, relation: str, row=None) -> Op:
         """Return the queued op removing `row` from input `relation` (or a literal `r(1,"a")`)."""
         return self._op(-1, relation, row)
+
+    def apply(self, inserts=None, removes=None, **options) -> EpochResult:
+        """Return the EpochResult of one epoch removing, then inserting, the rows of the
+        DataFrames given per input relation (with any pending ops before them).
+
+        A DataFrame that does not fit its relation is refused in one line and nothing is
+        applied; nor is anything if the epoch fails (its rows are not left queued). `options`
+        go to `commit`.
+        """
+        from levelflow.engine.incremental.frame_changes import ops_of_frames
+
+        ops = ops_of_frames(self.program, inserts or {}, removes or {})
+        before = len(self.pending)
+        self.pending.extend(ops)
+        try:
+            return self.commit(**options)
+        except BaseException:
+            del self.pending[before:before + len(ops)]
+            raise
 
     def extend(self, ops) -> None:
         """Queue already validated ops (from update files)."""
@@ -303,19 +331,22 @@ class IncrementalSession:
 
     # -- epochs --------------------------------------------------------------------------------
 
-    def commit(self, *, before_switch=None, progress=None, compact: bool = True) -> EpochResult:
+    def commit(self, *, before_switch=None, progress=None, compact: bool = True,
+               streams: dict[str, int] | None = None) -> EpochResult:
         """Return the EpochResult of applying the pending ops as one epoch (atomic).
 
         `progress` (engine.progress) is told which tasks start and finish, as `run` tells it.
         With `compact`, chains past the policy are then compacted (`compact()`); a caller
-        that answers first (serve) passes False and compacts after.
+        that answers first (serve) passes False and compacts after. `streams` (name -> batch
+        id) is recorded in the epoch's manifest, in the same commit (levelflow.streaming).
         """
         ops, self.pending = self.pending, []
         self._changed, self._pending_bases = {}, {}
         try:
             with self._writing():  # before reading the old base: it may have moved on
                 base, notes = self._net_change(ops)
-                result = self._run_epoch(base, before_switch=before_switch, progress=progress)
+                result = self._run_epoch(base, before_switch=before_switch, progress=progress,
+                                         streams=streams)
         except BaseException:
             self.pending = ops + self.pending  # nothing applied: the ops stay queued
             raise
@@ -374,7 +405,7 @@ class IncrementalSession:
             yield
 
     def _run_epoch(self, base, *, bootstrap: bool = False, before_switch=None,
-                   progress=None, change=None) -> EpochResult:
+                   progress=None, change=None, streams=None) -> EpochResult:
         """Return the result of one epoch (run inside _writing); the snapshot is replaced only
         if it all succeeded."""
         t0 = time.perf_counter()
@@ -389,9 +420,10 @@ class IncrementalSession:
             if progress is not None:
                 progress.phase(f"writing epoch {snap.epoch} to the state")
             held = snap.arranged
+            marks = {"streams": {**self.streams, **streams}} if streams else None
             snap = self.statedir.commit(self.spark, self.program, self.program_text, snap,
                                         changed, changed_base, before_switch=before_switch,
-                                        collect=False)
+                                        collect=False, extra=marks)
             # The files hold the same tuples as the executors' copies; the Spark-side logs
             # start again from them (their old bases may be files of collected epochs).
             snap.arranged = _restarted(held)
@@ -404,6 +436,7 @@ class IncrementalSession:
         if change is not None:  # a program change: what became of each task
             result.status = change.statuses(epoch)
         self.snap = snap
+        self.streams.update(streams or {})
         self.last = result
         if self.statedir is not None:  # after the swap: nothing reads the old epoch's files
             self.statedir.collect_garbage()
@@ -425,10 +458,12 @@ class IncrementalSession:
         return self.snap.epoch
 
     def relation(self, name: str):
-        """Return the current tuples of relation `name` (columns c0..)."""
+        """Return the current tuples of relation `name`, columns named as its attributes."""
+        from levelflow.engine.spark_io import named
+
         if name not in self.program.decls:
             raise KeyError(f"no relation named {name!r}")
-        return self.snap.tuples(name)
+        return named(self.program.decls[name], self.snap.tuples(name))
 
     def size(self, name: str) -> int:
         """Return the number of tuples of relation `name`."""

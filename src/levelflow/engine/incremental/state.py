@@ -342,7 +342,7 @@ class StateDir:
                 "program_file": program.file, "program": program_text,
                 "counted": sorted(snap.counted), **relations,
                 "scratch_seconds": snap.scratch_seconds, "max_rank": snap.max_rank,
-                "keep": self.keep_epochs(prev), **(extra or {}),
+                "keep": self.keep_epochs(prev), **_carried(prev), **(extra or {}),
             }
             digest = self.publish(tmp, epoch, manifest)
         except BaseException as e:
@@ -547,6 +547,12 @@ class StateDir:
                         shutil.rmtree(sub, ignore_errors=True)
             if not referenced_here:
                 shutil.rmtree(child, ignore_errors=True)
+
+
+def _carried(prev: dict | None) -> dict:
+    """Return what every later manifest carries on from the previous one: the micro-batches of
+    each stream applied so far (levelflow.streaming)."""
+    return {"streams": prev["streams"]} if prev is not None and "streams" in prev else {}
 
 
 def _holds(path: Path, table: pa.Table) -> bool:

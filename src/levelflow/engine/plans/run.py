@@ -14,10 +14,11 @@ from levelflow.engine.evaluate import (
     evaluate_task,
     fact_rows,
 )
-from levelflow.engine.facts import input_path, io_delimiter, io_headers, read_facts
+from levelflow.engine.facts import input_path
 from levelflow.engine.guard import Limit, check_products, task_limit
 from levelflow.engine.plans.in_spark import Layout, run_counted, run_packed, unpack
 from levelflow.engine.plans.planner import Plan
+from levelflow.engine.spark_io import estimate_rows, read_input
 from levelflow.tasks.ast import Program
 from levelflow.tasks.tasks import Task
 
@@ -31,7 +32,10 @@ def input_rows(program: Program, task: Task, counts: Mapping[str, int],
     rows = sum(counts.get(name, 0) for name in task.reads_from)
     for name in task.relations:
         io = program.inputs.get(name)
-        if io is not None and factdir is not None:
+        known = estimate_rows(io, factdir) if io is not None else None
+        if known is not None:
+            rows += known
+        elif io is not None and factdir is not None:
             path = input_path(io, factdir)
             rows += path.stat().st_size // _BYTES_PER_FACT if path.is_file() else 0
     return rows
@@ -85,8 +89,7 @@ def evaluate_planned(spark, program: Program, task: Task, relations: Mapping,
         io = program.inputs.get(name)
         if io is not None and factdir is not None:
             specs.append((name, True))
-            frames.append(read_facts(spark, program.decls[name], input_path(io, factdir),
-                                     io_delimiter(io), io_headers(io)))
+            frames.append(read_input(spark, program.decls[name], io, factdir))
     # At least two shares, so that a one-core session still splits (and tests the split).
     parts = parts or max(spark.sparkContext.defaultParallelism, 2)
     layout = _layout(program, task, tuple(specs), plan, parts, keep, ranked, limit)
