@@ -70,7 +70,7 @@ KINDS = ["count : {BODY}", "sum y : {BODY}", "min y : {BODY}", "max y : {BODY}",
 BODIES = ["a(x, y)", "a(x, y), b(y)", "a(x, y), !b(y)", "a(x, y), y > 2", "b(y), a(y, x)"]
 
 
-@settings(max_examples=6, deadline=None,
+@settings(max_examples=5, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(kind=st.sampled_from(KINDS), body=st.sampled_from(BODIES),
        grouped=st.booleans(), seed=st.integers(0, 10_000))

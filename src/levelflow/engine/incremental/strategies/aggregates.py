@@ -20,14 +20,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from levelflow.engine.compile import body_frame, head_frame
+import polars as pl
+
+from levelflow.engine.compile import body_frame
 from levelflow.engine.evaluate import MERGE_PIECES, RANK, merge_pieces
 from levelflow.engine.incremental.joins import bcast_small
+from levelflow.engine.incremental.local_frames import polars_of, rows_of, spark_frame
 from levelflow.engine.incremental.versions import Change, TaskContext
-from levelflow.engine.rules import var_col
+from levelflow.engine.plans.columnar import head_rows
+from levelflow.engine.rules import term_vars, var_col
 from levelflow.engine.types import column_names, relation_schema
 from levelflow.tasks.aggregates import is_aggregate_rule
-from levelflow.tasks.ast import Atom, Decl, Negation, Rule, Var
+from levelflow.tasks.ast import Aggregate, Atom, Decl, Negation, Rule, Var
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -67,51 +71,72 @@ def touched_rules(rule: Rule, changed: set[str]) -> list[tuple[Rule, int]]:
     return out
 
 
+def _delta(ctx: TaskContext, relation: str) -> tuple[DataFrame, int]:
+    """Return Δ+ ∪ Δ- of a relation, from the driver's copy when it holds one (so that
+    shipping it to a join is no Spark job), and its rows."""
+    ver = ctx.versions[relation]
+    parts = [(df, rows) for df, rows in ((ver.plus, ver.plus_rows), (ver.minus, ver.minus_rows))
+             if rows]
+    tables = [rows_of(df) for df, _ in parts]
+    rows = sum(r for _, r in parts)
+    if all(t is not None for t in tables):
+        import pyarrow as pa
+
+        table = pa.concat_tables([t.select(column_names(ver.decl.arity)) for t in tables])
+        return spark_frame(ctx.spark, table, relation_schema(ver.decl)), rows
+    return bcast_small(_union([df for df, _ in parts]), rows), rows
+
+
 def touched_groups(ctx: TaskContext, rule: Rule, changed: set[str]) -> list[tuple]:
     """Return the group keys whose body rows the change touched (one Spark job)."""
     keys = _keys(rule)
     plans = []
     for variant, pos in touched_rules(rule, changed):
-        ver = ctx.versions[rule.body[pos].atom.relation if isinstance(rule.body[pos], Negation)
-                           else rule.body[pos].relation]
-        delta = _union([df for df, rows in ((ver.plus, ver.plus_rows),
-                                            (ver.minus, ver.minus_rows)) if rows])
-        rows = ver.plus_rows + ver.minus_rows
+        delta, rows = _delta(ctx, variant.body[pos].relation)
         for new in (False, True):
             frames, counts = {}, {}
             for j, atom, _ in variant.body_atoms():
                 v = ctx.versions[atom.relation]
                 frames[j] = v.new if new else v.old
                 counts[j] = v.new_rows if new else v.old_rows
-            frames[pos], counts[pos] = bcast_small(delta, rows), rows
+            frames[pos], counts[pos] = delta, rows
             df, _ = body_frame(ctx.spark, variant, ctx.decls, frames, counts, first=pos,
                                small_seed=True)
             plans.append(df.select(*[var_col(n) for _, n in keys]))
-    return [tuple(r) for r in _union(plans).distinct().collect()]
+    return sorted({tuple(r) for r in _union(plans).collect()})
 
 
-def new_values(ctx: TaskContext, rule: Rule, touched: list[tuple]) -> DataFrame:
-    """Return the aggregate's tuples of the touched groups (all of them without groups)."""
-    keys = _keys(rule)
+def _touched_frame(ctx: TaskContext, rule: Rule, touched: list[tuple], names: list[str]):
+    """Return the touched keys as a DataFrame built in the driver (no job to ship it)."""
     decl = ctx.decls[rule.heads[0].relation]
+    keys = _keys(rule)
+    schema = relation_schema(Decl(TOUCHED, tuple(names),
+                                  tuple(decl.types[i] for i, _ in keys)))
+    return bcast_small(ctx.spark.createDataFrame(touched, schema).toDF(*names), len(touched))
+
+
+def new_body(ctx: TaskContext, rule: Rule, touched: list[tuple]):
+    """Return the aggregate body's rows of the touched groups (all rows without groups),
+    as a plan, and the variables' types."""
+    keys = _keys(rule)
     decls = dict(ctx.decls)
     body = rule.body
     frames, counts = {}, {}
     for j, atom, _ in rule.body_atoms():
-        frames[j], counts[j] = ctx.versions[atom.relation].new, ctx.versions[atom.relation].new_rows
+        ver = ctx.versions[atom.relation]
+        frames[j], counts[j] = ver.new, ver.new_rows
     first = None
     if keys:
-        types = tuple(decl.types[i] for i, _ in keys)
-        decls[TOUCHED] = Decl(TOUCHED, tuple(n for _, n in keys), types)
-        schema = relation_schema(decls[TOUCHED])
+        decl = ctx.decls[rule.heads[0].relation]
+        decls[TOUCHED] = Decl(TOUCHED, tuple(f"c{k}" for k in range(len(keys))),
+                              tuple(decl.types[i] for i, _ in keys))
         first = len(body)
         body = body + (Atom(TOUCHED, tuple(Var(n) for _, n in keys)),)
-        frames[first] = bcast_small(ctx.spark.createDataFrame(touched, schema), len(touched))
+        frames[first] = _touched_frame(ctx, rule, touched,
+                                       [f"c{k}" for k in range(len(keys))])
         counts[first] = len(touched)
-    grouped = Rule(rule.heads, body, rule.loc)
-    df, types = body_frame(ctx.spark, grouped, decls, frames, counts, first=first,
-                           small_seed=first is not None)
-    return head_frame(df, types, rule.heads[0], decl)
+    return body_frame(ctx.spark, Rule(rule.heads, body, rule.loc), decls, frames, counts,
+                      first=first, small_seed=first is not None)
 
 
 def aggregate_update(ctx: TaskContext, task: Task) -> dict[str, Change]:
@@ -120,38 +145,46 @@ def aggregate_update(ctx: TaskContext, task: Task) -> dict[str, Change]:
 
     (rule,) = [r for r in task.rules if is_aggregate_rule(r)]
     name = rule.heads[0].relation
+    decl = ctx.decls[name]
     old = ctx.versions[name]
     changed = {n for n in task.reads_from if ctx.versions[n].changed}
     keys = _keys(rule)
     touched = touched_groups(ctx, rule, changed) if keys and changed else [()]
     if not changed or not touched:
         return {name: Change(None, rows=old.old_rows, pieces=old.pieces, top=0)}
-    cols = column_names(ctx.decls[name].arity)
+    cols = column_names(decl.arity)
     before = old.old
     if keys:
-        schema = relation_schema(Decl(TOUCHED, tuple(n for _, n in keys),
-                                      tuple(ctx.decls[name].types[i] for i, _ in keys)))
-        hit = ctx.spark.createDataFrame(touched, schema)
-        hit = hit.toDF(*[f"c{i}" for i, _ in keys])
-        before = before.join(bcast_small(hit, len(touched)), [f"c{i}" for i, _ in keys],
-                             "left_semi")
-    tagged = before.select(*cols, F.lit(1).alias("_in")).unionByName(
-        new_values(ctx, rule, touched).select(*cols, F.lit(2).alias("_in")))
-    rows = tagged.groupBy(*cols).agg(F.sum("_in").alias("_in")).filter(F.col("_in") != 3) \
-        .collect()
-    return {name: _change(ctx, name, old, rows, cols)}
+        on = [f"c{i}" for i, _ in keys]
+        before = before.join(_touched_frame(ctx, rule, touched, on), on, "left_semi")
+    # The touched groups' rows come to the driver and are grouped there by the Polars
+    # backend (the same rules.aggregate_rows every plan runs): one job each, no shuffle.
+    rows, types = new_body(ctx, rule, touched)
+    used = [var_col(n) for n in sorted({n for _, n in keys} | _target_vars(rule))]
+    # One column at least: a table of no columns would lose its rows' count.
+    body = pl.from_arrow(rows.select(*used, F.lit(1).alias("_one")).toArrow())
+    after = head_rows(body, types, rule.heads[0], decl)
+    was = polars_of(before.select(*cols).toArrow(), decl)
+    plus = after.unique().join(was, on=cols, how="anti")
+    minus = was.join(after, on=cols, how="anti")
+    return {name: _change(ctx, name, old, [tuple(r) for r in plus.iter_rows()],
+                          [tuple(r) for r in minus.iter_rows()], cols)}
 
 
-def _change(ctx: TaskContext, name: str, old, rows, cols) -> Change:
-    """Return the Change from the changed tuples (tagged 1 old, 2 new) held in the driver."""
+def _target_vars(rule: Rule) -> set[str]:
+    agg = next(a for a in rule.heads[0].args if isinstance(a, Aggregate))
+    return term_vars(agg.target) if agg.target is not None else set()
+
+
+def _change(ctx: TaskContext, name: str, old, plus_rows: list, minus_rows: list,
+            cols) -> Change:
+    """Return the Change from the tuples added and removed, held in the driver."""
     import pyspark.sql.functions as F
 
-    if not rows:
+    if not plus_rows and not minus_rows:
         return Change(None, rows=old.old_rows, pieces=old.pieces, top=0)
     schema = relation_schema(ctx.decls[name])
     spark = ctx.spark
-    plus_rows = [tuple(r[c] for c in cols) for r in rows if r["_in"] == 2]
-    minus_rows = [tuple(r[c] for c in cols) for r in rows if r["_in"] == 1]
     plus = spark.createDataFrame(plus_rows, schema) if plus_rows else None
     minus = spark.createDataFrame(minus_rows, schema) if minus_rows else None
     ranked = ctx.old_ranked[name]
