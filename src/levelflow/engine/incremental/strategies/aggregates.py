@@ -29,7 +29,7 @@ from levelflow.engine.incremental.local_frames import polars_of, rows_of, spark_
 from levelflow.engine.incremental.versions import Change, TaskContext
 from levelflow.engine.plans.columnar import head_rows
 from levelflow.engine.rules import term_vars, var_col
-from levelflow.engine.types import column_names, relation_schema
+from levelflow.engine.types import SQL_TYPES, column_names, relation_schema
 from levelflow.tasks.aggregates import is_aggregate_rule
 from levelflow.tasks.ast import Aggregate, Atom, Decl, Negation, Rule, Var
 
@@ -115,6 +115,18 @@ def _touched_frame(ctx: TaskContext, rule: Rule, touched: list[tuple], names: li
     return bcast_small(ctx.spark.createDataFrame(touched, schema).toDF(*names), len(touched))
 
 
+def among(cols: list[str], keys: list[tuple]):
+    """Return the condition "the columns' values are one of `keys`" (a filter: no join, so
+    no broadcast job)."""
+    import pyspark.sql.functions as F
+
+    if len(cols) == 1:
+        return F.col(cols[0]).isin([k[0] for k in keys])
+    return F.struct(*cols).isin([F.struct(*[F.lit(v).alias(c) for v, c in zip(k, cols,
+                                                                            strict=True)])
+                                 for k in keys])
+
+
 def new_body(ctx: TaskContext, rule: Rule, touched: list[tuple]):
     """Return the aggregate body's rows of the touched groups (all rows without groups),
     as a plan, and the variables' types."""
@@ -126,12 +138,19 @@ def new_body(ctx: TaskContext, rule: Rule, touched: list[tuple]):
         ver = ctx.versions[atom.relation]
         frames[j], counts[j] = ver.new, ver.new_rows
     first = None
-    if keys:
+    names = [n for _, n in keys]
+    holder = next((j for j, atom, neg in rule.body_atoms() if not neg and
+                   all(Var(n) in atom.args for n in names)), None)
+    if keys and holder is not None:  # the touched keys filter the atom that binds them all
+        args = rule.body[holder].args
+        frames[holder] = frames[holder].filter(among(
+            [f"c{args.index(Var(n))}" for n in names], touched))
+    elif keys:
         decl = ctx.decls[rule.heads[0].relation]
         decls[TOUCHED] = Decl(TOUCHED, tuple(f"c{k}" for k in range(len(keys))),
                               tuple(decl.types[i] for i, _ in keys))
         first = len(body)
-        body = body + (Atom(TOUCHED, tuple(Var(n) for _, n in keys)),)
+        body = body + (Atom(TOUCHED, tuple(Var(n) for n in names)),)
         frames[first] = _touched_frame(ctx, rule, touched,
                                        [f"c{k}" for k in range(len(keys))])
         counts[first] = len(touched)
@@ -141,8 +160,6 @@ def new_body(ctx: TaskContext, rule: Rule, touched: list[tuple]):
 
 def aggregate_update(ctx: TaskContext, task: Task) -> dict[str, Change]:
     """Return the Change of an aggregate task's relation from its inputs' change."""
-    import pyspark.sql.functions as F
-
     (rule,) = [r for r in task.rules if is_aggregate_rule(r)]
     name = rule.heads[0].relation
     decl = ctx.decls[name]
@@ -155,20 +172,41 @@ def aggregate_update(ctx: TaskContext, task: Task) -> dict[str, Change]:
     cols = column_names(decl.arity)
     before = old.old
     if keys:
-        on = [f"c{i}" for i, _ in keys]
-        before = before.join(_touched_frame(ctx, rule, touched, on), on, "left_semi")
-    # The touched groups' rows come to the driver and are grouped there by the Polars
-    # backend (the same rules.aggregate_rows every plan runs): one job each, no shuffle.
+        before = before.filter(among([f"c{i}" for i, _ in keys], touched))
     rows, types = new_body(ctx, rule, touched)
-    used = [var_col(n) for n in sorted({n for _, n in keys} | _target_vars(rule))]
-    # One column at least: a table of no columns would lose its rows' count.
-    body = pl.from_arrow(rows.select(*used, F.lit(1).alias("_one")).toArrow())
+    body, was = _collect(rows, types, before, decl, sorted({n for _, n in keys}
+                                                           | _target_vars(rule)))
+    # The touched groups' rows are grouped in the driver by the Polars backend (the same
+    # rules.aggregate_rows every plan runs): no shuffle.
     after = head_rows(body, types, rule.heads[0], decl)
-    was = polars_of(before.select(*cols).toArrow(), decl)
     plus = after.unique().join(was, on=cols, how="anti")
     minus = was.join(after, on=cols, how="anti")
     return {name: _change(ctx, name, old, [tuple(r) for r in plus.iter_rows()],
                           [tuple(r) for r in minus.iter_rows()], cols)}
+
+
+def _collect(rows, types, before, decl: Decl, used: list[str]):
+    """Return the body rows (the variables `used`) and the old tuples, fetched by one job as
+    one union, as Polars frames."""
+    import pyspark.sql.functions as F
+
+    cols = column_names(decl.arity)
+    var_cols = [var_col(n) for n in used]
+
+    def none(name, primitive):
+        return F.lit(None).cast(SQL_TYPES[primitive]).alias(name)
+
+    # `_one`: a table of no columns would lose its rows' count.
+    a = rows.select(*var_cols, *[none(c, t) for c, t in zip(cols, decl.types, strict=True)],
+                    F.lit(2).alias("_in"))
+    b = before.select(*[none(var_col(n), types[n]) for n in used],
+                      *[F.col(c) for c in cols], F.lit(1).alias("_in"))
+    both = pl.from_arrow(a.unionByName(b).toArrow())
+    body = both.filter(pl.col("_in") == 2).select(var_cols)
+    if not var_cols:
+        body = both.filter(pl.col("_in") == 2).select(pl.col("_in").alias("_one"))
+    was = polars_of(both.filter(pl.col("_in") == 1).select(cols).to_arrow(), decl)
+    return body, was
 
 
 def _target_vars(rule: Rule) -> set[str]:
@@ -188,8 +226,8 @@ def _change(ctx: TaskContext, name: str, old, plus_rows: list, minus_rows: list,
     plus = spark.createDataFrame(plus_rows, schema) if plus_rows else None
     minus = spark.createDataFrame(minus_rows, schema) if minus_rows else None
     ranked = ctx.old_ranked[name]
-    if minus is not None:
-        ranked = ranked.join(bcast_small(minus, len(minus_rows)), cols, "left_anti")
+    if minus is not None:  # a filter, not a join: no broadcast job
+        ranked = ranked.filter(~among(cols, minus_rows))
     rank = F.lit(0).cast(ranked.schema[RANK].dataType)
     added = plus.withColumn(RANK, rank) if plus is not None else None
     if added is not None:
