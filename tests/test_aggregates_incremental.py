@@ -118,3 +118,67 @@ def test_a_large_change_recomputes_an_aggregate_task(spark, tmp_path, large):
     result = session.commit()
     assert "bootstrap" in {s for t, s in result.strategies.items() if "@agg" in t}
     check_against_reference(session, pt, facts, tmp_path / "ref1")
+
+
+SMALL = """
+.decl e(x:number, y:number)
+.input e
+.decl deg(x:number, c:number)
+deg(x, count : e(x, _)) :- e(x, _).
+.decl low(m:number)
+low(m) :- m = min y : e(_, y).
+.output deg
+.output low
+"""
+
+
+@pytest.fixture
+def small_state(spark, tmp_path):
+    prog = tmp_path / "s.dl"
+    prog.write_text(SMALL)
+    write_facts(tmp_path / "facts", {"e": {(1, 2), (1, 3), (2, 5)}})
+    IncrementalSession.bootstrap(spark, prog, tmp_path / "facts", tmp_path / "state")
+    return tmp_path
+
+
+def test_update_cli_maintains_an_aggregate_program(spark, small_state, monkeypatch, capsys):
+    from contextlib import contextmanager
+
+    from levelflow.cli import main as cli_main
+    from levelflow.cli import spark as cli_spark
+
+    @contextmanager
+    def test_spark(master, driver_memory, log, clock=None):
+        yield spark
+
+    monkeypatch.setattr(cli_spark, "spark_session", test_spark)
+    diff = small_state / "d.diff"
+    diff.write_text("+e(2, 1)\n-e(1, 2)\n")
+    with pytest.raises(SystemExit) as e:
+        cli_main(["update", str(small_state / "state"), "--insert", str(diff),
+                  "-D", str(small_state / "out")])
+    assert e.value.code == 0, capsys.readouterr().err
+    lines = set((small_state / "out" / "deg.csv").read_text().splitlines())
+    assert lines == {"1\t1", "2\t2"}
+    assert (small_state / "out" / "low.csv").read_text().split() == ["1"]
+
+
+def test_serve_and_shell_maintain_an_aggregate_program(spark, small_state):
+    from test_serve import Served
+    from test_shell import run_shell
+
+    served = Served(spark, small_state / "state")
+    try:
+        status, text = served.request("POST", "/epoch", "+e(3, 0)\n+e(1, 7)\n")
+        assert status == 200, text
+        status, text = served.request("GET", "/relations/deg")
+        assert set(text.splitlines()) == {"1\t3", "2\t1", "3\t1"}
+        status, text = served.request("GET", "/relations/low")
+        assert text.split() == ["0"]
+    finally:
+        served.close()
+    session = IncrementalSession.open(spark, small_state / "state", mode="incremental")
+    out, err = run_shell(session, "remove e(3, 0)\ncommit\nprint low\n")
+    session.close()
+    assert err == ""
+    assert "2" in out.split() and "0" not in out.split()  # the minimum is back to 2
