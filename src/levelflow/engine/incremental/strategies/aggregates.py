@@ -25,7 +25,13 @@ import polars as pl
 from levelflow.engine.compile import body_frame
 from levelflow.engine.evaluate import MERGE_PIECES, RANK, merge_pieces
 from levelflow.engine.incremental.joins import bcast_small
-from levelflow.engine.incremental.local_frames import polars_of, rows_of, spark_frame
+from levelflow.engine.incremental.local_frames import (
+    arrow_of,
+    frame_of_table,
+    polars_of,
+    rows_of,
+    spark_frame,
+)
 from levelflow.engine.incremental.versions import Change, TaskContext
 from levelflow.engine.plans.columnar import head_rows
 from levelflow.engine.rules import term_vars, var_col
@@ -181,8 +187,7 @@ def aggregate_update(ctx: TaskContext, task: Task) -> dict[str, Change]:
     after = head_rows(body, types, rule.heads[0], decl)
     plus = after.unique().join(was, on=cols, how="anti")
     minus = was.join(after, on=cols, how="anti")
-    return {name: _change(ctx, name, old, [tuple(r) for r in plus.iter_rows()],
-                          [tuple(r) for r in minus.iter_rows()], cols)}
+    return {name: _change(ctx, name, old, plus, minus, cols)}
 
 
 def _collect(rows, types, before, decl: Decl, used: list[str]):
@@ -214,27 +219,28 @@ def _target_vars(rule: Rule) -> set[str]:
     return term_vars(agg.target) if agg.target is not None else set()
 
 
-def _change(ctx: TaskContext, name: str, old, plus_rows: list, minus_rows: list,
+def _change(ctx: TaskContext, name: str, old, plus: pl.DataFrame, minus: pl.DataFrame,
             cols) -> Change:
-    """Return the Change from the tuples added and removed, held in the driver."""
+    """Return the Change from the tuples added and removed, held in the driver: kept beside
+    their DataFrames, so that a counted task reading them may sum its terms in the driver."""
     import pyspark.sql.functions as F
 
-    if not plus_rows and not minus_rows:
+    if not plus.height and not minus.height:
         return Change(None, rows=old.old_rows, pieces=old.pieces, top=0)
     schema = relation_schema(ctx.decls[name])
     spark = ctx.spark
-    plus = spark.createDataFrame(plus_rows, schema) if plus_rows else None
-    minus = spark.createDataFrame(minus_rows, schema) if minus_rows else None
+    plus_df = frame_of_table(spark, arrow_of(plus), schema) if plus.height else None
+    minus_df = frame_of_table(spark, arrow_of(minus), schema) if minus.height else None
     ranked = ctx.old_ranked[name]
-    if minus is not None:  # a filter, not a join: no broadcast job
-        ranked = ranked.filter(~among(cols, minus_rows))
+    if minus.height:  # a filter, not a join: no broadcast job
+        ranked = ranked.filter(~among(cols, minus.rows()))
     rank = F.lit(0).cast(ranked.schema[RANK].dataType)
-    added = plus.withColumn(RANK, rank) if plus is not None else None
+    added = plus_df.withColumn(RANK, rank) if plus_df is not None else None
     if added is not None:
         ranked = ranked.unionByName(added)
     pieces = old.pieces + 1
     if pieces > MERGE_PIECES:
         ranked, pieces = merge_pieces(ranked), 1
-    return Change(ranked, plus, len(plus_rows), minus, len(minus_rows),
-                  old.old_rows + len(plus_rows) - len(minus_rows), pieces=pieces, top=0,
-                  stored=(minus, added))
+    return Change(ranked, plus_df, plus.height, minus_df, minus.height,
+                  old.old_rows + plus.height - minus.height, pieces=pieces, top=0,
+                  stored=(minus_df, added))
