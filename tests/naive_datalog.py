@@ -17,7 +17,18 @@ import sys
 from pathlib import Path
 
 from levelflow.tasks import build_tasks, load_program
-from levelflow.tasks.ast import Atom, BinOp, Call, Comparison, Const, Negation, Var, Wildcard
+from levelflow.tasks.aggregates import is_aggregate_rule
+from levelflow.tasks.ast import (
+    Aggregate,
+    Atom,
+    BinOp,
+    Call,
+    Comparison,
+    Const,
+    Negation,
+    Var,
+    Wildcard,
+)
 
 _CONVERT = {"number": int, "unsigned": int, "float": float, "symbol": str}
 _CMP = {"=": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
@@ -359,6 +370,11 @@ def evaluate(program_tasks, factdir):
             changed = False
             for rule in task.rules:
                 envs = list(solve(rule.body, db, {}))
+                if is_aggregate_rule(rule):
+                    new = aggregated(rule, envs, program.decls[rule.heads[0].relation])
+                    changed |= not new <= db[rule.heads[0].relation]
+                    db[rule.heads[0].relation] |= new
+                    continue
                 if any(calls_autoinc(a) for h in rule.heads for a in h.args):
                     envs = number_bindings(envs)
                 for env in envs:
@@ -376,6 +392,41 @@ def evaluate(program_tasks, factdir):
                             db[head.relation].add(row)
                             changed = True
     return db
+
+
+def aggregated(rule, envs, decl):
+    """Return a lowered aggregate rule's tuples: its bindings grouped by the head's other
+    arguments; count/sum of no binding at all is 0 when there are no groups to speak of."""
+    head = rule.heads[0]
+    agg = next(a for a in head.args if isinstance(a, Aggregate))
+    groups = {}
+    for env in envs:
+        key = tuple(value(a, env) for a in head.args if not isinstance(a, Aggregate))
+        try:
+            v = value(agg.target, env) if agg.target is not None else 1
+        except _NoValue:
+            continue
+        groups.setdefault(key, []).append(v)
+    if len(head.args) == 1 and not groups:
+        groups[()] = []
+    pos = head.args.index(agg)
+    out = set()
+    for key, vals in groups.items():
+        if agg.kind == "count":
+            got = len(vals)
+        elif agg.kind == "sum":
+            got = sum(vals, 0.0 if decl.types[pos] == "float" else 0)
+            if isinstance(got, int) and not -2**63 <= got < 2**63:
+                continue  # an overflowing sum has no value
+        elif not vals:
+            continue  # min, max and mean of nothing: no value
+        elif agg.kind == "mean":
+            got = sum(float(v) for v in vals) / len(vals)
+        else:
+            got = min(vals) if agg.kind == "min" else max(vals)
+        row = key[:pos] + (_CONVERT[decl.types[pos]](got),) + key[pos:]
+        out.add(tuple(_CONVERT[t](v) for v, t in zip(row, decl.types, strict=True)))
+    return out
 
 
 def format_row(row, types, delimiter="\t"):

@@ -75,8 +75,10 @@ CASES = [
     ("A(" + "9" * 5000 + ").", 5, 3, "integer constant 99999999999999999999... does not fit"),
     ("A(9223372036854775807 + 1).", 5, 23, "integer overflow: 9223372036854775808 does not fit"),
     # Constructs outside the subset: "<construct> is not supported".
-    ("A(c) :- c = count : { B(_, _) }.", 5, 13, "the aggregate 'count' is not supported"),
-    ("A(c) :- B(x, _), c = sum x : { B(x, _) }.", 5, 22, "the aggregate 'sum' is not supported"),
+    ("A(c) :- A(x), c = count : { A(_) }.", 5, 19, "aggregate over 'A' inside a recursive "
+                                                  "cycle with 'A'"),
+    ("A(c) :- B(c, _), c = sum y : { B(c, y) }, y > 0.", 5, 43, "variable 'y' is bound only "
+                                                               "inside the aggregate at 5:22"),
     ("A(c) :- S(x), c = ord(x).", 5, 19, "the functor 'ord' (Soufflé numbers symbols"),
     ("A(x) :- B(x, _), x = @f(x).", 5, 22, "'@f' (user-defined functors) is not supported"),
     ("A(x) :- B(x, _), x = [1, 2].", 5, 20, "the type of this record or ADT term is not known"),

@@ -15,6 +15,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from levelflow.engine.rules import (
+    VALUE,
     CompileError,
     Ops,
     body_rows,
@@ -262,6 +263,26 @@ class SparkOps(Ops):
 
     def nullary_head(self, body):
         return body.select(self.F.lit(True).alias("c0")).limit(1)
+
+    def aggregate(self, df, keys, kind, out, primitive):
+        F = self.F
+        v, rows = F.col(VALUE), F.count(F.lit(1))
+        if kind == "count":
+            agg = rows
+        elif kind == "sum":  # try_sum: none on overflow, as an overflowing `+` has none
+            total = F.sum(v) if primitive == "float" else F.try_sum(v)
+            agg = F.when(rows == 0, F.lit(0).cast(total_type(primitive))).otherwise(total)
+        elif kind == "mean":
+            agg = F.avg(v.cast("double"))
+        else:
+            agg = F.min(v) if kind == "min" else F.max(v)
+        agg = agg.cast(total_type(primitive)).alias(out)
+        return df.groupBy(*keys).agg(agg) if keys else df.agg(agg)
+
+
+def total_type(primitive: str) -> str:
+    """Return the Spark type that stores a primitive's numbers."""
+    return "double" if primitive == "float" else "long"
 
 
 def body_frame(spark: SparkSession, rule: Rule, decls: Mapping[str, Decl],

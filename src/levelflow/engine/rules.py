@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from levelflow.errors import LevelflowError
 from levelflow.tasks import functors
 from levelflow.tasks.ast import (
+    Aggregate,
     Atom,
     BinOp,
     Call,
@@ -114,6 +115,10 @@ class Ops:
     def anti(self, cur, adf, on: list[str]): ...
     def not_null(self, df, names: list[str]): ...
     def nullary_head(self, body): ...  # one True row if the body has any row
+    def aggregate(self, df, keys: list[str], kind: str, out: str, primitive: str): ...
+    # per group of `keys` (one group when none, even of no rows) the aggregate `kind` of
+    # column VALUE as column `out`: count, sum (none on overflow; 0 for no rows), min, max,
+    # mean (a float); none where a group has no value (min of no rows)
 
 
 def term_expr(ops: Ops, term: Term, types: Mapping[str, str]) -> tuple[object, str]:
@@ -431,6 +436,8 @@ def head_rows(ops: Ops, body, types: Mapping[str, str], head: Atom, decl: Decl):
                            f"used with {len(head.args)} arguments")
     if decl.arity == 0:
         return ops.nullary_head(body)
+    if any(isinstance(a, Aggregate) for a in head.args):
+        return aggregate_rows(ops, body, types, head, decl)
     named, computed = [], []
     if functors.uses_autoinc([Rule((head,), ())]):
         body = ops.numbered(body, [var_col(v) for v in sorted(types)], AUTOINC)
@@ -443,6 +450,30 @@ def head_rows(ops: Ops, body, types: Mapping[str, str], head: Atom, decl: Decl):
     out = ops.select(body, named)
     # No value marks an overflow or a division by zero: drop the row.
     return ops.not_null(out, computed) if computed else out
+
+
+VALUE = "_value"  # the column an aggregate reads
+
+
+def aggregate_rows(ops: Ops, body, types: Mapping[str, str], head: Atom, decl: Decl):
+    """Return a lowered aggregate's tuples (tasks/aggregates.py): the body's rows grouped by
+    the head's other arguments (variables), one tuple per group that has a value."""
+    keys, value, agg, pos = [], None, None, 0
+    for i, (arg, primitive) in enumerate(zip(head.args, decl.types, strict=True)):
+        if isinstance(arg, Aggregate):
+            agg, pos = arg, i
+            if arg.target is not None:
+                value = ops.cast(term_expr(ops, arg.target, types)[0], primitive)
+        else:
+            keys.append((f"c{i}", ops.cast(term_expr(ops, arg, types)[0], primitive)))
+    named = keys + [(VALUE, value if value is not None else ops.lit(1, "number"))]
+    # Added, then selected: selecting only literals from no rows makes one row in Polars.
+    rows = ops.select(ops.with_columns(body, named), [(k, ops.col(k)) for k, _ in named])
+    if value is not None:  # a value that overflowed has none: that row is not aggregated
+        rows = ops.not_null(rows, [VALUE])
+    out = ops.aggregate(rows, [k for k, _ in keys], agg.kind, f"c{pos}", decl.types[pos])
+    out = ops.select(out, [(f"c{i}", ops.col(f"c{i}")) for i in range(decl.arity)])
+    return ops.not_null(out, [f"c{pos}"])
 
 
 def rule_heads(rule: Rule, relations: Sequence[str]) -> list[Atom]:

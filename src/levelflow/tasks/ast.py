@@ -106,7 +106,22 @@ class Record:
     loc: Loc | None = field(default=None, compare=False)
 
 
-Term = Var | Wildcard | Const | BinOp | Call | Cast | Record
+
+@dataclass(frozen=True, slots=True)
+class Aggregate:
+    """`kind target : { body }` (kind count, sum, min, max, mean; count has no target).
+
+    tasks/aggregates.py lowers each to a generated relation; there, the head of the rule that
+    computes it carries one with an empty body: the group-by over that rule's body."""
+
+    kind: str
+    target: Term | None
+    body: tuple[Literal, ...]
+    loc: Loc | None = field(default=None, compare=False)
+
+
+
+Term = Var | Wildcard | Const | BinOp | Call | Cast | Record | Aggregate
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ import math
 from collections.abc import Iterator
 from pathlib import PurePath
 
+from levelflow.tasks.aggregates import check_aggregated, lower_aggregates
 from levelflow.tasks.ast import (
     IO,
     Atom,
@@ -90,6 +91,7 @@ def check(parsed: Parsed, file: str) -> Program:
         parsed.rules.extend(eqrel_rules(parsed, report))
     types = resolve_types(parsed.types, report)
     parsed, paths, closures = expand_paths(parsed, report, types)
+    parsed = lower_aggregates(parsed, report, types)
     decls = _check_decls(parsed, types, report)
     decls, parsed.rules = lower_records(parsed, types, decls, report)
     decls, parsed.rules = lower_choices(parsed, decls, report)
@@ -104,6 +106,7 @@ def check(parsed: Parsed, file: str) -> Program:
     if parsed.surface:
         rules = tuple(lower_rule(rule) for rule in rules)
     prec = precedence(decls, rules)
+    check_aggregated(prec, rules, report)
     _check_stratified(prec, rules, report)
     rules = number_autoinc(prec, rules, report, fast)
     limits = check_limits([io for io in parsed.ios if io.kind == "limitsize"], prec, report)

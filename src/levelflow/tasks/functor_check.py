@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from levelflow.tasks.ast import (
+    Aggregate,
     Atom,
     BinOp,
     Call,
@@ -41,6 +42,8 @@ def subterms(term: Term) -> Iterator[Term]:
             stack.extend(reversed(t.args))
         elif isinstance(t, Cast):
             stack.append(t.term)
+        elif isinstance(t, Aggregate) and t.target is not None:  # a lowered aggregate's value
+            stack.append(t.target)
 
 
 def _generator(lit: object) -> bool:

@@ -7,6 +7,7 @@ The engine sees only Var, Wildcard, Const ("number", "float", "symbol"), BinOp a
 from __future__ import annotations
 
 from levelflow.tasks.ast import (
+    Aggregate,
     Atom,
     BinOp,
     Call,
@@ -33,6 +34,8 @@ def lower_term(term: Term) -> Term:
         return BinOp(term.op, lower_term(term.left), lower_term(term.right), term.loc)
     if isinstance(term, Call):
         return Call(term.name, tuple(lower_term(a) for a in term.args), term.loc)
+    if isinstance(term, Aggregate) and term.target is not None:  # a lowered aggregate's value
+        return Aggregate(term.kind, lower_term(term.target), term.body, term.loc)
     return term
 
 

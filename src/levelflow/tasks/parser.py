@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from levelflow.tasks.ast import (
     IO,
+    Aggregate,
     Atom,
     BinOp,
     Call,
@@ -137,12 +138,15 @@ class Parsed:
     fast: set[int] = field(default_factory=set)
     # `choice-domain`: (relation, key attributes, where), lowered by tasks/choice.py.
     choices: list[tuple[str, tuple[str, ...], Loc]] = field(default_factory=list)
+    # Aggregates occur in the rules (lowered by tasks/aggregates.py).
+    aggregates: bool = False
 
     def absorb(self, other: Parsed) -> None:
         """Add a component instance's statements after these."""
         for name in ("decls", "types", "ios", "rules", "pragmas", "plans", "eqrels"):
             getattr(self, name).extend(getattr(other, name))
         self.fast |= other.fast
+        self.aggregates |= other.aggregates
         self.surface = self.surface or other.surface
 
 
@@ -692,6 +696,28 @@ class _Parser:
         self.expect(")")
         return Call(name.text, tuple(args), self.loc(name)), depth + 1
 
+    def aggregate(self) -> Aggregate:
+        """Parse `count : { body }`, `sum e : { body }` (min, max, mean alike); the body may be
+        a single atom without braces. Lowered by tasks/aggregates.py."""
+        name = self.take()
+        self.nest()
+        target = None
+        if name.text != "count":
+            target = self.expr()
+        self.expect(":")
+        if self.at("{"):
+            brace = self.take()
+            bodies = self.disjunction()
+            self.expect("}")
+            if len(bodies) != 1:
+                raise self.unsupported("a disjunction inside an aggregate", brace)
+            body = bodies[0]
+        else:
+            body = (self.atom(),)
+        self.depth -= 1
+        self.out.aggregates = True
+        return Aggregate(name.text, target, body, self.loc(name))
+
     def constraint(self, negated: bool) -> Comparison:
         """Parse `contains(a, b)` or `match(a, b)` (after `!` when negated) as a literal."""
         call, _ = self.call()
@@ -724,7 +750,7 @@ class _Parser:
             if name == "as" and calls:
                 return self.cast(), 0
             if name in AGGREGATES and not calls:
-                raise self.unsupported(f"the aggregate '{name}'")
+                return self.aggregate(), 0
             if calls and name in CALLS:
                 return self.call()
             if calls and name in CONSTRAINTS:

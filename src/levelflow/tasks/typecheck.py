@@ -12,6 +12,7 @@ from typing import Protocol
 from levelflow.tasks import functors
 from levelflow.tasks.ast import (
     PRIMITIVES,
+    Aggregate,
     BinOp,
     Call,
     Cast,
@@ -157,6 +158,8 @@ class TermTyper:
                 return None
         if isinstance(term, Cast):
             return self.cast(term)
+        if isinstance(term, Aggregate):
+            return self.aggregate(term)
         left = self.infer(term.left)
         right = self.infer(term.right)
         if left == "symbol" or right == "symbol":
@@ -172,6 +175,18 @@ class TermTyper:
             return left
         self.report(term.loc, f"type mismatch: arithmetic '{term.op}' mixes {left} and {right}")
         return None
+
+    def aggregate(self, term: Aggregate) -> str | None:
+        """Return an aggregate's type: count a number, mean a float, else its value's type."""
+        if term.kind == "count":
+            return "number"
+        got = self.infer(term.target)
+        if got == "symbol":
+            self.report(term.loc, f"type mismatch: '{term.kind}' takes numbers, not symbols")
+            return None
+        if term.kind == "mean":
+            return "float"
+        return "number" if got == "int" else got
 
     def cast(self, term: Cast) -> str | None:
         """Return the primitive of `as(x, T)`, reporting a cast that would change primitive."""

@@ -20,6 +20,7 @@ from levelflow.engine.evaluate import (
 from levelflow.engine.incremental.joins import as_positive, bcast_small, heads_of, program_facts
 from levelflow.engine.incremental.local_frames import arrow_of, frame_of_table
 from levelflow.engine.incremental.state import COUNT
+from levelflow.engine.incremental.strategies.aggregates import aggregate_task
 from levelflow.engine.incremental.versions import Change, TaskContext
 from levelflow.engine.types import column_names, empty_relation, relation_schema
 from levelflow.tasks.ast import Atom, Program, Var
@@ -44,7 +45,7 @@ def countable(program: Program, task: Task) -> bool:
     derivations: a nullary head (one row whatever the body), a positive atom without variables
     (joined as "exists"), a body without positive atoms.
     """
-    if task.recursive:
+    if task.recursive or aggregate_task(task):  # a group-by: strategies/aggregates.py
         return False
     for rule in task.rules:
         if not rule.body:

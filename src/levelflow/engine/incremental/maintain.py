@@ -36,6 +36,7 @@ from levelflow.engine.incremental.dred import dred_update
 from levelflow.engine.incremental.local_frames import LazyFrame, with_constant
 from levelflow.engine.incremental.scratch import diff, scratch_sets
 from levelflow.engine.incremental.state import COUNT, Snapshot
+from levelflow.engine.incremental.strategies.aggregates import aggregate_task, aggregate_update
 from levelflow.engine.incremental.versions import Change, TaskContext, TaskUpdate, Versions
 from levelflow.engine.limitsize import keep_smallest, limited
 from levelflow.engine.plans.planner import LOCAL_ROWS
@@ -202,6 +203,8 @@ class Epoch:
                 timer.start()
             if counted:
                 upd = self._counting(v, gated, ctx, cancel, t0)
+            elif aggregate_task(task):  # the touched groups anew
+                upd = self._apply_sets(v, aggregate_update(ctx, task), "aggregate", t0, 0)
             else:
                 upd = self._dred(v, gated, ctx, plan, cancel, t0)
             if cancel.is_set():  # finished, but the timer fired during the last job

@@ -267,6 +267,27 @@ class PolarsOps(Ops):
     def nullary_head(self, body):
         return pl.DataFrame({"c0": [True] if body.height else []}, schema={"c0": pl.Boolean})
 
+    def aggregate(self, df, keys, kind, out, primitive):
+        v = pl.col(rules.VALUE)
+        if kind == "count":
+            aggs = [pl.len().cast(pl.Int64).alias(out)]
+        elif kind == "sum" and primitive != "float":
+            # Polars wraps an Int64 sum around; a float sum tells a wrapped one (off by a
+            # multiple of 2^64) from the exact one, whose error is far below 2^62.
+            aggs = [v.sum().alias(out), v.cast(pl.Float64).sum().alias("_approx")]
+        elif kind == "sum":
+            aggs = [v.sum().alias(out)]
+        elif kind == "mean":
+            aggs = [v.cast(pl.Float64).mean().alias(out)]
+        else:
+            aggs = [(v.min() if kind == "min" else v.max()).alias(out)]
+        res = df.group_by(keys, maintain_order=True).agg(aggs) if keys else df.select(aggs)
+        if "_approx" in res.columns:
+            wrapped = (pl.col("_approx") - pl.col(out).cast(pl.Float64)).abs() > 2.0**62
+            res = res.with_columns(pl.when(~wrapped).then(pl.col(out)).alias(out)) \
+                .drop("_approx")
+        return res.with_columns(pl.col(out).cast(POLARS_TYPES[primitive]))
+
 
 def body_rows(rule: Rule, decls: Mapping[str, Decl], frames: Mapping[int, pl.DataFrame],
               first: int | None = None) -> tuple[pl.DataFrame, dict[str, str]]:

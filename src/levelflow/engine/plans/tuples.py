@@ -15,7 +15,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from levelflow.engine import rules as R
-from levelflow.tasks.ast import Atom, BinOp, Call, Comparison, Const, Decl, Negation, Rule, Var
+from levelflow.tasks.ast import (
+    Aggregate,
+    Atom,
+    BinOp,
+    Call,
+    Comparison,
+    Const,
+    Decl,
+    Negation,
+    Rule,
+    Var,
+)
 from levelflow.tasks.functor_check import subterms
 from levelflow.tasks.functors import c_arith
 
@@ -391,5 +402,6 @@ def runs_tuples(rules) -> bool:
                 terms += [lit.left, lit.right]
             else:
                 terms += (lit.atom if isinstance(lit, Negation) else lit).args
-    return all(not isinstance(t, BinOp | Call) or (isinstance(t, BinOp) and t.op in _PLAIN_ARITH)
+    return all(not isinstance(t, BinOp | Call | Aggregate)
+               or (isinstance(t, BinOp) and t.op in _PLAIN_ARITH)
                for term in terms for t in subterms(term))

@@ -1,0 +1,246 @@
+"""An aggregate task's epoch: recompute only the groups its inputs' change touched.
+
+A lowered aggregate (tasks/aggregates.py) is one rule `@agg(g.., <kind v>) :- body.` grouped
+by the injected variables g. An epoch rewrites it into ordinary rules, evaluated by the
+backend that runs rule bodies (engine/rules.py over Spark here):
+
+    @touched(g..) :- body, with body atom i reading Δi (Δ+ ∪ Δ-; a negated atom positive),
+                     the other atoms their old versions          -- rows that disappeared
+    @touched(g..) :- the same over the new versions              -- rows that appeared
+    @agg(g.., <kind v>) :- @touched(g..), body.                  -- the touched groups anew
+
+and compares the touched groups' new values with their old ones: the groups whose value
+changed come back as the relation's signed change (an old tuple out, a new one in), as
+differential dataflow's `reduce` does per key. A group no change touched keeps its value;
+one whose body lost every row has no new value (count and sum of it were 0 by the outer rule).
+An aggregate without groups (g empty) is recomputed whole once anything it reads changed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import polars as pl
+
+from levelflow.engine.compile import body_frame
+from levelflow.engine.evaluate import MERGE_PIECES, RANK, merge_pieces
+from levelflow.engine.incremental.joins import bcast_small
+from levelflow.engine.incremental.local_frames import (
+    arrow_of,
+    frame_of_table,
+    polars_of,
+    rows_of,
+    spark_frame,
+)
+from levelflow.engine.incremental.versions import Change, TaskContext
+from levelflow.engine.plans.columnar import head_rows
+from levelflow.engine.rules import term_vars, var_col
+from levelflow.engine.types import SQL_TYPES, column_names, relation_schema
+from levelflow.tasks.aggregates import is_aggregate_rule
+from levelflow.tasks.ast import Aggregate, Atom, Decl, Negation, Rule, Var
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from levelflow.tasks.tasks import Task
+
+TOUCHED = "@touched"  # a name the parser cannot produce
+
+
+def aggregate_task(task: Task) -> bool:
+    """Return whether a task computes a lowered aggregate (its rule groups its body)."""
+    return any(is_aggregate_rule(r) for r in task.rules)
+
+
+def _union(frames: list[DataFrame]) -> DataFrame | None:
+    out = None
+    for df in frames:
+        out = df if out is None else out.unionByName(df)
+    return out
+
+
+def _keys(rule: Rule) -> list[tuple[int, str]]:
+    """Return (head position, variable) of each group key of an aggregate rule's head."""
+    return [(i, a.name) for i, a in enumerate(rule.heads[0].args) if isinstance(a, Var)]
+
+
+def touched_rules(rule: Rule, changed: set[str]) -> list[tuple[Rule, int]]:
+    """Return the rules whose rows name the touched groups: per body atom over a changed
+    relation, the body with that atom positive (it reads the relation's Δ), and its position."""
+    head = Atom(TOUCHED, tuple(Var(n) for _, n in _keys(rule)))
+    out = []
+    for i, lit in enumerate(rule.body):
+        atom = lit.atom if isinstance(lit, Negation) else lit
+        if isinstance(atom, Atom) and atom.relation in changed:
+            body = rule.body[:i] + (atom,) + rule.body[i + 1:]
+            out.append((Rule((head,), body, rule.loc), i))
+    return out
+
+
+def _delta(ctx: TaskContext, relation: str) -> tuple[DataFrame, int]:
+    """Return Δ+ ∪ Δ- of a relation, from the driver's copy when it holds one (so that
+    shipping it to a join is no Spark job), and its rows."""
+    ver = ctx.versions[relation]
+    parts = [(df, rows) for df, rows in ((ver.plus, ver.plus_rows), (ver.minus, ver.minus_rows))
+             if rows]
+    tables = [rows_of(df) for df, _ in parts]
+    rows = sum(r for _, r in parts)
+    if all(t is not None for t in tables):
+        import pyarrow as pa
+
+        table = pa.concat_tables([t.select(column_names(ver.decl.arity)) for t in tables])
+        return spark_frame(ctx.spark, table, relation_schema(ver.decl)), rows
+    return bcast_small(_union([df for df, _ in parts]), rows), rows
+
+
+def touched_groups(ctx: TaskContext, rule: Rule, changed: set[str]) -> list[tuple]:
+    """Return the group keys whose body rows the change touched (one Spark job)."""
+    keys = _keys(rule)
+    plans = []
+    for variant, pos in touched_rules(rule, changed):
+        delta, rows = _delta(ctx, variant.body[pos].relation)
+        for new in (False, True):
+            frames, counts = {}, {}
+            for j, atom, _ in variant.body_atoms():
+                v = ctx.versions[atom.relation]
+                frames[j] = v.new if new else v.old
+                counts[j] = v.new_rows if new else v.old_rows
+            frames[pos], counts[pos] = delta, rows
+            df, _ = body_frame(ctx.spark, variant, ctx.decls, frames, counts, first=pos,
+                               small_seed=True)
+            plans.append(df.select(*[var_col(n) for _, n in keys]))
+    return sorted({tuple(r) for r in _union(plans).collect()})
+
+
+def _touched_frame(ctx: TaskContext, rule: Rule, touched: list[tuple], names: list[str]):
+    """Return the touched keys as a DataFrame built in the driver (no job to ship it)."""
+    decl = ctx.decls[rule.heads[0].relation]
+    keys = _keys(rule)
+    schema = relation_schema(Decl(TOUCHED, tuple(names),
+                                  tuple(decl.types[i] for i, _ in keys)))
+    return bcast_small(ctx.spark.createDataFrame(touched, schema).toDF(*names), len(touched))
+
+
+def among(cols: list[str], keys: list[tuple]):
+    """Return the condition "the columns' values are one of `keys`" (a filter: no join, so
+    no broadcast job)."""
+    import pyspark.sql.functions as F
+
+    if len(cols) == 1:
+        return F.col(cols[0]).isin([k[0] for k in keys])
+    return F.struct(*cols).isin([F.struct(*[F.lit(v).alias(c) for v, c in zip(k, cols,
+                                                                            strict=True)])
+                                 for k in keys])
+
+
+def new_body(ctx: TaskContext, rule: Rule, touched: list[tuple]):
+    """Return the aggregate body's rows of the touched groups (all rows without groups),
+    as a plan, and the variables' types."""
+    keys = _keys(rule)
+    decls = dict(ctx.decls)
+    body = rule.body
+    frames, counts = {}, {}
+    for j, atom, _ in rule.body_atoms():
+        ver = ctx.versions[atom.relation]
+        frames[j], counts[j] = ver.new, ver.new_rows
+    first = None
+    names = [n for _, n in keys]
+    holder = next((j for j, atom, neg in rule.body_atoms() if not neg and
+                   all(Var(n) in atom.args for n in names)), None)
+    if keys and holder is not None:  # the touched keys filter the atom that binds them all
+        args = rule.body[holder].args
+        frames[holder] = frames[holder].filter(among(
+            [f"c{args.index(Var(n))}" for n in names], touched))
+    elif keys:
+        decl = ctx.decls[rule.heads[0].relation]
+        decls[TOUCHED] = Decl(TOUCHED, tuple(f"c{k}" for k in range(len(keys))),
+                              tuple(decl.types[i] for i, _ in keys))
+        first = len(body)
+        body = body + (Atom(TOUCHED, tuple(Var(n) for n in names)),)
+        frames[first] = _touched_frame(ctx, rule, touched,
+                                       [f"c{k}" for k in range(len(keys))])
+        counts[first] = len(touched)
+    return body_frame(ctx.spark, Rule(rule.heads, body, rule.loc), decls, frames, counts,
+                      first=first, small_seed=first is not None)
+
+
+def aggregate_update(ctx: TaskContext, task: Task) -> dict[str, Change]:
+    """Return the Change of an aggregate task's relation from its inputs' change."""
+    (rule,) = [r for r in task.rules if is_aggregate_rule(r)]
+    name = rule.heads[0].relation
+    decl = ctx.decls[name]
+    old = ctx.versions[name]
+    changed = {n for n in task.reads_from if ctx.versions[n].changed}
+    keys = _keys(rule)
+    touched = touched_groups(ctx, rule, changed) if keys and changed else [()]
+    if not changed or not touched:
+        return {name: Change(None, rows=old.old_rows, pieces=old.pieces, top=0)}
+    cols = column_names(decl.arity)
+    before = old.old
+    if keys:
+        before = before.filter(among([f"c{i}" for i, _ in keys], touched))
+    rows, types = new_body(ctx, rule, touched)
+    body, was = _collect(rows, types, before, decl, sorted({n for _, n in keys}
+                                                           | _target_vars(rule)))
+    # The touched groups' rows are grouped in the driver by the Polars backend (the same
+    # rules.aggregate_rows every plan runs): no shuffle.
+    after = head_rows(body, types, rule.heads[0], decl)
+    plus = after.unique().join(was, on=cols, how="anti")
+    minus = was.join(after, on=cols, how="anti")
+    return {name: _change(ctx, name, old, plus, minus, cols)}
+
+
+def _collect(rows, types, before, decl: Decl, used: list[str]):
+    """Return the body rows (the variables `used`) and the old tuples, fetched by one job as
+    one union, as Polars frames."""
+    import pyspark.sql.functions as F
+
+    cols = column_names(decl.arity)
+    var_cols = [var_col(n) for n in used]
+
+    def none(name, primitive):
+        return F.lit(None).cast(SQL_TYPES[primitive]).alias(name)
+
+    # `_one`: a table of no columns would lose its rows' count.
+    a = rows.select(*var_cols, *[none(c, t) for c, t in zip(cols, decl.types, strict=True)],
+                    F.lit(2).alias("_in"))
+    b = before.select(*[none(var_col(n), types[n]) for n in used],
+                      *[F.col(c) for c in cols], F.lit(1).alias("_in"))
+    both = pl.from_arrow(a.unionByName(b).toArrow())
+    body = both.filter(pl.col("_in") == 2).select(var_cols)
+    if not var_cols:
+        body = both.filter(pl.col("_in") == 2).select(pl.col("_in").alias("_one"))
+    was = polars_of(both.filter(pl.col("_in") == 1).select(cols).to_arrow(), decl)
+    return body, was
+
+
+def _target_vars(rule: Rule) -> set[str]:
+    agg = next(a for a in rule.heads[0].args if isinstance(a, Aggregate))
+    return term_vars(agg.target) if agg.target is not None else set()
+
+
+def _change(ctx: TaskContext, name: str, old, plus: pl.DataFrame, minus: pl.DataFrame,
+            cols) -> Change:
+    """Return the Change from the tuples added and removed, held in the driver: kept beside
+    their DataFrames, so that a counted task reading them may sum its terms in the driver."""
+    import pyspark.sql.functions as F
+
+    if not plus.height and not minus.height:
+        return Change(None, rows=old.old_rows, pieces=old.pieces, top=0)
+    schema = relation_schema(ctx.decls[name])
+    spark = ctx.spark
+    plus_df = frame_of_table(spark, arrow_of(plus), schema) if plus.height else None
+    minus_df = frame_of_table(spark, arrow_of(minus), schema) if minus.height else None
+    ranked = ctx.old_ranked[name]
+    if minus.height:  # a filter, not a join: no broadcast job
+        ranked = ranked.filter(~among(cols, minus.rows()))
+    rank = F.lit(0).cast(ranked.schema[RANK].dataType)
+    added = plus_df.withColumn(RANK, rank) if plus_df is not None else None
+    if added is not None:
+        ranked = ranked.unionByName(added)
+    pieces = old.pieces + 1
+    if pieces > MERGE_PIECES:
+        ranked, pieces = merge_pieces(ranked), 1
+    return Change(ranked, plus_df, plus.height, minus_df, minus.height,
+                  old.old_rows + plus.height - minus.height, pieces=pieces, top=0,
+                  stored=(minus_df, added))
