@@ -23,7 +23,6 @@ REFUSALS = [
     (".input a(IO=sqlite)", 3, 8, "IO=sqlite is not supported for .input"),
     (".output a(IO=sqlite)", 3, 9, "IO=sqlite is not supported for .output"),
     (".input a(rfc4180=true)", 3, 8, "option 'rfc4180' is not supported for .input"),
-    (".output a(compress=true)", 3, 9, "option 'compress' is not supported for .output"),
     (".decl c(x:number)\n.limitsize a(n=1)\na(x) :- c(x).\nc(x) :- a(x).", 4, 12,
      "'.limitsize' of 'a', which is in a recursive cycle with other relations, is not "
      "supported"),
