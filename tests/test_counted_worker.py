@@ -17,10 +17,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from levelflow.engine.incremental import IncrementalSession, counted_worker
-from levelflow.engine.incremental.arranged import Held, _next_token, direct_input
-from levelflow.engine.incremental.arranged_worker import MISS_REL, Spec
-from levelflow.engine.incremental.local_frames import arrow_of, frame_of_table
+from levelflow.engine.incremental import IncrementalSession
+from levelflow.engine.incremental.backends.driver_rows import arrow_of, frame_of_table
+from levelflow.engine.incremental.backends.worker import counting_share as counted_worker
+from levelflow.engine.incremental.backends.worker.dred_job import Held, _next_token, direct_input
+from levelflow.engine.incremental.backends.worker.dred_share import MISS_REL, Spec
 from levelflow.engine.plans import resident
 from levelflow.tasks import build_tasks, parse_program
 

@@ -22,8 +22,8 @@ import pytest
 from levelflow.cli import main as cli_main
 from levelflow.cli import state_cmd
 from levelflow.engine.incremental import IncrementalSession, StateDir, StateError
-from levelflow.engine.incremental import state as state_mod
-from levelflow.engine.incremental.repair import check_state, rebuild, restore_epoch
+from levelflow.engine.incremental.state import directory as state_mod
+from levelflow.engine.incremental.state.repair import check_state, rebuild, restore_epoch
 
 sys.path.insert(0, str(Path(__file__).parent))
 import naive_datalog  # noqa: E402

@@ -7,9 +7,9 @@ delete and re-derive with ranks), maintain.py (one epoch: the driver's workers, 
 program_change.py (a new program as an epoch), session_api.py (the Python API).
 """
 
-from levelflow.engine.incremental.maintain import Delta, EpochError, EpochResult
-from levelflow.engine.incremental.session_api import IncrementalSession
-from levelflow.engine.incremental.state import Snapshot, StateDir, StateError
+from levelflow.engine.incremental.epoch import Delta, EpochError, EpochResult
+from levelflow.engine.incremental.session import IncrementalSession
+from levelflow.engine.incremental.state.directory import Snapshot, StateDir, StateError
 from levelflow.engine.incremental.updates import Op, UpdateError, read_updates
 
 __all__ = ["Delta", "EpochError", "EpochResult", "IncrementalSession", "Op", "Snapshot",

@@ -34,13 +34,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from levelflow.engine.incremental.state import COUNT, Snapshot
+from levelflow.engine.incremental.state.directory import COUNT, Snapshot
 from levelflow.engine.incremental.versions import TaskContext, Versions
 from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import Atom, BinOp, Call, Comparison, Decl, Negation, Rule, Var
 
 if TYPE_CHECKING:
-    from levelflow.engine.incremental.maintain import Epoch, EpochResult
+    from levelflow.engine.incremental.epoch import Epoch, EpochResult
     from levelflow.tasks.tasks import ProgramTasks, Task
 
 STATUSES = ("kept", "updated", "recomputed", "new", "dropped")
@@ -180,7 +180,7 @@ def _gated(rule: Rule, gate: str) -> Rule:
 
 def diff_programs(old: ProgramTasks, new: ProgramTasks) -> ProgramChange:
     """Return the ProgramChange from `old` to `new` (pure: no Spark)."""
-    from levelflow.engine.incremental.maintain import counted_relations
+    from levelflow.engine.incremental.epoch import counted_relations
 
     op, np_ = old.program, new.program
     old_counted, new_counted = counted_relations(old), counted_relations(new)
@@ -332,7 +332,7 @@ class ProgramChangeError(LevelflowError):
 def load_new_program(program, factdir=None) -> ProgramTasks:
     """Return the new program's tasks (from a path or ProgramText), checked as `run` checks a
     program (no Spark)."""
-    from levelflow.engine.incremental.session_api import ProgramText
+    from levelflow.engine.incremental.session import ProgramText
     from levelflow.tasks import build_tasks, load_program, parse_program
     from levelflow.tasks.directives import refuse_limits
 
@@ -352,7 +352,7 @@ def replace_program(session, program, factdir=None, *, progress=None,
                     before_switch=None) -> EpochResult:
     """Return the EpochResult of moving `session` to `program`, with its pending ops, as one
     epoch (atomic: on any error the session and the state stay at the old program)."""
-    from levelflow.engine.incremental.session_api import IncrementalSession, _load
+    from levelflow.engine.incremental.session import IncrementalSession, _load
     from levelflow.engine.incremental.updates import Op, coerce_row
 
     pt, text = _load(program)  # parse and type errors: before anything runs

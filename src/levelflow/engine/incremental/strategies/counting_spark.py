@@ -17,9 +17,14 @@ from levelflow.engine.evaluate import (
     cut_observed,
     union_all,
 )
-from levelflow.engine.incremental.joins import as_positive, bcast_small, heads_of, program_facts
-from levelflow.engine.incremental.local_frames import arrow_of, frame_of_table
-from levelflow.engine.incremental.state import COUNT
+from levelflow.engine.incremental.backends.driver_rows import arrow_of, frame_of_table
+from levelflow.engine.incremental.backends.spark_joins import (
+    as_positive,
+    bcast_small,
+    heads_of,
+    program_facts,
+)
+from levelflow.engine.incremental.state.directory import COUNT
 from levelflow.engine.incremental.versions import Change, TaskContext
 from levelflow.engine.types import column_names, empty_relation, relation_schema
 from levelflow.tasks.ast import Atom, Program, Var

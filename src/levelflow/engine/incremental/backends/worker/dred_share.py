@@ -19,7 +19,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from levelflow.engine.incremental.local_dred import (
+from levelflow.engine.incremental.strategies.dred_polars import (
     RANK,
     RECOMPUTE_ROWS,
     Arranged,

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import polars as pl
 
-from levelflow.engine.incremental.joins import as_positive
-from levelflow.engine.incremental.local_frames import polars_of, rows_of
+from levelflow.engine.incremental.backends.driver_rows import polars_of, rows_of
+from levelflow.engine.incremental.backends.spark_joins import as_positive
 from levelflow.engine.plans.columnar import body_rows, frame_schema, head_rows
 from levelflow.tasks.ast import Wildcard
 

@@ -17,7 +17,11 @@ import numpy as np
 import polars as pl
 
 from levelflow.engine import rules as rule_plans
-from levelflow.engine.incremental.rewrites import rederive_rule, stand_in_decls, support_rule
+from levelflow.engine.incremental.strategies.dred_rewrites import (
+    rederive_rule,
+    stand_in_decls,
+    support_rule,
+)
 from levelflow.engine.plans.columnar import PolarsOps, body_rows, empty_frame, head_rows
 from levelflow.engine.plans.fixpoint import Relation, Share, TaskOutcome, iterate, run_task
 from levelflow.engine.plans.keys import distinct_sorted, pack_expr, packable, positions

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from levelflow.engine.incremental import counted_worker
-from levelflow.engine.incremental.arranged import (
+from levelflow.engine.incremental.backends.driver_rows import arrow_of, frame_of_table
+from levelflow.engine.incremental.backends.worker import counting_share as counted_worker
+from levelflow.engine.incremental.backends.worker.dred_job import (
     Held,
     _spec,
     direct_input,
@@ -27,9 +28,8 @@ from levelflow.engine.incremental.arranged import (
     run_job,
     run_or_ship,
 )
-from levelflow.engine.incremental.arranged_worker import MISS_REL
-from levelflow.engine.incremental.counting import _counts_change
-from levelflow.engine.incremental.local_frames import arrow_of, frame_of_table
+from levelflow.engine.incremental.backends.worker.dred_share import MISS_REL
+from levelflow.engine.incremental.strategies.counting_spark import _counts_change
 from levelflow.engine.incremental.versions import Change, TaskContext
 from levelflow.engine.plans.in_spark import packed_schema
 from levelflow.engine.types import column_names, relation_schema

@@ -22,9 +22,8 @@ from typing import NamedTuple
 
 from levelflow.engine.evaluate import cut
 from levelflow.engine.guard import MAX_TUPLES, check_limit
-from levelflow.engine.incremental.base_index import BaseIndex, read_small
-from levelflow.engine.incremental.local_frames import LazyFrame, frame_of_rows
-from levelflow.engine.incremental.maintain import (
+from levelflow.engine.incremental.backends.driver_rows import LazyFrame, frame_of_rows
+from levelflow.engine.incremental.epoch import (
     LARGE_CHANGE,
     SWITCH,
     SWITCH_FLOOR_SECONDS,
@@ -32,7 +31,8 @@ from levelflow.engine.incremental.maintain import (
     EpochResult,
     counted_relations,
 )
-from levelflow.engine.incremental.state import StateDir, StateError, empty_snapshot
+from levelflow.engine.incremental.state.base_index import BaseIndex, read_small
+from levelflow.engine.incremental.state.directory import StateDir, StateError, empty_snapshot
 from levelflow.engine.incremental.updates import Op, coerce_row, parse_literal
 from levelflow.engine.incremental.versions import Versions
 from levelflow.engine.plans.resident import check_root
@@ -343,7 +343,7 @@ class IncrementalSession:
     def compact(self, *, force: bool = False, before_swap=None) -> list[str]:
         """Return the relations (`rel/NAME`, `base/NAME`) whose segment chains were folded
         into new bases: those past the policy (segments.py), or every chain with `force`."""
-        from levelflow.engine.incremental.compact import compact
+        from levelflow.engine.incremental.state.compact import compact
 
         if self.statedir is None:
             return []

@@ -23,19 +23,20 @@ from pathlib import Path
 from levelflow.driver import drive
 from levelflow.engine.evaluate import cut
 from levelflow.engine.guard import check_products, from_failure, task_limit
-from levelflow.engine.incremental import counting, local_counting
-from levelflow.engine.incremental.arranged import (
+from levelflow.engine.incremental.backends.driver_rows import LazyFrame, with_constant
+from levelflow.engine.incremental.backends.worker.counting_job import counted_update
+from levelflow.engine.incremental.backends.worker.dred_job import (
     LOG_PIECES,
     arranged_update,
     fresh_held,
     plan_for,
 )
-from levelflow.engine.incremental.counted_local import counted_update
-from levelflow.engine.incremental.counting import count_scratch, countable
-from levelflow.engine.incremental.dred import dred_update
-from levelflow.engine.incremental.local_frames import LazyFrame, with_constant
-from levelflow.engine.incremental.scratch import diff, scratch_sets
-from levelflow.engine.incremental.state import COUNT, Snapshot
+from levelflow.engine.incremental.state.directory import COUNT, Snapshot
+from levelflow.engine.incremental.strategies import counting_polars as local_counting
+from levelflow.engine.incremental.strategies import counting_spark as counting
+from levelflow.engine.incremental.strategies.counting_spark import count_scratch, countable
+from levelflow.engine.incremental.strategies.dred_spark import dred_update
+from levelflow.engine.incremental.strategies.recompute import diff, scratch_sets
 from levelflow.engine.incremental.versions import Change, TaskContext, TaskUpdate, Versions
 from levelflow.engine.plans.planner import LOCAL_ROWS
 from levelflow.engine.types import column_names, empty_relation

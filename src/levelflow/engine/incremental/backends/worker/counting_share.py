@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import polars as pl
 import pyarrow as pa
 
-from levelflow.engine.incremental.arranged_worker import (
+from levelflow.engine.incremental.backends.worker.dred_share import (
     MISS_REL,
     Spec,
     direct_rows,
@@ -26,7 +26,7 @@ from levelflow.engine.incremental.arranged_worker import (
     partition_rows,
     sources_of,
 )
-from levelflow.engine.incremental.local_counting import count_changes
+from levelflow.engine.incremental.strategies.counting_polars import count_changes
 from levelflow.engine.plans import resident
 from levelflow.engine.plans.columnar import body_rows, frame_schema, head_rows
 from levelflow.engine.plans.worker import batch

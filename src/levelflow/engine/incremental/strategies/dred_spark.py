@@ -37,7 +37,7 @@ from levelflow.engine.evaluate import (
     run_fixpoint,
     union_all,
 )
-from levelflow.engine.incremental.joins import (
+from levelflow.engine.incremental.backends.spark_joins import (
     anti_join_small,
     as_positive,
     bcast_small,
@@ -46,7 +46,7 @@ from levelflow.engine.incremental.joins import (
     program_facts,
     semi_join_small,
 )
-from levelflow.engine.incremental.rewrites import (
+from levelflow.engine.incremental.strategies.dred_rewrites import (
     rederive_rule,
     stand_in_decls,
     support_rule,

@@ -22,17 +22,7 @@ import polars as pl
 
 from levelflow.engine.evaluate import RANK, cut, cut_observed, fact_rows
 from levelflow.engine.evaluate import cast_fact as _cast
-from levelflow.engine.incremental import local_dred
-from levelflow.engine.incremental.arranged_worker import (
-    MISS_REL,
-    STATS_REL,
-    TOP_REL,
-    Spec,
-    direct_share,
-    update_partition,
-)
-from levelflow.engine.incremental.joins import bcast_small, check_cancel
-from levelflow.engine.incremental.local_frames import (
+from levelflow.engine.incremental.backends.driver_rows import (
     LazyFrame,
     arrow_of,
     frame_of_table,
@@ -40,6 +30,16 @@ from levelflow.engine.incremental.local_frames import (
     rows_of,
     union_of_rows,
 )
+from levelflow.engine.incremental.backends.spark_joins import bcast_small, check_cancel
+from levelflow.engine.incremental.backends.worker.dred_share import (
+    MISS_REL,
+    STATS_REL,
+    TOP_REL,
+    Spec,
+    direct_share,
+    update_partition,
+)
+from levelflow.engine.incremental.strategies import dred_polars as local_dred
 from levelflow.engine.incremental.versions import Change, TaskContext
 from levelflow.engine.plans import choose_plan, resident
 from levelflow.engine.plans.in_spark import pack_inputs, packed_schema

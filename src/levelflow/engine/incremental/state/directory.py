@@ -40,7 +40,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from levelflow.engine.evaluate import RANK
-from levelflow.engine.incremental.durable import (
+from levelflow.engine.incremental.backends.driver_rows import LazyFrame
+from levelflow.engine.incremental.state.durable import (
     SUM_KEY,
     current_text,
     fsync_path,
@@ -50,7 +51,7 @@ from levelflow.engine.incremental.durable import (
     parse_current,
     write_durably,
 )
-from levelflow.engine.incremental.integrity import (
+from levelflow.engine.incremental.state.integrity import (
     Stored,
     cause,
     observed,
@@ -59,9 +60,8 @@ from levelflow.engine.incremental.integrity import (
     scan,
     verify,
 )
-from levelflow.engine.incremental.local_frames import LazyFrame
-from levelflow.engine.incremental.row_hash import checksum
-from levelflow.engine.incremental.segments import (
+from levelflow.engine.incremental.state.row_hash import checksum
+from levelflow.engine.incremental.state.segments import (
     compose,
     local_segment,
     segment_frame,
