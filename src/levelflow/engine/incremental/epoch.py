@@ -32,8 +32,7 @@ from levelflow.engine.incremental.backends.worker.dred_job import (
     plan_for,
 )
 from levelflow.engine.incremental.state.directory import COUNT, Snapshot
-from levelflow.engine.incremental.strategies import counting_polars as local_counting
-from levelflow.engine.incremental.strategies import counting_spark as counting
+from levelflow.engine.incremental.strategies import counting_polars, counting_spark
 from levelflow.engine.incremental.strategies.counting_spark import count_scratch, countable
 from levelflow.engine.incremental.strategies.dred_spark import dred_update
 from levelflow.engine.incremental.strategies.recompute import diff, scratch_sets
@@ -54,7 +53,7 @@ SWITCH_FLOOR_SECONDS = 1.0
 # A change to this fraction of the tuples a DRed task reads is large: under the elastic mode
 # the task is recomputed at once ("bootstrap") instead of spending the budget to find out.
 LARGE_CHANGE = 0.05
-# The same two thresholds for a task updated where its state lives (arranged.py). Its update is
+# The same two thresholds for a task updated where its state lives (dred_job.py). Its update is
 # one job whose cost follows the change, so it pays up to much larger changes (a 10% change of
 # the 1M-tuple closure bench: 0.8x a from-scratch run). The switch fires when the update has
 # cost as much as the fallback would (the ski-rental rule): the fixpoint, then the diff against
@@ -98,7 +97,7 @@ class EpochResult:
     trace: JobTrace | None = None  # the epoch as a job trace: what ran, who activated whom
     schedule: list[tuple[int, int, float, float]] = field(default_factory=list)  # schedule/1 rows
     spark_jobs: dict[str, int] = field(default_factory=dict)  # task name -> Spark jobs it ran
-    arranged: tuple[str, ...] = ()  # tasks updated where their state lives (arranged.py)
+    arranged: tuple[str, ...] = ()  # tasks updated where their state lives (dred_job.py)
     # A program change's epoch: task name -> kept | updated | recomputed | new | dropped.
     status: dict[str, str] = field(default_factory=dict)
     write_seconds: float = 0.0  # of `seconds`, the durable write of the state (0 without one)
@@ -129,7 +128,7 @@ class Epoch:
         self.switch_floor = switch_floor
         self.large_change = large_change
         self.bootstrap = bootstrap
-        self.arranged = arranged  # recursive tasks updated where their state lives (arranged.py)
+        self.arranged = arranged  # recursive tasks updated where their state lives (dred_job.py)
         self.max_tuples = max_tuples  # per task: engine/guard.py
         self.progress = progress or Progress()  # the live line `run` shows, or nothing
         self.versions = {n: Versions(d, snap.tuples(n), snap.rows[n], snap.pieces.get(n, 1))
@@ -247,13 +246,13 @@ class Epoch:
         the task is small and not gated, unless the driver holds every row the terms read and
         they sum to nothing (no job at all); else in the driver or on the Spark side. The last
         two leave no counts in a worker (held None)."""
-        summed = local_counting.summed_in_driver(ctx, task)
+        summed = counting_polars.summed_in_driver(ctx, task)
         # Sums in the driver still take a job joining them to the old counts, and one per
         # broadcast in it (5 on views1): the worker's epoch is one job and keeps its copy.
         if self._in_worker(task, ctx) and \
                 (summed is None or any(df.height for df in summed.values())):
             return self._worker_counts(v, task, ctx, cancel, t0, "counting")
-        return self._apply_counts(v, counting.count_update(ctx, task, summed), "counting", t0)
+        return self._apply_counts(v, counting_spark.count_update(ctx, task, summed), "counting", t0)
 
     def _in_worker(self, task, ctx, limit: int = LOCAL_ROWS) -> bool:
         """Return whether a counted task's counts can be kept in a worker: it reads at most

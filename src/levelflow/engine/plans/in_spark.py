@@ -24,7 +24,7 @@ from levelflow.engine.types import relation_schema
 from levelflow.tasks.ast import Decl, Rule
 
 # Prefix of the stand-in relation holding an input's base facts in an incremental from-scratch
-# run (incremental/scratch.py); shipped every epoch, so never kept on the executors.
+# run (incremental/strategies/recompute.py); shipped every epoch, so never kept on the executors.
 BASE_FACTS = "@base:"
 STATS_REL = -1  # the `_rel` of the one row per share that carries its round count in `_it`
 COUNT_REL = -2  # minus r: the `_rel` of a share's row carrying relation r's tuple count in `_it`
@@ -46,7 +46,7 @@ class Layout:
     # null on those rows: shipping and storing a rank per tuple cost ~1/4 of a large result.
     ranked: bool = True
     # (lineage, token): also leave each share's result on its executor (plans/resident.py),
-    # where the task's incremental epochs find it (incremental/arranged.py).
+    # where the task's incremental epochs find it (incremental/backends/worker/dred_job.py).
     keep: tuple[str, str] | None = None
     # False when nothing reads the tuples (no later task, not an output): only their counts
     # come back, as COUNT_REL rows; storing a large result on the JVM side costs more than

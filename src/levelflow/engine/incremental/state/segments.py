@@ -58,7 +58,7 @@ def segment_frame(removed: DataFrame | None, added: DataFrame | None, schema) ->
 
 def local_segment(removed, added, schema):
     """Return a segment's rows as one Arrow table in the segment's schema, or None unless the
-    driver holds every part (local_frames.rows_of)."""
+    driver holds every part (driver_rows.rows_of)."""
     import numpy as np
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema

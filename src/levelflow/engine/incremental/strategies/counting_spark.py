@@ -91,7 +91,7 @@ def count_scratch(ctx: TaskContext, task: Task) -> dict[str, DataFrame]:
 
 def count_update(ctx: TaskContext, task: Task, summed) -> dict[str, Change]:
     """Return per own relation its Change: new counts, Δ±, and whether any count changed;
-    `summed`: local_counting.summed_in_driver's answer for the task (None: not in the driver)."""
+    `summed`: counting_polars.summed_in_driver's answer for the task (None: not in the driver)."""
     if summed is not None:
         return {name: _fold_summed(ctx, name, summed[name]) for name in task.relations}
     signed, read = _signed_changes(ctx, task)

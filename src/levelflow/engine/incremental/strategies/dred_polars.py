@@ -1,6 +1,6 @@
 """Rank-based delete-and-rederive for one share of a task, inside one process (a Spark task).
 
-The algorithm of dred.py (its docstring states it and the rank invariant) over Polars frames:
+The algorithm of dred_spark.py (its docstring states it and the rank invariant) over Polars frames:
 the share's state is in memory, so every step is a local join and the whole update is part of
 one Spark job. Constant: the rules, the lower relations' new version and change, the base facts'
 change. Produced: the share's new state, and per relation the ranked tuples removed (with their

@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 
 
 def _rank_last(df: DataFrame, decl: Decl) -> DataFrame:
-    """Return ranked tuples shaped as rewrites.ranked_decl's stand-in: the columns, then the rank.
+    """Return ranked tuples shaped as ranked_decl's stand-in (dred_rewrites): the columns, the rank.
 
     A nullary relation's placeholder column c0 is dropped: its stand-in's c0 is the rank.
     """

@@ -2,9 +2,9 @@
 
 Under the local and partitioned plans a task's state lives where it is updated: share p of the
 task (all of it under local) keeps its ranked tuples on the executor that ran it, under a token
-naming the epoch, with the lower relations it was derived from (arranged_worker.py). An epoch
+naming the epoch, with the lower relations it was derived from (dred_share.py). An epoch
 ships only the lower relations' change and the base facts' change to every share, runs
-local_dred.update there, and brings back the removed and added ranked tuples: one job, cut by
+dred_polars.update there, and brings back the removed and added ranked tuples: one job, cut by
 one eager localCheckpoint, with the row counts observed on the JVM side. When a share's state is
 missing (first epoch of a session, another executor, a cleaned directory), the job is run again
 with the state and the lower relations shipped from the Spark-side copy: a Log of the old
@@ -39,7 +39,7 @@ from levelflow.engine.incremental.backends.worker.dred_share import (
     direct_share,
     update_partition,
 )
-from levelflow.engine.incremental.strategies import dred_polars as local_dred
+from levelflow.engine.incremental.strategies import dred_polars
 from levelflow.engine.incremental.versions import Change, TaskContext
 from levelflow.engine.plans import choose_plan, resident
 from levelflow.engine.plans.in_spark import pack_inputs, packed_schema
@@ -206,7 +206,7 @@ def _spec(ctx: TaskContext, task: Task, plan, held: Held | None, parts: int, sou
                 lineage=held.lineage if same else uuid.uuid4().hex[:16],
                 old_token=held.token if same else None,
                 new_token=_next_token(held.token if same else None),
-                recompute_rows=local_dred.RECOMPUTE_ROWS)
+                recompute_rows=dred_polars.RECOMPUTE_ROWS)
 
 
 def fresh_held(ctx: TaskContext, task: Task, plan) -> Held:
@@ -221,7 +221,7 @@ def _next_token(token: str | None) -> str:
 
 
 def _schema(spec: Spec):
-    """Return the Spark schema of an epoch's output (arranged_worker's Arrow schema)."""
+    """Return the Spark schema of an epoch's output (dred_share's Arrow schema)."""
     from pyspark.sql.types import BooleanType, IntegerType, StructField
 
     return packed_schema(spec.names, spec.decls, (StructField("_op", IntegerType()),
