@@ -17,7 +17,7 @@ import numpy as np
 import polars as pl
 
 from levelflow.engine import rules as rule_plans
-from levelflow.engine.incremental.strategies.dred_rewrites import (
+from levelflow.engine.incremental.strategies.rewrites import (
     rederive_rule,
     stand_in_decls,
     support_rule,

@@ -46,7 +46,7 @@ from levelflow.engine.incremental.backends.spark_joins import (
     program_facts,
     semi_join_small,
 )
-from levelflow.engine.incremental.strategies.dred_rewrites import (
+from levelflow.engine.incremental.strategies.rewrites import (
     rederive_rule,
     stand_in_decls,
     support_rule,
@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 
 
 def _rank_last(df: DataFrame, decl: Decl) -> DataFrame:
-    """Return ranked tuples shaped as ranked_decl's stand-in (dred_rewrites): the columns, the rank.
+    """Return ranked tuples shaped as ranked_decl's stand-in (rewrites): the columns, the rank.
 
     A nullary relation's placeholder column c0 is dropped: its stand-in's c0 is the rank.
     """
