@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from levelflow.engine.evaluate import (
     cut,
 )
-from levelflow.engine.incremental.backends.spark_joins import anti_join_small
+from levelflow.engine.incremental.backends.spark_broadcast import anti_join_small
 from levelflow.tasks.ast import Atom, Decl, Program, Rule, Wildcard
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 import polars as pl
 
 from levelflow.engine.incremental.backends.driver_rows import polars_of, rows_of
-from levelflow.engine.incremental.backends.spark_joins import as_positive
+from levelflow.engine.incremental.strategies.rewrites import as_positive
 from levelflow.engine.plans.columnar import body_rows, frame_schema, head_rows
 from levelflow.tasks.ast import Wildcard
 

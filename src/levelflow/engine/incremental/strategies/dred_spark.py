@@ -37,16 +37,18 @@ from levelflow.engine.evaluate import (
     run_fixpoint,
     union_all,
 )
-from levelflow.engine.incremental.backends.spark_joins import (
+from levelflow.engine.incremental.backends.spark_broadcast import (
     anti_join_small,
-    as_positive,
     bcast_small,
+    semi_join_small,
+)
+from levelflow.engine.incremental.backends.spark_joins import (
     check_cancel,
     heads_of,
     program_facts,
-    semi_join_small,
 )
 from levelflow.engine.incremental.strategies.rewrites import (
+    as_positive,
     rederive_rule,
     stand_in_decls,
     support_rule,

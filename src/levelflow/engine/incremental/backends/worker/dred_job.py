@@ -30,7 +30,8 @@ from levelflow.engine.incremental.backends.driver_rows import (
     rows_of,
     union_of_rows,
 )
-from levelflow.engine.incremental.backends.spark_joins import bcast_small, check_cancel
+from levelflow.engine.incremental.backends.spark_broadcast import bcast_small
+from levelflow.engine.incremental.backends.spark_joins import check_cancel
 from levelflow.engine.incremental.backends.worker.dred_share import (
     MISS_REL,
     STATS_REL,
