@@ -16,7 +16,8 @@ from levelflow.engine.evaluate import (
 )
 from levelflow.engine.facts import input_path, io_delimiter, io_headers, read_facts
 from levelflow.engine.guard import Limit, check_products, task_limit
-from levelflow.engine.plans.in_spark import Layout, run_counted, run_packed, unpack
+from levelflow.engine.plans.in_spark import run_counted, run_packed, unpack
+from levelflow.engine.plans.layout import Layout
 from levelflow.engine.plans.planner import Plan
 from levelflow.tasks.ast import Program
 from levelflow.tasks.tasks import Task
