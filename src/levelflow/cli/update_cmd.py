@@ -202,7 +202,7 @@ def update_command(
 
 def _program_text(path: Path, include_dirs, preprocessor: bool):
     """Return --program as a ProgramText carrying -I and --no-preprocessor."""
-    from levelflow.engine.incremental.session import ProgramText
+    from levelflow.engine.incremental.program_text import ProgramText
 
     try:
         text = path.read_text(encoding="utf-8")
