@@ -29,7 +29,7 @@ from test_incremental_properties import (
 
 from levelflow.engine.incremental import IncrementalSession, StateDir, StateError
 from levelflow.engine.incremental.state import segments
-from levelflow.engine.incremental.state.directory import COUNT
+from levelflow.engine.incremental.state.snapshot import COUNT
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -9,7 +9,8 @@ workers holding a task's state). state/: the state on disk.
 
 from levelflow.engine.incremental.epoch import Delta, EpochError, EpochResult
 from levelflow.engine.incremental.session import IncrementalSession
-from levelflow.engine.incremental.state.directory import Snapshot, StateDir, StateError
+from levelflow.engine.incremental.state.directory import StateDir, StateError
+from levelflow.engine.incremental.state.snapshot import Snapshot
 from levelflow.engine.incremental.updates import Op, UpdateError, read_updates
 
 __all__ = ["Delta", "EpochError", "EpochResult", "IncrementalSession", "Op", "Snapshot",

@@ -31,7 +31,7 @@ from levelflow.engine.incremental.backends.worker.dred_job import (
     fresh_held,
     plan_for,
 )
-from levelflow.engine.incremental.state.directory import COUNT, Snapshot
+from levelflow.engine.incremental.state.snapshot import COUNT, Snapshot
 from levelflow.engine.incremental.strategies import counting_polars, counting_spark
 from levelflow.engine.incremental.strategies.counting_spark import count_scratch, countable
 from levelflow.engine.incremental.strategies.dred_spark import dred_update

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from levelflow.engine.incremental.state.directory import COUNT, Snapshot
+from levelflow.engine.incremental.state.snapshot import COUNT, Snapshot
 from levelflow.engine.incremental.versions import TaskContext, Versions
 from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import Atom, BinOp, Call, Comparison, Decl, Negation, Rule, Var

@@ -31,7 +31,8 @@ from levelflow.engine.incremental.epoch import (
 from levelflow.engine.incremental.program_text import load_tasks
 from levelflow.engine.incremental.state.base_delta import BaseDelta
 from levelflow.engine.incremental.state.base_index import BaseIndex, read_small
-from levelflow.engine.incremental.state.directory import StateDir, StateError, empty_snapshot
+from levelflow.engine.incremental.state.directory import StateDir, StateError
+from levelflow.engine.incremental.state.snapshot import empty_snapshot
 from levelflow.engine.incremental.updates import Op, coerce_row, parse_literal
 from levelflow.engine.incremental.versions import Versions
 from levelflow.engine.plans.resident import check_root

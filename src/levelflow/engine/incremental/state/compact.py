@@ -21,8 +21,6 @@ from typing import TYPE_CHECKING
 from levelflow.engine.incremental.state.directory import (
     StateDir,
     StateError,
-    stored_schema,
-    write_all,
 )
 from levelflow.engine.incremental.state.durable import (
     SUM_KEY,
@@ -33,6 +31,7 @@ from levelflow.engine.incremental.state.durable import (
 )
 from levelflow.engine.incremental.state.integrity import Stored, cause, observed
 from levelflow.engine.incremental.state.segments import needs_compaction
+from levelflow.engine.incremental.state.write import stored_schema, write_all
 from levelflow.errors import LevelflowError
 
 if TYPE_CHECKING:

@@ -13,10 +13,10 @@ import uuid
 from levelflow.engine.incremental.state.directory import (
     StateDir,
     StateError,
-    empty_snapshot,
-    referenced,
 )
+from levelflow.engine.incremental.state.garbage import referenced
 from levelflow.engine.incremental.state.integrity import verify
+from levelflow.engine.incremental.state.snapshot import empty_snapshot
 from levelflow.tasks import build_tasks, parse_program
 
 

@@ -20,7 +20,7 @@ from levelflow.engine.evaluate import (
 from levelflow.engine.incremental.backends.driver_rows import arrow_of, frame_of_table
 from levelflow.engine.incremental.backends.spark_broadcast import bcast_small
 from levelflow.engine.incremental.backends.spark_joins import heads_of, program_facts
-from levelflow.engine.incremental.state.directory import COUNT
+from levelflow.engine.incremental.state.snapshot import COUNT
 from levelflow.engine.incremental.strategies.rewrites import as_positive
 from levelflow.engine.incremental.versions import Change, TaskContext
 from levelflow.engine.types import column_names, empty_relation, relation_schema
