@@ -46,7 +46,7 @@ def print_epoch(result, program, out=None, summary: str | None = None) -> None:
 
 def check_switch(switch: float, strategy: str, large_change: float) -> None:
     """Return None if the elastic flags are valid; else raise a UsageError naming the flag."""
-    from levelflow.engine.incremental.epoch import MODES
+    from levelflow.engine.incremental.elastic import MODES
 
     if not 0 <= switch:
         raise UsageError(f"--switch: must be a fraction >= 0, got {switch}")

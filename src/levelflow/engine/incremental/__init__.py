@@ -7,7 +7,7 @@ delete-and-rederive, recompute and diff). backends/: where it runs (the driver, 
 workers holding a task's state). state/: the state on disk.
 """
 
-from levelflow.engine.incremental.epoch import Delta, EpochError, EpochResult
+from levelflow.engine.incremental.results import Delta, EpochError, EpochResult
 from levelflow.engine.incremental.session import IncrementalSession
 from levelflow.engine.incremental.state.directory import StateDir, StateError
 from levelflow.engine.incremental.state.snapshot import Snapshot

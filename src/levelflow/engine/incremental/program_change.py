@@ -40,7 +40,8 @@ from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import Atom, BinOp, Call, Comparison, Decl, Negation, Rule, Var
 
 if TYPE_CHECKING:
-    from levelflow.engine.incremental.epoch import Epoch, EpochResult
+    from levelflow.engine.incremental.epoch import Epoch
+    from levelflow.engine.incremental.results import EpochResult
     from levelflow.tasks.tasks import ProgramTasks, Task
 
 STATUSES = ("kept", "updated", "recomputed", "new", "dropped")
@@ -180,7 +181,7 @@ def _gated(rule: Rule, gate: str) -> Rule:
 
 def diff_programs(old: ProgramTasks, new: ProgramTasks) -> ProgramChange:
     """Return the ProgramChange from `old` to `new` (pure: no Spark)."""
-    from levelflow.engine.incremental.epoch import counted_relations
+    from levelflow.engine.incremental.strategies.counting_spark import counted_relations
 
     op, np_ = old.program, new.program
     old_counted, new_counted = counted_relations(old), counted_relations(new)

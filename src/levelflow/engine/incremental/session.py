@@ -20,19 +20,15 @@ import time
 from levelflow.engine.evaluate import cut
 from levelflow.engine.guard import MAX_TUPLES, check_limit
 from levelflow.engine.incremental.backends.driver_rows import frame_of_rows
-from levelflow.engine.incremental.epoch import (
-    LARGE_CHANGE,
-    SWITCH,
-    SWITCH_FLOOR_SECONDS,
-    Epoch,
-    EpochResult,
-    counted_relations,
-)
+from levelflow.engine.incremental.elastic import LARGE_CHANGE, SWITCH, SWITCH_FLOOR_SECONDS
+from levelflow.engine.incremental.epoch import Epoch
 from levelflow.engine.incremental.program_text import load_tasks
+from levelflow.engine.incremental.results import EpochResult
 from levelflow.engine.incremental.state.base_delta import BaseDelta
 from levelflow.engine.incremental.state.base_index import BaseIndex, read_small
 from levelflow.engine.incremental.state.directory import StateDir, StateError
 from levelflow.engine.incremental.state.snapshot import empty_snapshot
+from levelflow.engine.incremental.strategies.counting_spark import counted_relations
 from levelflow.engine.incremental.updates import Op, coerce_row, parse_literal
 from levelflow.engine.incremental.versions import Versions
 from levelflow.engine.plans.resident import check_root

@@ -136,8 +136,8 @@ def rebuild(spark, state: StateDir, epoch: int | None = None, progress=None, **o
     `epoch` (the current one by default), committed as a new epoch; `progress`
     (engine.progress) shows the tasks as `run` does."""
     from levelflow.engine.evaluate import cut
-    from levelflow.engine.incremental.epoch import counted_relations
     from levelflow.engine.incremental.session import IncrementalSession
+    from levelflow.engine.incremental.strategies.counting_spark import counted_relations
     from levelflow.engine.incremental.versions import Versions
 
     epoch = state.current() if epoch is None else epoch

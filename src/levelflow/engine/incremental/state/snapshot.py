@@ -58,3 +58,47 @@ def empty_snapshot(spark: SparkSession, program: Program, counted: set[str]) -> 
                     dict.fromkeys(program.inputs, 0), set(counted),
                     where=dict.fromkeys(program.decls), base_where=dict.fromkeys(program.inputs),
                     max_rank=dict.fromkeys(set(program.decls) - set(counted), 0))
+
+
+def next_snapshot(old: Snapshot, tasks, updates: dict, base_versions: dict
+                  ) -> tuple[Snapshot, set[str], set[str]]:
+    """Return the snapshot after an epoch's task updates (`updates`: task id -> TaskUpdate)
+    and base facts' change (`base_versions`: input -> Versions), and the relations and base
+    facts it changed (not yet on disk)."""
+    rel, rows, pieces = dict(old.rel), dict(old.rows), dict(old.pieces)
+    max_rank = dict(old.max_rank)
+    changed: set[str] = set()
+    stored = {}
+    scratch = dict(old.scratch_seconds)
+    arranged = dict(old.arranged)
+    for v, upd in updates.items():
+        task = tasks[v]
+        if upd.scratch_seconds is not None:
+            scratch[task.name] = upd.scratch_seconds
+        if upd.held is not None:
+            arranged[task.name] = upd.held
+        else:  # updated elsewhere: the executors' copy is stale
+            arranged.pop(task.name, None)
+        for n, ver in upd.versions.items():
+            if n in upd.counts:
+                rel[n], rows[n] = upd.counts[n], ver.new_rows
+                pieces[n] = ver.pieces  # epochs of lazy counts (_apply_counts)
+                changed.add(n)
+            elif n in upd.ranked:
+                (rel[n], max_rank[n]), rows[n] = upd.ranked[n], ver.new_rows
+                pieces[n] = ver.pieces
+                changed.add(n)
+            if n in upd.stored:
+                stored[n] = upd.stored[n]
+    base, base_rows = dict(old.base), dict(old.base_rows)
+    changed_base, base_stored = set(), {}
+    for n, ver in base_versions.items():
+        if ver.changed:
+            base[n], base_rows[n] = ver.new, ver.new_rows
+            changed_base.add(n)
+            base_stored[n] = (ver.minus if ver.minus_rows else None,
+                              ver.plus if ver.plus_rows else None)
+    snap = Snapshot(old.epoch + 1, rel, base, rows, base_rows, set(old.counted), scratch,
+                    dict(old.where), dict(old.base_where), pieces, max_rank,
+                    stored=stored, base_stored=base_stored, arranged=arranged)
+    return snap, changed, changed_base

@@ -252,3 +252,12 @@ def _counts_change(old_c, old, cols: list[str], upd: DataFrame, sizes: dict) -> 
     stored = (upd.filter(F.col("_old") > 0).select(*cols), added)
     return Change(new_c, plus, sizes["plus"], minus, sizes["minus"],
                   old.old_rows + sizes["plus"] - sizes["minus"], dirty=True, stored=stored)
+
+
+def counted_relations(program_tasks) -> set[str]:
+    """Return the relations whose tasks the counting algorithm maintains."""
+    out = set()
+    for task in program_tasks.tasks:
+        if countable(program_tasks.program, task):
+            out.update(task.relations)
+    return out
