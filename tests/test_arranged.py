@@ -17,14 +17,8 @@ import pytest
 
 from levelflow.engine.incremental import IncrementalSession
 from levelflow.engine.incremental.backends.worker.dred_job import Held
-from levelflow.engine.incremental.strategies.dred_polars import (
-    RANK,
-    Inputs,
-    applied,
-    arrange,
-    packed,
-    update,
-)
+from levelflow.engine.incremental.strategies.arranged import RANK, applied, arrange, packed
+from levelflow.engine.incremental.strategies.dred_polars import Inputs, update
 from levelflow.engine.plans.fixpoint import run_task
 from levelflow.tasks import build_tasks, parse_program
 
@@ -78,10 +72,11 @@ def _epochs(rng: random.Random, edges: set, nodes: int, count: int):
 @pytest.mark.parametrize("recompute", [False, True])  # large deletions: DRed, or recomputed
 @pytest.mark.parametrize("tombstones", [0.0, 0.9])  # removed rows compacted at once, or kept
 def test_local_dred_matches_from_scratch(name, offset, recompute, tombstones, monkeypatch):
+    from levelflow.engine.incremental.strategies import arranged
     from levelflow.engine.incremental.strategies import dred_polars as local_dred
 
-    monkeypatch.setattr(local_dred, "_CHUNKS", 4)  # appended chunks copied into one, too
-    monkeypatch.setattr(local_dred, "_TOMBSTONES", tombstones)
+    monkeypatch.setattr(arranged, "_CHUNKS", 4)  # appended chunks copied into one, too
+    monkeypatch.setattr(arranged, "_TOMBSTONES", tombstones)
     held_tombstones = []
     recompute_rows = local_dred.RECOMPUTE_ROWS if recompute else 0
     recomputed = []

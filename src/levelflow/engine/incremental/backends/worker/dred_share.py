@@ -19,15 +19,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from levelflow.engine.incremental.strategies.dred_polars import (
-    RANK,
-    RECOMPUTE_ROWS,
-    Arranged,
-    Inputs,
-    applied,
-    arrange,
-    update,
-)
+from levelflow.engine.incremental.strategies.arranged import RANK, Arranged, applied, arrange
+from levelflow.engine.incremental.strategies.dred_polars import RECOMPUTE_ROWS, Inputs, update
 from levelflow.engine.plans import resident
 from levelflow.engine.plans.columnar import frame_schema
 from levelflow.engine.plans.encode import decode, dictionary, encode, encoded_program
