@@ -20,8 +20,9 @@ import pytest
 from levelflow.engine.incremental import IncrementalSession
 from levelflow.engine.incremental.backends.driver_rows import arrow_of, frame_of_table
 from levelflow.engine.incremental.backends.worker import counting_share
-from levelflow.engine.incremental.backends.worker.dred_job import Held, _next_token, direct_input
+from levelflow.engine.incremental.backends.worker.dred_job import Held, _next_token
 from levelflow.engine.incremental.backends.worker.dred_share import MISS_REL, Spec
+from levelflow.engine.incremental.backends.worker.share_job import direct_input
 from levelflow.engine.plans import resident
 from levelflow.tasks import build_tasks, parse_program
 

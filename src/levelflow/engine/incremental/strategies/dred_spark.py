@@ -4,14 +4,15 @@ Every maintained tuple carries a rank (`_it`): the round it was found in. Invari
 of rank r > 0 has a derivation from tuples of rank < r (facts and rules over lower relations
 give rank 0). That is what Soufflé's incremental mode records with `@iteration`.
 
-1. Suspects. Candidates are the old tuples that lose a derivation: removed base facts, heads
-   of derivations through a lower relation's Δ-, then heads of derivations through a new
-   suspect. A candidate stays if it is still a base or program fact, or has a derivation from
-   the new lower relations and own tuples of smaller rank that are not suspect; the others
-   become suspects. By induction on rank every non-suspect tuple is still derivable, and one
-   that leaned on a tuple which later turns suspect is a candidate again in the next round.
-   Plain DRed deletes everything downstream of a removed fact; in a dense closure that is
-   most of the relation, here it is the tuples that really lost their support.
+1. Suspects (dred_spark_suspects.py). Candidates are the old tuples that lose a derivation:
+   removed base facts, heads of derivations through a lower relation's Δ-, then heads of
+   derivations through a new suspect. A candidate stays if it is still a base or program
+   fact, or has a derivation from the new lower relations and own tuples of smaller rank that
+   are not suspect; the others become suspects. By induction on rank every non-suspect tuple
+   is still derivable, and one that leaned on a tuple which later turns suspect is a
+   candidate again in the next round. Plain DRed deletes everything downstream of a removed
+   fact; in a dense closure that is most of the relation, here it is the tuples that really
+   lost their support.
 2. S' = old - suspects.
 3. Re-derive suspects from S' and the new lower relations (the rule's body prefixed with the
    suspect tuple, so only its bindings are joined), plus insertion seeds (Δ+ of lower
@@ -28,7 +29,6 @@ from typing import TYPE_CHECKING
 from levelflow.engine.compile import BROADCAST_ROWS, CompileError
 from levelflow.engine.evaluate import (
     MERGE_PIECES,
-    RANK,
     EvalStats,
     Fixpoint,
     RankedRelation,
@@ -40,223 +40,28 @@ from levelflow.engine.evaluate import (
 from levelflow.engine.incremental.backends.spark_broadcast import (
     anti_join_small,
     bcast_small,
-    semi_join_small,
 )
 from levelflow.engine.incremental.backends.spark_joins import (
     check_cancel,
     heads_of,
-    program_facts,
+)
+from levelflow.engine.incremental.strategies.dred_spark_suspects import (
+    find_suspects,
+    still_facts,
+    through_lower_deltas,
 )
 from levelflow.engine.incremental.strategies.rewrites import (
-    as_positive,
     rederive_rule,
     stand_in_decls,
-    support_rule,
 )
 from levelflow.engine.incremental.versions import Change, TaskContext
 from levelflow.engine.rules import reads_own
 from levelflow.engine.types import column_names, empty_relation
-from levelflow.tasks.ast import Decl
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from levelflow.tasks.tasks import Task
-
-
-def _rank_last(df: DataFrame, decl: Decl) -> DataFrame:
-    """Return ranked tuples shaped as ranked_decl's stand-in (rewrites): the columns, the rank.
-
-    A nullary relation's placeholder column c0 is dropped: its stand-in's c0 is the rank.
-    """
-    import pyspark.sql.functions as F
-
-    cols = column_names(decl.arity) if decl.arity else []
-    return df.select(*cols, F.col(RANK).alias(f"c{decl.arity}"))
-
-
-class _Suspects:
-    """The suspects found so far per relation: cut pieces, merged when there are many."""
-
-    def __init__(self, names) -> None:
-        self.pieces: dict[str, list[tuple[DataFrame, int]]] = {n: [] for n in names}
-
-    def add(self, name: str, df: DataFrame, rows: int) -> None:
-        if rows:
-            self.pieces[name].append((df, rows))
-            if len(self.pieces[name]) >= MERGE_PIECES:
-                self.pieces[name] = [cut(union_all([d for d, _ in self.pieces[name]]))]
-
-    def rows(self, name: str) -> int:
-        return sum(r for _, r in self.pieces[name])
-
-    def frame(self, name: str) -> DataFrame | None:
-        return union_all([d for d, _ in self.pieces[name]]) if self.pieces[name] else None
-
-    def without(self, df: DataFrame, name: str, cols) -> DataFrame:
-        """Return df minus the suspects of `name` (on the tuple columns)."""
-        s, rows = self.frame(name), self.rows(name)
-        return df if s is None else df.join(bcast_small(s, rows), cols, "left_anti")
-
-
-def _still_facts(ctx: TaskContext, task: Task, name: str, tuples: DataFrame, rows: int,
-                 cols) -> list[DataFrame]:
-    """Return the frames of those `tuples` (`rows` of them) still base or program facts."""
-    out = []
-    b = ctx.base.get(name)
-    if b is not None and b.new_rows:
-        out.append(semi_join_small(tuples, b.new, b.new_rows, cols))
-    facts = program_facts(ctx, task, name)
-    if facts is not None:
-        out.append(facts.join(bcast_small(tuples, rows), cols, "left_semi"))
-    return out
-
-
-def _candidates(ctx: TaskContext, name: str, cand: DataFrame, cols, suspects: _Suspects):
-    """Return (the distinct candidates not yet suspect; rows; the same with their ranks).
-
-    Every candidate is an old tuple: it is the head of an old derivation.
-    """
-    import pyspark.sql.functions as F
-
-    cand, rows = cut(suspects.without(cand, name, cols).distinct())
-    if not rows:
-        return None, 0, None
-    old = ctx.old_ranked[name]
-    ranked = old.join(F.broadcast(cand), cols, "inner") if rows <= BROADCAST_ROWS else \
-        cand.join(old, cols, "inner")
-    return cand, rows, cut(ranked)[0]  # cut: every rule's check reads it
-
-
-def _supported(ctx: TaskContext, task: Task, rules, cands: dict, suspects: _Suspects,
-               cols: dict) -> dict[str, list[DataFrame]]:
-    """Return per relation the candidates that keep a derivation from smaller-rank tuples."""
-    names = set(task.relations)
-    decls = stand_in_decls(ctx.decls, names)
-    live: dict[str, DataFrame] = {}
-    out: dict[str, list[DataFrame]] = {n: [] for n in names}
-    for n, (tuples, rows, _) in cands.items():
-        if rows:
-            out[n] += _still_facts(ctx, task, n, tuples, rows, cols[n])
-    for rule in rules:
-        head = rule.heads[0]
-        _, rows, c = cands.get(head.relation, (None, 0, None))
-        if not rows:
-            continue
-        prefixed, live_at, other_at = support_rule(rule, names)
-        frames = {0: bcast_small(_rank_last(c, ctx.decls[head.relation]), rows)}
-        sizes = {0: rows}
-        for pos, n in live_at.items():
-            if n not in live:
-                live[n] = _rank_last(suspects.without(ctx.old_ranked[n], n, cols[n]),
-                                     ctx.decls[n])
-            frames[pos], sizes[pos] = live[n], ctx.versions[n].old_rows
-        for pos, n in other_at.items():
-            frames[pos], sizes[pos] = ctx.versions[n].new, ctx.versions[n].new_rows
-        try:
-            (_, heads), = heads_of(ctx, prefixed, (head.relation,), frames, sizes, first=0,
-                                 decls=decls, small_seed=rows <= BROADCAST_ROWS)
-        except CompileError:
-            continue  # a head the prefix cannot bind: no support found, the tuple is suspect
-        out[head.relation].append(heads)
-    return out
-
-
-def _through_lower_deltas(ctx: TaskContext, rules, names, deleting: bool, frames: dict,
-                          rows: dict) -> dict[str, list[DataFrame]]:
-    """Return per own relation the heads of derivations through a lower relation's change.
-
-    The changed atom reads its Δ- (deleting) or Δ+ (negated atoms the other way round); every
-    other atom reads `frames[relation]`, whose row count is `rows[relation]`.
-    """
-    own = set(names)
-    out: dict[str, list[DataFrame]] = {n: [] for n in names}
-    for rule in rules:
-        for i, atom, neg in rule.body_atoms():
-            ver = ctx.versions[atom.relation]
-            if atom.relation in own or not ver.changed:
-                continue
-            df, delta_rows = ver.delta(atom, neg, deleting=deleting)
-            if not delta_rows:
-                continue
-            others = [(j, a.relation) for j, a, _ in rule.body_atoms() if j != i]
-            at = {j: frames[r] for j, r in others}
-            sizes = {j: rows[r] for j, r in others}
-            at[i], sizes[i] = bcast_small(df, delta_rows), delta_rows
-            variant = as_positive(rule, i) if neg else rule
-            for name, heads in heads_of(ctx, variant, names, at, sizes, first=i):
-                out[name].append(heads)
-    return out
-
-
-def _find_suspects(ctx: TaskContext, task: Task, rules, rec_rules, cols, cancel):
-    """Return (the suspects per relation, rounds): tuples that may have lost every derivation."""
-    import pyspark.sql.functions as F
-
-    names = task.relations
-    own = set(names)
-    old = {n: ctx.versions[n] for n in names}
-    suspects = _Suspects(names)
-    seeds: dict[str, list[DataFrame]] = {n: [] for n in names}
-    for n in names:
-        b = ctx.base.get(n)
-        if b is not None and b.minus_rows:
-            seeds[n].append(b.minus)
-    for n, heads in _through_lower_deltas(ctx, rules, names, True,
-                                          {n: v.old for n, v in ctx.versions.items()},
-                                          {n: v.old_rows for n, v in ctx.versions.items()}
-                                          ).items():
-        seeds[n] += heads
-    rounds = 0
-    cands = {n: _candidates(ctx, n, union_all(seeds[n]), cols[n], suspects)
-             if seeds[n] and old[n].old_rows else (None, 0, None) for n in names}
-    while any(rows for _, rows, _ in cands.values()):
-        check_cancel(cancel)
-        rounds += 1
-        kept = _supported(ctx, task, rules, cands, suspects, cols)
-        fresh: dict[str, tuple[DataFrame | None, int]] = {}
-        for n in names:
-            lost, rows, _ = cands[n]
-            if not rows:
-                fresh[n] = (None, 0)
-                continue
-            if kept[n]:
-                # Few candidates: their supported subset is small too once deduplicated;
-                # broadcast it rather than shuffle the candidates against it.
-                found = union_all(kept[n]).distinct()
-                found = F.broadcast(found) if rows <= BROADCAST_ROWS else found
-                lost = lost.join(found, cols[n], "left_anti")
-            fresh[n] = cut(lost)
-        for n in names:
-            suspects.add(n, *fresh[n])
-        # The next candidates: heads of old derivations that use a new suspect.
-        nxt: dict[str, list[DataFrame]] = {n: [] for n in names}
-        for rule in rec_rules:
-            for j, atom, neg in rule.body_atoms():
-                df, rows = fresh.get(atom.relation, (None, 0))
-                if neg or atom.relation not in own or not rows:
-                    continue
-                frames = {k: _old_or_new(ctx.versions[a.relation], own)
-                          for k, a, _ in rule.body_atoms()}
-                sizes = ctx.sizes(rule, new=False)
-                frames[j], sizes[j] = bcast_small(df, rows), rows
-                for name, heads in heads_of(ctx, rule, names, frames, sizes, first=j):
-                    nxt[name].append(heads)
-        cands = {n: _candidates(ctx, n, union_all(nxt[n]), cols[n], suspects) if nxt[n]
-                 else (None, 0, None) for n in names}
-    # Every piece is cut, so their union needs no copy.
-    return {n: (suspects.frame(n), suspects.rows(n)) for n in names}, rounds
-
-
-def _old_or_new(ver, own) -> DataFrame:
-    """Return a relation's old tuples plus, for a lower one, those it gained this epoch.
-
-    A support check reads the new lower relations, so a tuple it kept may lean on a lower tuple
-    inserted this epoch: a new suspect's heads must be found through those too.
-    """
-    if ver.decl.name in own or not ver.plus_rows:
-        return ver.old
-    return ver.old.unionByName(ver.plus)
 
 
 def dred_update(ctx: TaskContext, task: Task, cancel=None) -> tuple[dict[str, Change], int]:
@@ -266,7 +71,7 @@ def dred_update(ctx: TaskContext, task: Task, cancel=None) -> tuple[dict[str, Ch
     rec_rules = [r for r in rules if reads_own(r, names)]
     cols = {n: column_names(ctx.decls[n].arity) for n in names}
     # 1. Suspects: old tuples that may have lost every derivation.
-    deleted, rounds = _find_suspects(ctx, task, rules, rec_rules, cols, cancel)
+    deleted, rounds = find_suspects(ctx, task, rules, rec_rules, cols, cancel)
     # 2. S' = old - suspects.
     kept, kept_ranked = _keep(ctx, names, deleted, cols)
     check_cancel(cancel)
@@ -320,14 +125,14 @@ def _seeds(ctx: TaskContext, task: Task, rules, deleted: dict, kept: dict,
             seeds[n].append(b.plus)
         d, d_rows = deleted[n]
         if d_rows:
-            seeds[n] += _still_facts(ctx, task, n, d, d_rows, cols[n])
+            seeds[n] += still_facts(ctx, task, n, d, d_rows, cols[n])
     for rule in rules:
         head = rule.heads[0]
         d, d_rows = deleted.get(head.relation, (None, 0))
         if d_rows:
             seeds[head.relation].append(_rederive(ctx, rule, head, d, d_rows, decls2,
                                                   frames_new, rows_new))
-    for n, heads in _through_lower_deltas(ctx, rules, names, False, frames_new,
+    for n, heads in through_lower_deltas(ctx, rules, names, False, frames_new,
                                           rows_new).items():
         seeds[n] += heads
     return seeds

@@ -19,16 +19,14 @@ import polars as pl
 
 from levelflow.engine.incremental.backends.driver_rows import arrow_of, frame_of_table
 from levelflow.engine.incremental.backends.worker import counting_share
-from levelflow.engine.incremental.backends.worker.dred_job import (
-    Held,
-    _spec,
+from levelflow.engine.incremental.backends.worker.dred_job import Held, _spec, packed_sources
+from levelflow.engine.incremental.backends.worker.dred_share import MISS_REL
+from levelflow.engine.incremental.backends.worker.share_job import (
     direct_input,
-    packed_sources,
     run_direct,
     run_job,
     run_or_ship,
 )
-from levelflow.engine.incremental.backends.worker.dred_share import MISS_REL
 from levelflow.engine.incremental.strategies.counting_spark import _counts_change
 from levelflow.engine.incremental.versions import Change, TaskContext
 from levelflow.engine.plans.in_spark import packed_schema
