@@ -31,7 +31,7 @@ from bench_incremental import (  # noqa: E402
 
 def timed_commits(spark):
     """Return a list that StateDir.commit appends (seconds, Spark jobs) to from now on."""
-    from levelflow.engine.incremental.state import StateDir
+    from levelflow.engine.incremental.state.directory import StateDir
 
     real, log = StateDir.commit, []
 
@@ -50,7 +50,8 @@ def timed_commits(spark):
 
 def epoch_on(spark, state: Path, new, full: bool) -> tuple[float, int]:
     """Return (seconds, Spark jobs) of committing `new` edges on `state` as one epoch."""
-    from levelflow.engine.incremental import IncrementalSession, maintain
+    from levelflow.engine.incremental import IncrementalSession
+    from levelflow.engine.incremental import epoch as maintain
 
     real = maintain.Epoch.snapshot
 

@@ -3,7 +3,8 @@
 Workload: transitive closure of a layered DAG (W nodes per layer, D random edges from each node
 to the next layer), >= 1,000,000 derived `path` tuples at the default size, plus a non-recursive
 `cyclic` task. The recursive task runs its epochs where its state lives (one Spark job per
-epoch, engine/incremental/arranged.py). Measured, each as a ratio to a from-scratch run of the
+epoch, engine/incremental/backends/worker/dred_job.py). Measured, each as a ratio to a
+from-scratch run of the
 same engine (run_program, auto plans), with the defaults (elastic switch on):
   1. a 10-edge insertion (median of 9)          goal: >= 5x faster than from scratch
   2. a 10-edge deletion (median of 9)           goal: within 1.5x of the insertion

@@ -26,7 +26,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 import levelflow
-from levelflow.engine.incremental.session_api import IncrementalSession
+from levelflow.engine.incremental.session import IncrementalSession
 from levelflow.engine.session import make_session
 from levelflow.streaming import batch_function
 

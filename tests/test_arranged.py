@@ -16,15 +16,9 @@ import polars as pl
 import pytest
 
 from levelflow.engine.incremental import IncrementalSession
-from levelflow.engine.incremental.arranged import Held
-from levelflow.engine.incremental.local_dred import (
-    RANK,
-    Inputs,
-    applied,
-    arrange,
-    packed,
-    update,
-)
+from levelflow.engine.incremental.backends.worker.dred_job import Held
+from levelflow.engine.incremental.strategies.arranged import RANK, applied, arrange, packed
+from levelflow.engine.incremental.strategies.dred_polars import Inputs, update
 from levelflow.engine.plans.fixpoint import run_task
 from levelflow.tasks import build_tasks, parse_program
 
@@ -78,10 +72,11 @@ def _epochs(rng: random.Random, edges: set, nodes: int, count: int):
 @pytest.mark.parametrize("recompute", [False, True])  # large deletions: DRed, or recomputed
 @pytest.mark.parametrize("tombstones", [0.0, 0.9])  # removed rows compacted at once, or kept
 def test_local_dred_matches_from_scratch(name, offset, recompute, tombstones, monkeypatch):
-    from levelflow.engine.incremental import local_dred
+    from levelflow.engine.incremental.strategies import arranged
+    from levelflow.engine.incremental.strategies import dred_polars as local_dred
 
-    monkeypatch.setattr(local_dred, "_CHUNKS", 4)  # appended chunks copied into one, too
-    monkeypatch.setattr(local_dred, "_TOMBSTONES", tombstones)
+    monkeypatch.setattr(arranged, "_CHUNKS", 4)  # appended chunks copied into one, too
+    monkeypatch.setattr(arranged, "_TOMBSTONES", tombstones)
     held_tombstones = []
     recompute_rows = local_dred.RECOMPUTE_ROWS if recompute else 0
     recomputed = []
@@ -169,7 +164,7 @@ def _check(session, pt, edges, tmp: Path) -> None:
 @pytest.mark.parametrize("recompute", [True, False])  # deletions recomputed, or DRed
 def test_one_spark_job_per_epoch_for_the_recursive_task(spark, tmp_path, monkeypatch,
                                                         recompute):
-    from levelflow.engine.incremental import local_dred
+    from levelflow.engine.incremental.strategies import dred_polars as local_dred
 
     if not recompute:  # the workers get it with the epoch's Spec
         monkeypatch.setattr(local_dred, "RECOMPUTE_ROWS", 0)
@@ -193,7 +188,7 @@ def test_small_epochs_run_direct_and_keep_their_log_in_the_driver(spark, tmp_pat
     """Small epochs carry their input in the job and bring the change back to the driver; the
     Spark-side copy merges those changes into one table (to a limit, then unions and
     compaction), and a miss after many epochs is recovered from that copy."""
-    from levelflow.engine.incremental import arranged
+    from levelflow.engine.incremental.backends.worker import dred_job as arranged
 
     monkeypatch.setattr(arranged, "DRIVER_LOG_ROWS", 40)  # merged, then unioned pieces
     monkeypatch.setattr(arranged, "LOG_PIECES", 3)  # and compacted
@@ -227,7 +222,8 @@ def test_a_recomputed_row_removed_before_comes_back_in_the_spark_side_copy(
         spark, tmp_path, monkeypatch, driver_rows):
     """Every deletion recomputes its share, ranked by the recompute's own rounds: a (tuple,
     rank) row an earlier epoch removed comes back, and the Spark-side copy must hold it."""
-    from levelflow.engine.incremental import arranged, local_dred
+    from levelflow.engine.incremental.backends.worker import dred_job as arranged
+    from levelflow.engine.incremental.strategies import dred_polars as local_dred
 
     monkeypatch.setattr(local_dred, "RECOMPUTE_FRACTION", 0.0)
     monkeypatch.setattr(arranged, "DRIVER_LOG_ROWS", driver_rows)
@@ -301,7 +297,7 @@ def test_a_counted_task_over_driver_held_changes_counts_in_the_driver(spark, tmp
     """`loop` reads only path's change (back in the driver from a direct epoch) and its own
     facts: its count changes are summed in Polars, no job runs when they sum to nothing, and
     every epoch equals the reference, counts crossing zero both ways included."""
-    from levelflow.engine.incremental import local_counting
+    from levelflow.engine.incremental.strategies import counting_polars as local_counting
 
     program = EDGE + """.decl path(x:number, y:number)
 path(x, y) :- edge(x, y).

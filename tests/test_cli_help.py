@@ -64,7 +64,7 @@ def test_run_update_and_shell_share_their_defaults():
 
 def test_cli_defaults_are_the_engines():
     from levelflow.engine.guard import MAX_TUPLES
-    from levelflow.engine.incremental.maintain import (
+    from levelflow.engine.incremental.elastic import (
         LARGE_CHANGE,
         MODES,
         SWITCH,

@@ -222,7 +222,7 @@ def test_ctrl_c_ends_the_jvm_and_says_aborted(tmp_path, after, state):
 
 
 def test_ctrl_c_during_update_ends_the_jvm_and_leaves_the_state(tmp_path):
-    from levelflow.engine.incremental.state import StateDir
+    from levelflow.engine.incremental.state.directory import StateDir
 
     made = _levelflow(_run_args(tmp_path, "--state", str(tmp_path / "st")), _env())
     assert made.returncode == 0, made.stderr

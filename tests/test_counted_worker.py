@@ -17,10 +17,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from levelflow.engine.incremental import IncrementalSession, counted_worker
-from levelflow.engine.incremental.arranged import Held, _next_token, direct_input
-from levelflow.engine.incremental.arranged_worker import MISS_REL, Spec
-from levelflow.engine.incremental.local_frames import arrow_of, frame_of_table
+from levelflow.engine.incremental import IncrementalSession
+from levelflow.engine.incremental.backends.driver_rows import arrow_of, frame_of_table
+from levelflow.engine.incremental.backends.worker import counting_share
+from levelflow.engine.incremental.backends.worker.dred_job import Held, _next_token
+from levelflow.engine.incremental.backends.worker.dred_share import MISS_REL, Spec
+from levelflow.engine.incremental.backends.worker.share_job import direct_input
 from levelflow.engine.plans import resident
 from levelflow.tasks import build_tasks, parse_program
 
@@ -38,7 +40,7 @@ r(x, y) :- e(x, y), !e(y, x).
 r(1, 2).
 """
 VIEW = ".decl e(x:number, y:number)\n.input e\n" + RULES
-# The same view over a recursive task's relation (kept on the executors: arranged.py).
+# The same view over a recursive task's relation (kept on the executors: dred_job.py).
 TC_VIEW = """.decl edge(x:number, y:number)
 .input edge
 .decl e(x:number, y:number)
@@ -84,7 +86,7 @@ def _changed(rng: random.Random, now: set, fresh) -> tuple[set, set]:
 def _epoch(spec_frames: tuple) -> pl.DataFrame:
     """Return the worker's output of an epoch run in process, from (spec, frames)."""
     spec, frames = spec_frames
-    return pl.read_ipc_stream(counted_worker.direct_share(spec, direct_input(frames), 0))
+    return pl.read_ipc_stream(counting_share.direct_share(spec, direct_input(frames), 0))
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
@@ -110,10 +112,10 @@ def test_worker_update_matches_counts_from_scratch(seed):
             gone, added = _changed(rng, state[n], fresh[n])
             kinds = ("fold", "fplus", "fminus") if n == "r" else ("old", "plus", "minus")
             for kind, rows in zip(kinds, (state[n], added, gone), strict=True):
-                if rows or kind in counted_worker.SHIPPED:
+                if rows or kind in counting_share.SHIPPED:
                     pairs.append(((n, kind), _held(rows, schemas[n])))
             state[n] = (state[n] - gone) | added
-        change = [p for p in pairs if p[0][1] not in counted_worker.SHIPPED]
+        change = [p for p in pairs if p[0][1] not in counting_share.SHIPPED]
         if ship and k:  # a token no worker has: MISS, nothing kept
             missed = _epoch(_spec(task, program, change, lineage, "9999999999-none"))
             assert missed["_rel"].to_list() == [MISS_REL]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import levelflow
-from levelflow.engine.incremental.session_api import IncrementalSession
+from levelflow.engine.incremental.session import IncrementalSession
 from levelflow.engine.spark_io import InputError
 
 TC = Path(__file__).parent.parent / "examples" / "tc" / "program.dl"

@@ -137,7 +137,7 @@ def test_view_rules_are_maintained_by_factored_delta_rules(spark, tmp_path, monk
     """local_counting.count_changes (run where the view's counts live) evaluates
     ΔV = Σ_i new(A1..Ai-1) ⋈ ΔAi ⋈ old(Ai+1..An): n delta rules for n changed atoms (not
     2^n - 1), each over new versions before Δ and old after."""
-    from levelflow.engine.incremental import local_counting
+    from levelflow.engine.incremental.strategies import counting_polars as local_counting
 
     edges = random_edges(4)
     text = DECLS + ".decl v(x:number, y:number)\nv(x, y) :- [a . b . c](x, y).\n.output v\n"

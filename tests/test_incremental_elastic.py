@@ -91,7 +91,7 @@ def test_large_change_recomputes_at_once_small_one_updates(spark, tmp_path):
     assert result.strategies["path"] == "dred"
     edges -= {(3, 4), (20, 21), (30, 31), (35, 36), (36, 37)}
     check(session, edges, tmp_path / "ref1")
-    # path runs arranged (incremental/arranged.py), whose threshold is 5x the setting: 25%.
+    # path runs arranged (backends/worker/dred_job.py), whose threshold is 5x the setting: 25%.
     new = {(40, 0), (7, 3)} | {(i, i + 2) for i in range(10, 19)}  # 11 of 35 edges: 31%
     for e in new:
         session.insert("edge", e)

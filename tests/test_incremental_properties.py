@@ -17,7 +17,7 @@ import pytest
 
 from levelflow.engine.evaluate import evaluate_program
 from levelflow.engine.incremental import IncrementalSession
-from levelflow.engine.incremental.counting import count_scratch
+from levelflow.engine.incremental.strategies.counting_spark import count_scratch
 from levelflow.engine.incremental.versions import TaskContext, Versions
 from levelflow.tasks import build_tasks, parse_program
 

@@ -387,7 +387,7 @@ def redeclared_state(spark, tmp_path, old_cols: str, new_cols: str, t: str):
 
 def assert_whole_and_rebuilds_to(spark, state: Path, facts: dict, tmp: Path) -> None:
     """The state checks whole, equals `run` of its program on `facts`, and so does a rebuild."""
-    from levelflow.engine.incremental.repair import check_state, rebuild
+    from levelflow.engine.incremental.state.repair import check_state, rebuild
 
     ok, lines = check_state(spark, StateDir(state))
     assert ok, lines

@@ -8,8 +8,8 @@ import pyspark.sql.functions as F
 import pytest
 from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
-from levelflow.engine.incremental.integrity import _aggregates, _hex
-from levelflow.engine.incremental.row_hash import checksum, row_hashes
+from levelflow.engine.incremental.state.integrity import _aggregates, _hex
+from levelflow.engine.incremental.state.row_hash import checksum, row_hashes
 
 
 @pytest.mark.parametrize("seed", [1, 2])

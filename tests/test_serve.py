@@ -234,7 +234,7 @@ def test_a_program_change_over_http(spark, tmp_path):
 
 KILLER = """
 import os, signal, sys
-from levelflow.engine.incremental import state
+from levelflow.engine.incremental.state import directory as state
 
 def die(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from levelflow.engine.incremental import IncrementalSession, StateDir, StateError, maintain
-from levelflow.engine.incremental.maintain import EpochError
+from levelflow.engine.incremental import IncrementalSession, StateDir, StateError
+from levelflow.engine.incremental import epoch as maintain
+from levelflow.engine.incremental.results import EpochError
 from levelflow.tasks import build_tasks, parse_program
 
 sys.path.insert(0, str(Path(__file__).parent))

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from levelflow.engine.incremental import IncrementalSession, StateDir, StateError, durable
-from levelflow.engine.incremental.repair import check_state, restore_epoch
+from levelflow.engine.incremental import IncrementalSession, StateDir, StateError
+from levelflow.engine.incremental.state import durable
+from levelflow.engine.incremental.state.repair import check_state, restore_epoch
 
 sys.path.insert(0, str(Path(__file__).parent))
 import naive_datalog  # noqa: E402

@@ -22,8 +22,8 @@ import pytest
 from levelflow.cli import main as cli_main
 from levelflow.cli import state_cmd
 from levelflow.engine.incremental import IncrementalSession, StateDir, StateError
-from levelflow.engine.incremental import state as state_mod
-from levelflow.engine.incremental.repair import check_state, rebuild, restore_epoch
+from levelflow.engine.incremental.state import write as state_write
+from levelflow.engine.incremental.state.repair import check_state, rebuild, restore_epoch
 
 sys.path.insert(0, str(Path(__file__).parent))
 import naive_datalog  # noqa: E402
@@ -224,13 +224,13 @@ def test_a_write_that_fails_leaves_the_state_as_it_was(spark, copy, monkeypatch)
 def test_a_read_back_mismatch_switches_nothing(spark, copy, monkeypatch):
     s = IncrementalSession.open(spark, copy)
     before = files_of(copy)
-    real = state_mod.scan
+    real = state_write.scan
 
     def lossy(spark, items):  # as if the disk lost a file between the write and the read
         found = real(spark, items)
         return {i: dict(list(files.items())[1:]) for i, files in found.items()}
 
-    monkeypatch.setattr(state_mod, "scan", lossy)
+    monkeypatch.setattr(state_write, "scan", lossy)
     s.insert("edge", (70, 71))
     with pytest.raises(StateError, match=r"read back as \d+ rows, \d+ were written; the "
                                          r"state is unchanged at epoch 1"):

@@ -27,8 +27,9 @@ from test_incremental_properties import (
     write_facts,
 )
 
-from levelflow.engine.incremental import IncrementalSession, StateDir, StateError, segments
-from levelflow.engine.incremental.state import COUNT
+from levelflow.engine.incremental import IncrementalSession, StateDir, StateError
+from levelflow.engine.incremental.state import segments
+from levelflow.engine.incremental.state.snapshot import COUNT
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -198,7 +199,7 @@ def test_compaction_policy(monkeypatch):
 
 
 def test_a_damaged_segment_is_refused_and_rebuilt(spark, tmp_path):
-    from levelflow.engine.incremental.repair import check_state, rebuild
+    from levelflow.engine.incremental.state.repair import check_state, rebuild
 
     write_facts(tmp_path / "f", {"edge": {(1, 2), (2, 3)}})
     (tmp_path / "p.dl").write_text(DEGREE)
@@ -247,7 +248,9 @@ def test_a_format_4_state_is_still_read(spark, tmp_path):
 
 KILLER = """
 import os, signal, sys
-from levelflow.engine.incremental import compact, segments, state
+from levelflow.engine.incremental.state import compact
+from levelflow.engine.incremental.state import segments
+from levelflow.engine.incremental.state import directory as state
 
 def die(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import levelflow
-from levelflow.engine.incremental.session_api import IncrementalSession
+from levelflow.engine.incremental.session import IncrementalSession
 from levelflow.engine.incremental.state import StateDir
 from levelflow.engine.spark_io import InputError
 from levelflow.streaming import batch_function, maintain

@@ -150,8 +150,8 @@ def test_under_the_limit_the_run_is_unchanged(spark, tmp_path, plan):
 # -- epochs: update, serve and shell share IncrementalSession --------------------------------
 
 def test_an_epoch_past_the_limit_fails_whole_and_changes_no_state(spark, tmp_path):
-    from levelflow.engine.incremental.session_api import IncrementalSession
-    from levelflow.engine.incremental.state import StateDir
+    from levelflow.engine.incremental.session import IncrementalSession
+    from levelflow.engine.incremental.state.directory import StateDir
 
     pt, fdir = _write(tmp_path, CROSS + TC, {"a": [(i,) for i in range(20)],
                                              "b": [(i,) for i in range(20)], "e": _chain(20)})
@@ -180,8 +180,8 @@ def test_an_epoch_past_the_limit_fails_whole_and_changes_no_state(spark, tmp_pat
 
 
 def test_a_bootstrap_past_the_limit_leaves_no_state(spark, tmp_path):
-    from levelflow.engine.incremental.session_api import IncrementalSession
-    from levelflow.engine.incremental.state import StateDir
+    from levelflow.engine.incremental.session import IncrementalSession
+    from levelflow.engine.incremental.state.directory import StateDir
 
     pt, fdir = _write(tmp_path, CROSS, {"a": [(i,) for i in range(50)],
                                         "b": [(i,) for i in range(50)]})

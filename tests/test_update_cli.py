@@ -58,7 +58,7 @@ def state(spark, tmp_path_factory):
 
 def test_update_with_no_change_starts_nothing_and_writes_no_epoch(state, capsys, monkeypatch):
     from levelflow.cli import spark as cli_spark
-    from levelflow.engine.incremental.state import StateDir
+    from levelflow.engine.incremental.state.directory import StateDir
 
     def no_spark(*args, **kwargs):
         raise AssertionError("Spark was started for nothing")

@@ -153,7 +153,7 @@ class EpochService:
         """Return a function moving the state to the body's program (call it in a turn), or
         raise RequestError(400) with the program's first error or a refused file."""
         from levelflow.engine.incremental.program_change import load_new_program
-        from levelflow.engine.incremental.session_api import ProgramText
+        from levelflow.engine.incremental.program_text import ProgramText
         from levelflow.engine.paths import check_io_paths
 
         text = _text(body)

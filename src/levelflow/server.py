@@ -85,7 +85,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _fail(self, e: BaseException) -> None:
         """Answer an error with one line: 4xx for the request's fault, else 409 or 500."""
-        from levelflow.engine.incremental.state import StateError
+        from levelflow.engine.incremental.state.directory import StateError
         from levelflow.engine.incremental.updates import UpdateError
 
         headers = {}

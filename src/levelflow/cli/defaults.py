@@ -11,7 +11,7 @@ PLAN = "auto"
 LOCAL_ROWS = 2_000_000          # engine/plans/planner.py LOCAL_ROWS (tests check they agree)
 MAX_TUPLES = 100_000_000        # engine/guard.py MAX_TUPLES: tuples per task
 
-# The engine's elastic-switch defaults (engine/incremental/maintain.py), repeated here so that
+# The engine's elastic-switch defaults (engine/incremental/elastic.py), repeated here so that
 # --help does not import Spark; tests/test_cli_defaults.py checks the two agree.
 SWITCH = 0.2
 SWITCH_FLOOR = 1.0              # seconds: the switch never fires earlier

@@ -149,7 +149,7 @@ def outputs_note(program, outdir: Path, counts: dict[str, int], most: int = 6) -
 def _check_state(state: Path | None, trace_out, schedule_out, checkpoint: str,
                  plan: str = "auto") -> None:
     """Return None if `--state` can be honoured with the other flags; else raise one line."""
-    from levelflow.engine.incremental.state import StateDir, StateError
+    from levelflow.engine.incremental.state.directory import StateDir, StateError
 
     if state is None:
         return
@@ -200,7 +200,7 @@ def write_trace_files(trace, schedule, trace_out: Path | None, schedule_out: Pat
 def _evaluate_into_state(spark, program_tasks, sched, factdir, outdir, opts: dict, progress,
                          clock) -> None:
     """Evaluate the program as the state's epoch 0, write the outputs, print the summary."""
-    from levelflow.engine.incremental.session_api import IncrementalSession
+    from levelflow.engine.incremental.session import IncrementalSession
 
     t0 = time.perf_counter()
     session = IncrementalSession.bootstrap(spark, program_tasks, factdir, opts["state"],

@@ -132,8 +132,8 @@ def serve_command(
     from levelflow.cli.run_cmd import scheduler_from_flag
     from levelflow.cli.spark import spark_session
     from levelflow.cli.update_cmd import check_switch
-    from levelflow.engine.incremental.session_api import IncrementalSession
-    from levelflow.engine.incremental.state import StateDir
+    from levelflow.engine.incremental.session import IncrementalSession
+    from levelflow.engine.incremental.state.directory import StateDir
     from levelflow.tasks import build_tasks, parse_program
 
     check_switch(switch, strategy, large_change)

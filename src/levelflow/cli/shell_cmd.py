@@ -179,7 +179,7 @@ def _idle_sigint(prompt: bool):
 
 def _open(spark, program_tasks, factdir: Path, state, resume: bool, flags: dict, progress):
     """Return the IncrementalSession the prompt works on: resumed, or bootstrapped (epoch 0)."""
-    from levelflow.engine.incremental.session_api import IncrementalSession
+    from levelflow.engine.incremental.session import IncrementalSession
 
     opts = {"switch": flags["switch"], "mode": flags["strategy"],
             "large_change": flags["large_change"], "scheduler": flags["scheduler"],
@@ -211,7 +211,7 @@ def shell_command(
     """Interactive prompt: insert / remove / commit / load / print / size / help / quit."""
     from levelflow.cli.run_cmd import scheduler_from_flag
     from levelflow.cli.update_cmd import check_session_flags
-    from levelflow.engine.incremental.state import StateDir, StateError
+    from levelflow.engine.incremental.state.directory import StateDir, StateError
     from levelflow.engine.paths import check_io_paths
     from levelflow.engine.runner import check_fact_files
     from levelflow.tasks import build_tasks, load_program

@@ -56,7 +56,7 @@ def _spark_shown(master: str, driver_memory: str):
 
 def _open(statedir: Path):
     """Return the StateDir after the checks that need no Spark (it exists, has an epoch)."""
-    from levelflow.engine.incremental.state import StateDir
+    from levelflow.engine.incremental.state.directory import StateDir
 
     state = StateDir(statedir)
     state.check_usable()
@@ -74,7 +74,7 @@ def check_command(
 ) -> None:
     """Verify every file of the state against its manifests; exit 1 if the current epoch is
     damaged, saying which file and why, and which older epochs are whole."""
-    from levelflow.engine.incremental.repair import check_state
+    from levelflow.engine.incremental.state.repair import check_state
 
     state = _open(statedir)
     with _spark_shown(master, driver_memory) as (spark, progress):
@@ -105,7 +105,7 @@ def repair_command(
     With neither flag: nothing if the current epoch is whole, else a rebuild from its base
     facts if they are whole. Nothing stored is deleted or changed.
     """
-    from levelflow.engine.incremental.repair import epoch_problems, rebuild, restore_epoch
+    from levelflow.engine.incremental.state.repair import epoch_problems, rebuild, restore_epoch
 
     state = _open(statedir)
     with _spark_shown(master, driver_memory) as (spark, progress):

@@ -46,7 +46,7 @@ def print_epoch(result, program, out=None, summary: str | None = None) -> None:
 
 def check_switch(switch: float, strategy: str, large_change: float) -> None:
     """Return None if the elastic flags are valid; else raise a UsageError naming the flag."""
-    from levelflow.engine.incremental.maintain import MODES
+    from levelflow.engine.incremental.elastic import MODES
 
     if not 0 <= switch:
         raise UsageError(f"--switch: must be a fraction >= 0, got {switch}")
@@ -71,7 +71,7 @@ def check_session_flags(flags: dict, master: str) -> None:
 def _prepare(statedir: Path, ops_files: tuple, flags: dict):
     """Return (ProgramTasks, update ops, StateDir) after every check that needs no Spark."""
     from levelflow.cli.run_cmd import make_outdir, make_parent, scheduler_from_flag
-    from levelflow.engine.incremental.state import StateDir
+    from levelflow.engine.incremental.state.directory import StateDir
     from levelflow.engine.incremental.updates import read_updates
     from levelflow.engine.paths import check_io_paths
     from levelflow.tasks import build_tasks, parse_program
@@ -100,7 +100,7 @@ def _prepare(statedir: Path, ops_files: tuple, flags: dict):
 def _apply(spark, state, ops, program, flags: dict, progress, clock) -> None:
     """Commit `ops` as one epoch on `spark`, print it, and write what the flags ask for."""
     from levelflow.cli.run_cmd import write_trace_files
-    from levelflow.engine.incremental.session_api import IncrementalSession
+    from levelflow.engine.incremental.session import IncrementalSession
 
     progress.watch(spark)
     with clock.part("opening the state"):
@@ -202,7 +202,7 @@ def update_command(
 
 def _program_text(path: Path, include_dirs, preprocessor: bool):
     """Return --program as a ProgramText carrying -I and --no-preprocessor."""
-    from levelflow.engine.incremental.session_api import ProgramText
+    from levelflow.engine.incremental.program_text import ProgramText
 
     try:
         text = path.read_text(encoding="utf-8")

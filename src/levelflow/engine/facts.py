@@ -216,7 +216,8 @@ def read_facts(spark: SparkSession, decl: Decl, path: str | Path,
         return spark.createDataFrame([(True,)], relation_schema(decl))
     if decl.shapes:  # records and ADTs: read in Python (engine/record_facts.py)
         from levelflow.engine.record_facts import record_rows
-        rows = record_rows(path, lines[1 if headers else 0:], decl, delimiter, 2 if headers else 1)
+        rows = record_rows(path, lines[1 if headers else 0:], decl, delimiter, 2 if headers else 1,
+                           FactError)
         return spark.createDataFrame(rows, relation_schema(decl))
     # Spark splits on LF only, like the validation pass, so line numbers and tuples agree.
     text = spark.read.text(_hadoop_path(_gzip_named(path)), lineSep="\n")
@@ -267,7 +268,7 @@ def format_rows(rows: Iterable, decl: Decl, delimiter: str = "\t") -> Iterator[s
         return
     if decl.shapes:
         from levelflow.engine.record_facts import format_record_rows
-        yield from format_record_rows(rows, decl, delimiter)
+        yield from format_record_rows(rows, decl, delimiter, format_value)
         return
     plain = all(t != "float" for t in types)
     for row in rows:

@@ -8,7 +8,7 @@ epoch, and the whole relation when it has at most N tuples, as in Soufflé. What
 relation sees the kept tuples; the task's own rules see its whole fixpoint.
 
 An epoch recomputes a limited task from scratch and diffs the kept tuples against the old ones
-(engine/incremental/maintain.py calls `limited` and `keep_smallest`): maintaining the cut
+(engine/incremental/epoch.py calls `limited` and `keep_smallest`): maintaining the cut
 tuple by tuple would need the uncut fixpoint stored beside it.
 """
 

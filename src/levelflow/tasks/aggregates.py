@@ -155,7 +155,7 @@ class Lowering:
 
     def _generate(self, agg: Aggregate, injected: list[str], rule: Rule) -> str:
         """Declare `@agg<n>` and queue its rule; return its name."""
-        from levelflow.tasks.parser import RawDecl, TypeRef
+        from levelflow.tasks.ast import RawDecl, TypeRef
 
         name = f"@agg{next(self.count)}"
         body = tuple(_fresh_wildcards(lit, self.count) for lit in agg.body)
@@ -170,7 +170,7 @@ class Lowering:
 
     def _var_type(self, name: str, lits, loc):
         """Return the TypeRef of the first atom attribute holding variable `name`."""
-        from levelflow.tasks.parser import TypeRef
+        from levelflow.tasks.ast import TypeRef
 
         for lit in lits:
             atom = lit.atom if isinstance(lit, Negation) else lit

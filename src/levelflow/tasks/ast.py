@@ -209,6 +209,46 @@ class Rule:
 
 
 @dataclass(frozen=True, slots=True)
+class TypeRef:
+    """A type name as written, with its position."""
+
+    name: str
+    loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class RawDecl:
+    """A `.decl` before its attribute types are resolved to primitives."""
+
+    name: str
+    attrs: tuple[str, ...]
+    types: tuple[TypeRef, ...]
+    loc: Loc
+    name_loc: Loc
+
+
+@dataclass(frozen=True, slots=True)
+class TypeDef:
+    """`.type name <: base` (kind "subtype") or `.type name = a | b` (kind "equiv"); a record
+    `.type name = [f: T, ...]` (kind "record") or an ADT `.type name = A {f: T} | B {}` (kind
+    "adt"): `fields` holds (branch, ((field, TypeRef), ...)) per branch, a record's branch "".
+    """
+
+    name: str
+    kind: str
+    bases: tuple[TypeRef, ...]
+    loc: Loc
+    fields: tuple = ()
+
+
+# The qualifiers a `.decl` may carry after its attributes (Soufflé's; most are accepted and noted).
+DECL_QUALIFIERS = frozenset({
+    "brie", "btree", "btree_delete", "inline", "no_inline", "magic", "no_magic", "override",
+    "overridable", "input", "output", "printsize", "eqrel", "choice",
+})
+
+
+@dataclass(frozen=True, slots=True)
 class Decl:
     """`.decl name(attr:type, ...)` with each attribute's primitive type resolved."""
 

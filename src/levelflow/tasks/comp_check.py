@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from levelflow.tasks.ast import DECL_QUALIFIERS
 from levelflow.tasks.components import check_arity
 from levelflow.tasks.errors import DatalogError
 
@@ -96,8 +97,6 @@ def _top_level(body: tuple[Token, ...]) -> Iterator[tuple[int, Token]]:
 
 def _declared(body: tuple[Token, ...]) -> Iterator[tuple[str, tuple[bool, Token]]]:
     """Yield (relation, (declared overridable, its name token)) per `.decl` of a body."""
-    from levelflow.tasks.parser import DECL_QUALIFIERS
-
     n = len(body)
     for k, tok in _top_level(body):
         if tok.kind != "directive" or tok.value != "decl":

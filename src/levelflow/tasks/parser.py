@@ -11,6 +11,7 @@ import itertools
 from dataclasses import dataclass, field
 
 from levelflow.tasks.ast import (
+    DECL_QUALIFIERS,
     IO,
     Aggregate,
     Atom,
@@ -24,9 +25,12 @@ from levelflow.tasks.ast import (
     Negation,
     PathAtom,
     PathExpr,
+    RawDecl,
     Record,
     Rule,
     Term,
+    TypeDef,
+    TypeRef,
     Var,
     Wildcard,
 )
@@ -70,49 +74,12 @@ UNSUPPORTED_FUNCTORS = {
     "ord": " (Soufflé numbers symbols in the order its symbol table met them; levelflow's "
            "evaluation has no such order)",
 }
-DECL_QUALIFIERS = frozenset({
-    "brie", "btree", "btree_delete", "inline", "no_inline", "magic", "no_magic", "override",
-    "overridable", "input", "output", "printsize", "eqrel", "choice",
-})
 UNSUPPORTED_DIRECTIVES = {
     "functor": " (user functors)",
     "include": " without the preprocessor (--no-preprocessor)",
     "once": " without the preprocessor (--no-preprocessor)",
     "lattice": " (lattices)",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class TypeRef:
-    """A type name as written, with its position."""
-
-    name: str
-    loc: Loc
-
-
-@dataclass(frozen=True, slots=True)
-class RawDecl:
-    """A `.decl` before its attribute types are resolved to primitives."""
-
-    name: str
-    attrs: tuple[str, ...]
-    types: tuple[TypeRef, ...]
-    loc: Loc
-    name_loc: Loc
-
-
-@dataclass(frozen=True, slots=True)
-class TypeDef:
-    """`.type name <: base` (kind "subtype") or `.type name = a | b` (kind "equiv"); a record
-    `.type name = [f: T, ...]` (kind "record") or an ADT `.type name = A {f: T} | B {}` (kind
-    "adt"): `fields` holds (branch, ((field, TypeRef), ...)) per branch, a record's branch "".
-    """
-
-    name: str
-    kind: str
-    bases: tuple[TypeRef, ...]
-    loc: Loc
-    fields: tuple = ()
 
 
 @dataclass(slots=True)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from levelflow.tasks.ast import Record, Term
+from levelflow.tasks.ast import Record, Term, TypeDef, TypeRef
 
 if TYPE_CHECKING:
     from levelflow.tasks.parser import _Parser as Parser
@@ -16,8 +16,6 @@ if TYPE_CHECKING:
 
 def _fields(p: Parser, close: str) -> tuple:
     """Return ((field, TypeRef), ...) up to the closing `close`, which is consumed."""
-    from levelflow.tasks.parser import TypeRef
-
     out: list = []
     seen: set[str] = set()
     if not p.at(close):
@@ -38,16 +36,12 @@ def _fields(p: Parser, close: str) -> tuple:
 
 def record_type(p: Parser, name: str, loc) -> None:
     """Parse `[f: T, ...]` after `.type name =` into a record TypeDef."""
-    from levelflow.tasks.parser import TypeDef
-
     p.take()  # [
     p.out.types.append(TypeDef(name, "record", (), loc, (("", _fields(p, "]")),)))
 
 
 def adt_type(p: Parser, name: str, loc, first) -> None:
     """Parse `A {f: T} | B {}` after `.type name =` (the first branch name taken) into an ADT."""
-    from levelflow.tasks.parser import TypeDef
-
     branches: list = []
     seen: set[str] = set()
     branch = first

@@ -225,7 +225,7 @@ class Expander:
         return name
 
     def _declare(self, name: str, types, loc: Loc, arity: int = 2) -> None:
-        from levelflow.tasks.parser import RawDecl, TypeRef
+        from levelflow.tasks.ast import RawDecl, TypeRef
 
         types = types or (TypeRef("number", loc),) * arity  # the bad relation was reported
         self.decls.append(RawDecl(name, ("x", "y")[:len(types)], tuple(types), loc, loc))

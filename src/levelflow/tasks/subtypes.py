@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from levelflow.tasks.ast import Atom, Cast, Loc, Rule, Var
-from levelflow.tasks.parser import Parsed, TypeDef
+from levelflow.tasks.ast import Atom, Cast, Loc, Rule, TypeDef, Var
+from levelflow.tasks.parser import Parsed
 from levelflow.tasks.typecheck import UNKNOWN, Report
 
 Leaves = frozenset[str] | None  # None: the whole primitive

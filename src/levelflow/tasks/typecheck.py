@@ -21,10 +21,10 @@ from levelflow.tasks.ast import (
     Loc,
     Rule,
     Term,
+    TypeDef,
     Var,
     Wildcard,
 )
-from levelflow.tasks.parser import TypeDef
 from levelflow.tasks.strata import strongly_connected
 
 NUMERIC = ("number", "unsigned", "float")

@@ -1,15 +1,16 @@
 """Incremental maintenance: keep a program's results up to date as input facts change, in epochs.
 
-state.py (snapshots, the on-disk epochs), updates.py (validated update input), versions.py (what
-a task's update reads and produces), joins.py (rule bodies over versions), counting.py (one
-non-recursive task), scratch.py (one task from scratch, diffed), dred.py (one recursive task:
-delete and re-derive with ranks), maintain.py (one epoch: the driver's workers, elastic switch),
-program_change.py (a new program as an epoch), session_api.py (the Python API).
+session.py (the Python API), epoch.py (one epoch: the driver's workers, the elastic switch),
+program_change.py (a new program as an epoch), updates.py (validated update input), versions.py
+(what a task's update reads and produces). strategies/: how a task is maintained (counting,
+delete-and-rederive, recompute and diff). backends/: where it runs (the driver, Spark, the Python
+workers holding a task's state). state/: the state on disk.
 """
 
-from levelflow.engine.incremental.maintain import Delta, EpochError, EpochResult
-from levelflow.engine.incremental.session_api import IncrementalSession
-from levelflow.engine.incremental.state import Snapshot, StateDir, StateError
+from levelflow.engine.incremental.results import Delta, EpochError, EpochResult
+from levelflow.engine.incremental.session import IncrementalSession
+from levelflow.engine.incremental.state.directory import StateDir, StateError
+from levelflow.engine.incremental.state.snapshot import Snapshot
 from levelflow.engine.incremental.updates import Op, UpdateError, read_updates
 
 __all__ = ["Delta", "EpochError", "EpochResult", "IncrementalSession", "Op", "Snapshot",

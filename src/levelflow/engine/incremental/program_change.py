@@ -34,14 +34,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from levelflow.engine.incremental.state import COUNT, Snapshot
+from levelflow.engine.incremental.state.snapshot import COUNT, Snapshot
 from levelflow.engine.incremental.versions import TaskContext, Versions
 from levelflow.engine.limitsize import limit_of
 from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import Atom, BinOp, Call, Comparison, Decl, Negation, Rule, Var
 
 if TYPE_CHECKING:
-    from levelflow.engine.incremental.maintain import Epoch, EpochResult
+    from levelflow.engine.incremental.epoch import Epoch
+    from levelflow.engine.incremental.results import EpochResult
     from levelflow.tasks.tasks import ProgramTasks, Task
 
 STATUSES = ("kept", "updated", "recomputed", "new", "dropped")
@@ -181,7 +182,7 @@ def _gated(rule: Rule, gate: str) -> Rule:
 
 def diff_programs(old: ProgramTasks, new: ProgramTasks) -> ProgramChange:
     """Return the ProgramChange from `old` to `new` (pure: no Spark)."""
-    from levelflow.engine.incremental.maintain import counted_relations
+    from levelflow.engine.incremental.strategies.counting_spark import counted_relations
 
     op, np_ = old.program, new.program
     old_counted, new_counted = counted_relations(old), counted_relations(new)
@@ -337,13 +338,9 @@ class ProgramChangeError(LevelflowError):
 def load_new_program(program, factdir=None) -> ProgramTasks:
     """Return the new program's tasks (from a path or ProgramText), checked as `run` checks a
     program (no Spark)."""
-    from levelflow.engine.incremental.session_api import ProgramText
-    from levelflow.tasks import build_tasks, load_program, parse_program
+    from levelflow.engine.incremental.program_text import load_tasks
 
-    # DatalogError: one line, as `run` says
-    program_tasks = build_tasks(parse_program(program.text, program.name, program.include_dirs,
-                                              preprocessor=program.preprocessor)
-                                if isinstance(program, ProgramText) else load_program(program))
+    program_tasks, _ = load_tasks(program)  # DatalogError: one line, as `run` says
     if factdir is not None and not Path(factdir).is_dir():
         raise ProgramChangeError(f"{factdir}: error: --facts: not a directory")
     return program_tasks
@@ -355,10 +352,10 @@ def replace_program(session, program, factdir=None, *, progress=None,
                     before_switch=None) -> EpochResult:
     """Return the EpochResult of moving `session` to `program`, with its pending ops, as one
     epoch (atomic: on any error the session and the state stay at the old program)."""
-    from levelflow.engine.incremental.session_api import IncrementalSession, _load
+    from levelflow.engine.incremental.program_text import load_tasks
     from levelflow.engine.incremental.updates import Op, coerce_row
 
-    pt, text = _load(program)  # parse and type errors: before anything runs
+    pt, text = load_tasks(program)  # parse and type errors: before anything runs
     change = diff_programs(session.pt, pt)
     # The queued ops were checked against the old program: they must fit the new one too.
     ops = [Op(op.sign, op.relation, coerce_row(pt.program, op.relation, op.row))
@@ -367,11 +364,7 @@ def replace_program(session, program, factdir=None, *, progress=None,
     try:
         with session._writing():
             snap = adapt_snapshot(session.spark, session.snap, change)
-            staged = IncrementalSession(
-                session.spark, pt, text, snap, session.statedir, scheduler=session.scheduler,
-                jobs=session.jobs, mode=session.mode, switch=session.switch,
-                switch_floor=session.switch_floor, large_change=session.large_change,
-                max_tuples=session.max_tuples)
+            staged = session.staged(pt, text, snap)
             base, notes = staged._net_change(ops)
             notes += seed_new_inputs(session.spark, change, base, factdir)
             change.prepare(session.spark)

@@ -217,10 +217,7 @@ def _fact_file_rows(program: Program, name: str, path: Path) -> list[tuple]:
         return [()] if lines else []
     if decl.shapes:  # records and ADTs in Soufflé's text form
         from levelflow.engine.record_facts import record_rows
-        try:
-            return record_rows(path, lines, decl, delimiter, 2 if headers else 1)
-        except FactError as e:
-            raise UpdateError(str(e)) from None
+        return record_rows(path, lines, decl, delimiter, 2 if headers else 1, UpdateError)
     rows = []
     for line in lines:
         fields = line.removesuffix("\r").split(delimiter, decl.arity)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from levelflow.engine.evaluate import (
     cut,
 )
-from levelflow.engine.incremental.joins import anti_join_small
+from levelflow.engine.incremental.backends.spark_broadcast import anti_join_small
 from levelflow.tasks.ast import Atom, Decl, Program, Rule, Wildcard
 
 if TYPE_CHECKING:
@@ -123,9 +123,10 @@ class TaskUpdate:
     ranked: dict = field(default_factory=dict)  # DRed relation -> (new tuples + _it, max rank)
     scratch_seconds: float | None = None
     iterations: int = 0
-    held: object = None  # arranged.Held: the task's state on the executors, if updated there
+    held: object = None  # dred_job.Held: the task's state on the executors, if updated there
     # Changed relation -> (removed, added) stored rows: the commit appends them as a delta
-    # segment (state.py, segments.py) instead of rewriting the relation. `added`: the new rows
+    # segment (state/directory.py, state/segments.py) instead of rewriting the relation.
+    # `added`: the new rows
     # (c0.. + _cnt or _it) of tuples added or whose count or rank changed; `removed`: the old
     # tuples gone or replaced (c0.., the count or rank column optional: removal matches on
     # the tuple columns); either may be None for none. Absent: the commit writes a new base.

@@ -67,7 +67,7 @@ class Relation:
                  known: np.ndarray | None = None) -> None:
         self.decl = decl
         # A frame, or a function making it: a resumed fixpoint's kept tuples are built only
-        # if a rule reads them whole (local_dred: its state holds tombstones).
+        # if a rule reads them whole (dred_polars: its state holds tombstones).
         self._stable = empty_frame(decl) if stable is None else stable
         self.recent = first
         # Sorted packed keys of stable + recent while every tuple packs; None once one does not.

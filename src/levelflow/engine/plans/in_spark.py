@@ -17,43 +17,10 @@ relation (run_counted), and its relations stay the unstored plan, which runs aga
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from levelflow.engine.guard import Limit
+from levelflow.engine.plans.layout import COUNT_REL, STATS_REL, Layout
 from levelflow.engine.types import relation_schema
-from levelflow.tasks.ast import Decl, Rule
-
-# Prefix of the stand-in relation holding an input's base facts in an incremental from-scratch
-# run (incremental/scratch.py); shipped every epoch, so never kept on the executors.
-BASE_FACTS = "@base:"
-STATS_REL = -1  # the `_rel` of the one row per share that carries its round count in `_it`
-COUNT_REL = -2  # minus r: the `_rel` of a share's row carrying relation r's tuple count in `_it`
-
-
-@dataclass(frozen=True, slots=True)
-class Layout:
-    """What the Python side needs to unpack inputs and pack outputs (pickled to the workers)."""
-
-    rules: tuple[Rule, ...]
-    names: tuple[str, ...]  # the task's relations, in `_rel` order
-    decls: dict[str, Decl]  # every relation the rules touch
-    sources: tuple[tuple[str, bool], ...]  # per `_src`: (relation, is it that relation's facts)
-    facts: dict[str, list[tuple]]  # the program's own facts, per relation of the task
-    key: dict[str, int] | None  # partitioned plan: the carried position per relation
-    parts: int
-    closure: bool = False  # the task is a path expression's closure: plans/closure.py runs it
-    # Whether the caller reads the rounds (`_it`) of the relations' tuples; when not, `_it` is
-    # null on those rows: shipping and storing a rank per tuple cost ~1/4 of a large result.
-    ranked: bool = True
-    # (lineage, token): also leave each share's result on its executor (plans/resident.py),
-    # where the task's incremental epochs find it (incremental/arranged.py).
-    keep: tuple[str, str] | None = None
-    # False when nothing reads the tuples (no later task, not an output): only their counts
-    # come back, as COUNT_REL rows; storing a large result on the JVM side costs more than
-    # computing it (2 s for 20M pairs against 0.7 s for their closure).
-    emit: bool = True
-    # The task's tuple limit, checked after each round of each share (engine/guard.py).
-    limit: Limit | None = None
 
 
 def packed_schema(names, decls, extra=()):

@@ -16,7 +16,8 @@ from levelflow.engine.evaluate import (
 )
 from levelflow.engine.facts import input_path
 from levelflow.engine.guard import Limit, check_products, task_limit
-from levelflow.engine.plans.in_spark import Layout, run_counted, run_packed, unpack
+from levelflow.engine.plans.in_spark import run_counted, run_packed, unpack
+from levelflow.engine.plans.layout import Layout
 from levelflow.engine.plans.planner import Plan
 from levelflow.engine.spark_io import estimate_rows, read_input
 from levelflow.tasks.ast import Program

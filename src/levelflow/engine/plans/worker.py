@@ -18,7 +18,7 @@ from levelflow.engine.plans.closure import task_evaluator
 from levelflow.engine.plans.columnar import frame_schema
 from levelflow.engine.plans.encode import decode, dictionary, encode, encoded_program
 from levelflow.engine.plans.fixpoint import TaskOutcome
-from levelflow.engine.plans.in_spark import BASE_FACTS, COUNT_REL, STATS_REL, Layout
+from levelflow.engine.plans.layout import BASE_FACTS, COUNT_REL, STATS_REL, Layout
 
 _ARROW_TYPES = {"number": pa.int64(), "unsigned": pa.int64(), "float": pa.float64(),
                 "symbol": pa.string()}

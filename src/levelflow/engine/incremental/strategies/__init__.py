@@ -1,0 +1,1 @@
+"""Maintenance strategies: counting, delete-and-rederive, and a task recomputed and diffed."""

@@ -24,14 +24,14 @@ import polars as pl
 
 from levelflow.engine.compile import body_frame
 from levelflow.engine.evaluate import MERGE_PIECES, RANK, merge_pieces
-from levelflow.engine.incremental.joins import bcast_small
-from levelflow.engine.incremental.local_frames import (
+from levelflow.engine.incremental.backends.driver_rows import (
     arrow_of,
     frame_of_table,
     polars_of,
     rows_of,
     spark_frame,
 )
+from levelflow.engine.incremental.backends.spark_broadcast import bcast_small
 from levelflow.engine.incremental.versions import Change, TaskContext
 from levelflow.engine.plans.columnar import head_rows
 from levelflow.engine.rules import term_vars, var_col

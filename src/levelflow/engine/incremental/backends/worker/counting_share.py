@@ -3,7 +3,7 @@
 Runs in a PySpark worker, one share. The task's counts (c.., _cnt per relation) and the lower
 relations' versions they were derived from stay in the worker between epochs (plans/resident.py,
 under a token naming the epoch), so an epoch ships only the lower relations' change and the
-task's base facts' change. The update is counting's (local_counting.count_changes): the delta
+task's base facts' change. The update is counting's (counting_polars.count_changes): the delta
 terms summed per tuple, joined to the old counts. Only the touched tuples go back to the JVM,
 with their old and new counts. A worker without the state under the expected token answers
 MISS; the driver then ships the lower relations' and base facts' old versions, from which the
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import polars as pl
 import pyarrow as pa
 
-from levelflow.engine.incremental.arranged_worker import (
+from levelflow.engine.incremental.backends.worker.dred_share import (
     MISS_REL,
     Spec,
     direct_rows,
@@ -26,7 +26,7 @@ from levelflow.engine.incremental.arranged_worker import (
     partition_rows,
     sources_of,
 )
-from levelflow.engine.incremental.local_counting import count_changes
+from levelflow.engine.incremental.strategies.counting_polars import count_changes
 from levelflow.engine.plans import resident
 from levelflow.engine.plans.columnar import body_rows, frame_schema, head_rows
 from levelflow.engine.plans.worker import batch
@@ -38,7 +38,7 @@ SHIPPED = ("old", "fold")  # the source kinds of a shipped state
 
 
 @dataclass(slots=True)
-class Entry:
+class CountedShare:
     """A counted task's state in a worker: its counts and the lower relations they count."""
 
     counts: dict[str, pl.DataFrame]  # relation -> c.., _cnt (every count > 0)
@@ -46,7 +46,7 @@ class Entry:
 
 
 class _Lower:
-    """local_counting.Rows over the kept lower relations and an epoch's change to them."""
+    """counting_polars.Rows over the kept lower relations and an epoch's change to them."""
 
     def __init__(self, old: dict, plus: dict, minus: dict) -> None:
         self.old, self.plus, self.minus = old, plus, minus
@@ -88,18 +88,19 @@ def scratch_counts(spec: Spec, lower: dict, facts: dict) -> dict[str, pl.DataFra
     return out
 
 
-def _entry(spec: Spec, share: int, src: dict) -> Entry | None:
+def _entry(spec: Spec, share: int, src: dict) -> CountedShare | None:
     """Return the starting state: derived from the shipped old versions, or the kept one."""
     if any(kind in SHIPPED for _, kind in spec.sources):
         lower = src.get("old", {})
-        return Entry(scratch_counts(spec, lower, src.get("fold", {})), lower)
+        return CountedShare(scratch_counts(spec, lower, src.get("fold", {})), lower)
     if spec.old_token is None:
         return None
     found = resident.lookup(spec.lineage, share, spec.old_token)
-    return found if isinstance(found, Entry) else None  # else none, or another kind's
+    return found if isinstance(found, CountedShare) else None  # else none, or another kind's
 
 
-def update(spec: Spec, entry: Entry, src: dict) -> tuple[Entry, dict[str, pl.DataFrame]]:
+def update(spec: Spec, entry: CountedShare, src: dict
+           ) -> tuple[CountedShare, dict[str, pl.DataFrame]]:
     """Return the state after the epoch's change and per relation its touched tuples with
     their old and new counts (c.., _old, _new)."""
     rows = _Lower(entry.lower, src.get("plus", {}), src.get("minus", {}))
@@ -121,7 +122,7 @@ def update(spec: Spec, entry: Entry, src: dict) -> tuple[Entry, dict[str, pl.Dat
         kept = old.join(upd.select(cols), on=cols, how="anti")
         counts[n] = pl.concat([kept, upd.filter(pl.col("_new") > 0)
                                .select(*cols, pl.col("_new").alias(COUNT))])
-    return Entry(counts, rows.new), touched
+    return CountedShare(counts, rows.new), touched
 
 
 def _share_change(spec: Spec, share: int, part: pl.DataFrame, schema: pa.Schema

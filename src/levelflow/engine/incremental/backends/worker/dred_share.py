@@ -19,15 +19,8 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from levelflow.engine.incremental.local_dred import (
-    RANK,
-    RECOMPUTE_ROWS,
-    Arranged,
-    Inputs,
-    applied,
-    arrange,
-    update,
-)
+from levelflow.engine.incremental.strategies.arranged import RANK, Arranged, applied, arrange
+from levelflow.engine.incremental.strategies.dred_polars import RECOMPUTE_ROWS, Inputs, update
 from levelflow.engine.plans import resident
 from levelflow.engine.plans.columnar import frame_schema
 from levelflow.engine.plans.encode import decode, dictionary, encode, encoded_program
@@ -59,11 +52,11 @@ class Spec:
     lineage: str  # names the task's state on the executors
     old_token: str | None  # the state version this epoch starts from
     new_token: str
-    recompute_rows: int = RECOMPUTE_ROWS  # local_dred.update's: a deletion may recompute
+    recompute_rows: int = RECOMPUTE_ROWS  # dred_polars.update's: a deletion may recompute
 
 
 @dataclass(slots=True)
-class Entry:
+class RankedShare:
     """One share's state as kept on an executor: encoded tuples, the lower relations it was
     derived from, and their symbol dictionary."""
 
@@ -76,12 +69,12 @@ class Entry:
 _CHANGE_FIELDS = (pa.field("_op", pa.int32()), pa.field("_net", pa.bool_()))
 
 
-def _cached(spec: Spec, share: int) -> Entry | None:
+def _cached(spec: Spec, share: int) -> RankedShare | None:
     """Return the share's state under the epoch's starting token, or None."""
     if spec.old_token is None:
         return None
     found = resident.lookup(spec.lineage, share, spec.old_token, apply=_applied)
-    if not isinstance(found, (Entry, tuple)):  # none, or a counted task's (counted_worker)
+    if not isinstance(found, (RankedShare, tuple)):  # none, or a counted task's (counting_share)
         return None
     if isinstance(found, tuple):
         found = _as_entry(found)
@@ -89,19 +82,20 @@ def _cached(spec: Spec, share: int) -> Entry | None:
     return found
 
 
-def _as_entry(found: Entry | tuple) -> Entry:
-    """Return a stored state as an Entry (a from-scratch run leaves (ranked, symbols, lower))."""
-    if isinstance(found, Entry):
+def _as_entry(found: RankedShare | tuple) -> RankedShare:
+    """Return a stored state as a RankedShare (a from-scratch run leaves (ranked, symbols,
+    lower))."""
+    if isinstance(found, RankedShare):
         return found
     ranked, symbols, lower = found
-    return Entry(arrange(ranked), symbols, lower)
+    return RankedShare(arrange(ranked), symbols, lower)
 
 
-def _applied(entry: Entry | tuple, change: tuple) -> Entry:
+def _applied(entry: RankedShare | tuple, change: tuple) -> RankedShare:
     """Return the entry after an epoch's stored change (removed, added, lower Δ+, lower Δ-)."""
     removed, added, plus, minus = change
     entry = _as_entry(entry)
-    return Entry(applied(entry.state, removed, added), entry.symbols,
+    return RankedShare(applied(entry.state, removed, added), entry.symbols,
                  lower_now(entry.lower, plus, minus))
 
 
@@ -123,17 +117,17 @@ def _symbols_of(spec: Spec, src: dict) -> pl.Series:
     return dictionary(frames + facts, spec.rules)
 
 
-def _recoded(entry: Entry, symbols: pl.Series, decls: dict) -> Entry:
+def _recoded(entry: RankedShare, symbols: pl.Series, decls: dict) -> RankedShare:
     """Return the entry's state re-encoded under a larger dictionary (codes keep their order)."""
     def recode(frames):
         return {n: encode(decode(df, decls[n], entry.symbols), decls[n], symbols)
                 for n, df in frames.items()}
 
     live = {n: entry.state.live(n) for n in entry.state.ranked}
-    return Entry(arrange(recode(live)), symbols, recode(entry.lower))
+    return RankedShare(arrange(recode(live)), symbols, recode(entry.lower))
 
 
-def _entry(spec: Spec, share: int, src: dict) -> tuple[Entry | None, bool]:
+def _entry(spec: Spec, share: int, src: dict) -> tuple[RankedShare | None, bool]:
     """Return the share's starting state, its dictionary covering this epoch's symbols, and
     whether it is the stored version itself (not shipped, not re-encoded)."""
     needed = _symbols_of(spec, src)
@@ -144,7 +138,7 @@ def _entry(spec: Spec, share: int, src: dict) -> tuple[Entry | None, bool]:
             keep = share_filter(spec, share)
             ranked = {n: keep(n, df) for n, df in ranked.items()}
         lower = {n: encode(df, spec.decls[n], needed) for n, df in src["new"].items()}
-        return Entry(arrange(ranked), needed, lower), False
+        return RankedShare(arrange(ranked), needed, lower), False
     entry = _cached(spec, share)
     if entry is None:
         return None, False
@@ -167,7 +161,7 @@ def lower_now(lower: dict, plus: dict, minus: dict) -> dict[str, pl.DataFrame]:
     return out
 
 
-def _inputs(spec: Spec, share: int, src: dict, entry: Entry) -> Inputs:
+def _inputs(spec: Spec, share: int, src: dict, entry: RankedShare) -> Inputs:
     """Return the update's inputs, symbols encoded with the share's dictionary."""
     decls, symbols = spec.decls, entry.symbols
 
@@ -264,5 +258,5 @@ def _share_change(spec: Spec, share: int, rows: pl.DataFrame, schema: pa.Schema
     change = (out.removed, out.added, inputs.lower_plus, inputs.lower_minus) if stored \
         else None
     resident.store(spec.lineage, share, spec.new_token,
-                   Entry(out.state, entry.symbols, dict(inputs.lower_new)),
+                   RankedShare(out.state, entry.symbols, dict(inputs.lower_new)),
                    spec.old_token, change)

@@ -10,13 +10,13 @@ from __future__ import annotations
 import time
 import uuid
 
-from levelflow.engine.incremental.integrity import verify
-from levelflow.engine.incremental.state import (
+from levelflow.engine.incremental.state.directory import (
     StateDir,
     StateError,
-    empty_snapshot,
-    referenced,
 )
+from levelflow.engine.incremental.state.garbage import referenced
+from levelflow.engine.incremental.state.integrity import verify
+from levelflow.engine.incremental.state.snapshot import empty_snapshot
 from levelflow.tasks import build_tasks, parse_program
 
 
@@ -136,8 +136,8 @@ def rebuild(spark, state: StateDir, epoch: int | None = None, progress=None, **o
     `epoch` (the current one by default), committed as a new epoch; `progress`
     (engine.progress) shows the tasks as `run` does."""
     from levelflow.engine.evaluate import cut
-    from levelflow.engine.incremental.maintain import counted_relations
-    from levelflow.engine.incremental.session_api import IncrementalSession
+    from levelflow.engine.incremental.session import IncrementalSession
+    from levelflow.engine.incremental.strategies.counting_spark import counted_relations
     from levelflow.engine.incremental.versions import Versions
 
     epoch = state.current() if epoch is None else epoch

@@ -18,16 +18,20 @@ import shutil
 import uuid
 from typing import TYPE_CHECKING
 
-from levelflow.engine.incremental.durable import (
+from levelflow.engine.incremental.state.directory import (
+    StateDir,
+    StateError,
+)
+from levelflow.engine.incremental.state.durable import (
     SUM_KEY,
     fsync_path,
     fsync_tree,
     manifest_text,
     write_durably,
 )
-from levelflow.engine.incremental.integrity import Stored, cause, observed
-from levelflow.engine.incremental.segments import needs_compaction
-from levelflow.engine.incremental.state import StateDir, StateError, stored_schema, write_all
+from levelflow.engine.incremental.state.integrity import Stored, cause, observed
+from levelflow.engine.incremental.state.segments import needs_compaction
+from levelflow.engine.incremental.state.write import stored_schema, write_all
 from levelflow.errors import LevelflowError
 
 if TYPE_CHECKING:

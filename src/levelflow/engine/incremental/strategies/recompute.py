@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from levelflow.engine.evaluate import cut
 from levelflow.engine.incremental.versions import TaskContext
 from levelflow.engine.plans import choose_plan, evaluate_planned
-from levelflow.engine.plans.in_spark import BASE_FACTS as BASE
+from levelflow.engine.plans.layout import BASE_FACTS as BASE
 from levelflow.tasks.ast import Atom, Decl, Rule, Var
 
 if TYPE_CHECKING:

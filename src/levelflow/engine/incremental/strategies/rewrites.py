@@ -1,4 +1,4 @@
-"""The rule rewrites delete-and-rederive evaluates, shared by the Spark and in-worker versions.
+"""The rule rewrites the strategies evaluate, shared by the Spark and in-worker versions.
 
 Stand-in relations carry names the parser cannot produce, so they never meet a user's:
   @C:r - candidates of r with their rank as a last attribute (the support check),
@@ -60,3 +60,10 @@ def stand_in_decls(decls, names) -> dict[str, Decl]:
         out[LIVE + n] = ranked_decl(LIVE, decls[n])
         out[DELETED + n] = Decl(DELETED + n, decls[n].attrs, decls[n].types)
     return out
+
+
+def as_positive(rule: Rule, i: int) -> Rule:
+    """Return the rule with the negated atom at position i made positive."""
+    body = list(rule.body)
+    body[i] = body[i].atom
+    return Rule(rule.heads, tuple(body), rule.loc)

@@ -13,30 +13,38 @@ scratch instead, then diffed against its old version.
 
 from __future__ import annotations
 
-import threading
 import time
-import uuid
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
 from levelflow.driver import drive
 from levelflow.engine.evaluate import cut
 from levelflow.engine.guard import check_products, from_failure, task_limit
-from levelflow.engine.incremental import counting, local_counting
-from levelflow.engine.incremental.arranged import (
+from levelflow.engine.incremental.backends.driver_rows import LazyFrame, with_constant
+from levelflow.engine.incremental.backends.worker.counting_job import counted_update
+from levelflow.engine.incremental.backends.worker.dred_job import (
     LOG_PIECES,
     arranged_update,
     fresh_held,
     plan_for,
 )
-from levelflow.engine.incremental.counted_local import counted_update
-from levelflow.engine.incremental.counting import count_scratch, countable
-from levelflow.engine.incremental.dred import dred_update
-from levelflow.engine.incremental.local_frames import LazyFrame, with_constant
-from levelflow.engine.incremental.scratch import diff, scratch_sets
-from levelflow.engine.incremental.state import COUNT, Snapshot
+from levelflow.engine.incremental.elastic import (
+    ARRANGED_LARGE_CHANGE,
+    ARRANGED_SWITCH,
+    BOOTSTRAP_WORKER_ROWS,
+    LARGE_CHANGE,
+    MODES,
+    SWITCH,
+    SWITCH_FLOOR_SECONDS,
+    cancelled_after,
+)
+from levelflow.engine.incremental.results import Delta, EpochError, EpochResult
+from levelflow.engine.incremental.state.snapshot import COUNT, Snapshot, next_snapshot
+from levelflow.engine.incremental.strategies import counting_polars, counting_spark
 from levelflow.engine.incremental.strategies.aggregates import aggregate_task, aggregate_update
+from levelflow.engine.incremental.strategies.counting_spark import count_scratch
+from levelflow.engine.incremental.strategies.dred_spark import dred_update
+from levelflow.engine.incremental.strategies.recompute import diff, scratch_sets
 from levelflow.engine.incremental.versions import Change, TaskContext, TaskUpdate, Versions
 from levelflow.engine.limitsize import keep_smallest, limited
 from levelflow.engine.plans.planner import LOCAL_ROWS
@@ -46,67 +54,6 @@ from levelflow.errors import LevelflowError
 from levelflow.tasks.functors import uses_autoinc
 from levelflow.tasks.tasks import ProgramTasks
 from levelflow.traces.model import JobTrace
-
-MODES = ("elastic", "incremental", "scratch")
-# The elastic switch: an update stops after this fraction of the task's last from-scratch time.
-SWITCH = 0.2
-# Below this budget the switch would only measure Spark's per-job overhead, not the work.
-SWITCH_FLOOR_SECONDS = 1.0
-# A change to this fraction of the tuples a DRed task reads is large: under the elastic mode
-# the task is recomputed at once ("bootstrap") instead of spending the budget to find out.
-LARGE_CHANGE = 0.05
-# The same two thresholds for a task updated where its state lives (arranged.py). Its update is
-# one job whose cost follows the change, so it pays up to much larger changes (a 10% change of
-# the 1M-tuple closure bench: 0.8x a from-scratch run). The switch fires when the update has
-# cost as much as the fallback would (the ski-rental rule): the fixpoint, then the diff against
-# the old version, measured at 2.5-3x the fixpoint alone on that bench; a lower budget fired
-# under load spikes and tripled those epochs.
-# They scale the session's settings (5% -> 25%, 0.2x -> 3x at the defaults; 0 stays 0).
-ARRANGED_LARGE_CHANGE = 5.0
-ARRANGED_SWITCH = 15.0
-# A bootstrap counts a counted task in the worker that keeps its counts when it reads at most
-# this many rows: every one goes to Python, where Spark's count keeps them in the JVM (the
-# closure bench's cyclic(x) :- path(x, x) over 1M tuples: 0.9 s against 0.1 s).
-BOOTSTRAP_WORKER_ROWS = 100_000
-
-
-class EpochError(LevelflowError):
-    """An epoch failed; the previous epoch stays current. str() names the task."""
-
-
-@dataclass
-class Delta:
-    """The net change of one relation in an epoch (DataFrames with columns c0..)."""
-
-    added: object
-    removed: object
-    added_rows: int
-    removed_rows: int
-
-
-@dataclass
-class EpochResult:
-    """What an epoch did: per-relation deltas, which tasks ran and how, and the times."""
-
-    epoch: int
-    deltas: dict[str, Delta]  # every relation with a non-empty net change
-    ran: int
-    total: int
-    strategies: dict[str, str]  # task name -> counting | dred | scratch | switched | bootstrap
-    task_seconds: dict[str, float]
-    seconds: float
-    notes: list[str] = field(default_factory=list)
-    trace: JobTrace | None = None  # the epoch as a job trace: what ran, who activated whom
-    schedule: list[tuple[int, int, float, float]] = field(default_factory=list)  # schedule/1 rows
-    spark_jobs: dict[str, int] = field(default_factory=dict)  # task name -> Spark jobs it ran
-    arranged: tuple[str, ...] = ()  # tasks updated where their state lives (arranged.py)
-    # A program change's epoch: task name -> kept | updated | recomputed | new | dropped.
-    status: dict[str, str] = field(default_factory=dict)
-    write_seconds: float = 0.0  # of `seconds`, the durable write of the state (0 without one)
-
-    def summary(self) -> str:
-        """Return the line 'ran k of N tasks in S s'."""
-        return f"ran {self.ran} of {self.total} tasks in {self.seconds:.2f} s"
 
 
 class Epoch:
@@ -130,7 +77,7 @@ class Epoch:
         self.switch_floor = switch_floor
         self.large_change = large_change
         self.bootstrap = bootstrap
-        self.arranged = arranged  # recursive tasks updated where their state lives (arranged.py)
+        self.arranged = arranged  # recursive tasks updated where their state lives (dred_job.py)
         self.max_tuples = max_tuples  # per task: engine/guard.py
         self.progress = progress or Progress()  # the live line `run` shows, or nothing
         self.versions = {n: Versions(d, snap.tuples(n), snap.rows[n], snap.pieces.get(n, 1))
@@ -155,7 +102,6 @@ class Epoch:
     def _update(self, v: int) -> TaskUpdate:
         """Return task v updated (in a worker thread, Spark jobs tagged for cancellation)."""
         task = self.pt.tasks[v]
-        sc = self.spark.sparkContext
         t0 = time.perf_counter()
         counted = task.relations[0] in self.snap.counted
         last = self.snap.scratch_seconds.get(task.name)
@@ -184,40 +130,22 @@ class Epoch:
         if self.mode == "elastic" and not counted and large is not None and \
                 self.change_fraction(task) >= large:
             return self._scratch(v, counted, "bootstrap", t0)
-        cancel = threading.Event()
-        tag = f"levelflow-inc-{uuid.uuid4().hex[:12]}"
-        timer = None
-        if self.mode == "elastic" and last is not None:
-            budget = max(switch * last, self.switch_floor)
-
-            def fire():
-                cancel.set()
-                sc.cancelJobsWithTag(tag)
-
-            timer = threading.Timer(budget, fire)
-            timer.daemon = True
-        sc.addJobTag(tag)
-        sc.setInterruptOnCancel(True)
-        try:
-            if timer is not None:
-                timer.start()
-            if counted:
-                upd = self._counting(v, gated, ctx, cancel, t0)
-            elif aggregate_task(task):  # the touched groups anew
-                upd = self._apply_sets(v, aggregate_update(ctx, task), "aggregate", t0, 0)
-            else:
-                upd = self._dred(v, gated, ctx, plan, cancel, t0)
-            if cancel.is_set():  # finished, but the timer fired during the last job
-                raise TimeoutError
-            return upd
-        except Exception:
-            if not cancel.is_set():
-                raise
-        finally:
-            if timer is not None:
-                timer.cancel()
-            sc.removeJobTag(tag)
-            sc.setInterruptOnCancel(False)
+        budget = max(switch * last, self.switch_floor) \
+            if self.mode == "elastic" and last is not None else None
+        with cancelled_after(self.spark.sparkContext, budget) as cancel:
+            try:
+                if counted:
+                    upd = self._counting(v, gated, ctx, cancel, t0)
+                elif aggregate_task(task):  # the touched groups anew
+                    upd = self._apply_sets(v, aggregate_update(ctx, task), "aggregate", t0, 0)
+                else:
+                    upd = self._dred(v, gated, ctx, plan, cancel, t0)
+                if cancel.is_set():  # finished, but the timer fired during the last job
+                    raise TimeoutError
+                return upd
+            except Exception:
+                if not cancel.is_set():
+                    raise
         return self._scratch(v, counted, "switched", t0)
 
     def _from_scratch(self, v: int, counted: bool, t0: float) -> TaskUpdate:
@@ -251,13 +179,13 @@ class Epoch:
         the task is small and not gated, unless the driver holds every row the terms read and
         they sum to nothing (no job at all); else in the driver or on the Spark side. The last
         two leave no counts in a worker (held None)."""
-        summed = local_counting.summed_in_driver(ctx, task)
+        summed = counting_polars.summed_in_driver(ctx, task)
         # Sums in the driver still take a job joining them to the old counts, and one per
         # broadcast in it (5 on views1): the worker's epoch is one job and keeps its copy.
         if self._in_worker(task, ctx) and \
                 (summed is None or any(df.height for df in summed.values())):
             return self._worker_counts(v, task, ctx, cancel, t0, "counting")
-        return self._apply_counts(v, counting.count_update(ctx, task, summed), "counting", t0)
+        return self._apply_counts(v, counting_spark.count_update(ctx, task, summed), "counting", t0)
 
     def _in_worker(self, task, ctx, limit: int = LOCAL_ROWS) -> bool:
         """Return whether a counted task's counts can be kept in a worker: it reads at most
@@ -444,44 +372,7 @@ class Epoch:
 
     def snapshot(self) -> tuple[Snapshot, set[str], set[str]]:
         """Return the new snapshot (not yet on disk), the relations and base facts it changed."""
-        old = self.snap
-        rel, rows, pieces = dict(old.rel), dict(old.rows), dict(old.pieces)
-        max_rank = dict(old.max_rank)
-        changed: set[str] = set()
-        stored = {}
-        scratch = dict(old.scratch_seconds)
-        arranged = dict(old.arranged)
-        for v, upd in self.updates.items():
-            task = self.pt.tasks[v]
-            if upd.scratch_seconds is not None:
-                scratch[task.name] = upd.scratch_seconds
-            if upd.held is not None:
-                arranged[task.name] = upd.held
-            else:  # updated elsewhere: the executors' copy is stale
-                arranged.pop(task.name, None)
-            for n, ver in upd.versions.items():
-                if n in upd.counts:
-                    rel[n], rows[n] = upd.counts[n], ver.new_rows
-                    pieces[n] = ver.pieces  # epochs of lazy counts (_apply_counts)
-                    changed.add(n)
-                elif n in upd.ranked:
-                    (rel[n], max_rank[n]), rows[n] = upd.ranked[n], ver.new_rows
-                    pieces[n] = ver.pieces
-                    changed.add(n)
-                if n in upd.stored:
-                    stored[n] = upd.stored[n]
-        base, base_rows = dict(old.base), dict(old.base_rows)
-        changed_base, base_stored = set(), {}
-        for n, ver in self.base.items():
-            if ver.changed:
-                base[n], base_rows[n] = ver.new, ver.new_rows
-                changed_base.add(n)
-                base_stored[n] = (ver.minus if ver.minus_rows else None,
-                                  ver.plus if ver.plus_rows else None)
-        snap = Snapshot(old.epoch + 1, rel, base, rows, base_rows, set(old.counted), scratch,
-                        dict(old.where), dict(old.base_where), pieces, max_rank,
-                        stored=stored, base_stored=base_stored, arranged=arranged)
-        return snap, changed, changed_base
+        return next_snapshot(self.snap, self.pt.tasks, self.updates, self.base)
 
     def result(self, seconds: float) -> EpochResult:
         """Return the EpochResult of the finished epoch."""
@@ -511,12 +402,3 @@ class Epoch:
             spark_jobs={names[v]: n for v, n in sorted(self.task_jobs.items())},
             arranged=tuple(names[v] for v, u in sorted(self.updates.items())
                            if u.held is not None))
-
-
-def counted_relations(program_tasks: ProgramTasks) -> set[str]:
-    """Return the relations whose tasks the counting algorithm maintains."""
-    out = set()
-    for task in program_tasks.tasks:
-        if countable(program_tasks.program, task):
-            out.update(task.relations)
-    return out

@@ -13,7 +13,7 @@ import threading
 
 import polars as pl
 
-from levelflow.engine.incremental.local_frames import polars_of, spark_frame
+from levelflow.engine.incremental.backends.driver_rows import polars_of, spark_frame
 from levelflow.engine.plans.columnar import frame_schema
 from levelflow.tasks.ast import Decl
 

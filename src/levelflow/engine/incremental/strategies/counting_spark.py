@@ -17,10 +17,12 @@ from levelflow.engine.evaluate import (
     cut_observed,
     union_all,
 )
-from levelflow.engine.incremental.joins import as_positive, bcast_small, heads_of, program_facts
-from levelflow.engine.incremental.local_frames import arrow_of, frame_of_table
-from levelflow.engine.incremental.state import COUNT
+from levelflow.engine.incremental.backends.driver_rows import arrow_of, frame_of_table
+from levelflow.engine.incremental.backends.spark_broadcast import bcast_small
+from levelflow.engine.incremental.backends.spark_joins import heads_of, program_facts
+from levelflow.engine.incremental.state.snapshot import COUNT
 from levelflow.engine.incremental.strategies.aggregates import aggregate_task
+from levelflow.engine.incremental.strategies.rewrites import as_positive
 from levelflow.engine.incremental.versions import Change, TaskContext
 from levelflow.engine.types import column_names, empty_relation, relation_schema
 from levelflow.tasks.ast import Atom, Program, Var
@@ -87,7 +89,7 @@ def count_scratch(ctx: TaskContext, task: Task) -> dict[str, DataFrame]:
 
 def count_update(ctx: TaskContext, task: Task, summed) -> dict[str, Change]:
     """Return per own relation its Change: new counts, Δ±, and whether any count changed;
-    `summed`: local_counting.summed_in_driver's answer for the task (None: not in the driver)."""
+    `summed`: counting_polars.summed_in_driver's answer for the task (None: not in the driver)."""
     if summed is not None:
         return {name: _fold_summed(ctx, name, summed[name]) for name in task.relations}
     signed, read = _signed_changes(ctx, task)
@@ -251,3 +253,12 @@ def _counts_change(old_c, old, cols: list[str], upd: DataFrame, sizes: dict) -> 
     stored = (upd.filter(F.col("_old") > 0).select(*cols), added)
     return Change(new_c, plus, sizes["plus"], minus, sizes["minus"],
                   old.old_rows + sizes["plus"] - sizes["minus"], dirty=True, stored=stored)
+
+
+def counted_relations(program_tasks) -> set[str]:
+    """Return the relations whose tasks the counting algorithm maintains."""
+    out = set()
+    for task in program_tasks.tasks:
+        if countable(program_tasks.program, task):
+            out.update(task.relations)
+    return out

@@ -33,14 +33,12 @@ import shutil
 import time
 import uuid
 import weakref
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-
 from levelflow.engine.evaluate import RANK
-from levelflow.engine.incremental.durable import (
+from levelflow.engine.incremental.backends.driver_rows import LazyFrame
+from levelflow.engine.incremental.state.durable import (
     SUM_KEY,
     current_text,
     fsync_path,
@@ -50,29 +48,30 @@ from levelflow.engine.incremental.durable import (
     parse_current,
     write_durably,
 )
-from levelflow.engine.incremental.integrity import (
+from levelflow.engine.incremental.state.errors import StateError
+from levelflow.engine.incremental.state.garbage import delete_unreferenced
+from levelflow.engine.incremental.state.integrity import (
     Stored,
     cause,
-    observed,
-    observed_result,
-    part_files,
-    scan,
     verify,
 )
-from levelflow.engine.incremental.local_frames import LazyFrame
-from levelflow.engine.incremental.row_hash import checksum
-from levelflow.engine.incremental.segments import (
+from levelflow.engine.incremental.state.segments import (
     compose,
-    local_segment,
-    segment_frame,
     segment_path,
     segment_schema,
 )
-from levelflow.engine.types import column_names, empty_relation, relation_schema
+from levelflow.engine.incremental.state.snapshot import COUNT, Snapshot
+from levelflow.engine.incremental.state.write import (
+    plan_writes,
+    read_back,
+    stored_schema,
+    write_all,
+)
+from levelflow.engine.types import column_names, empty_relation
 from levelflow.errors import LevelflowError
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import SparkSession
 
     from levelflow.tasks.ast import Program
 
@@ -87,64 +86,7 @@ if TYPE_CHECKING:
 # (durable.py). Formats 3 to 5 are read without them; the next commit writes them.
 FORMAT = "levelflow-state/6"
 READABLE = ("levelflow-state/3", "levelflow-state/4", "levelflow-state/5", FORMAT)
-COUNT = "_cnt"
 KEEP = 2  # epochs garbage collection keeps by default: the current one and the one before
-
-
-def stored_schema(program: Program, name: str, kind: str, counted: set[str]):
-    """Return the Parquet schema of a stored relation (`rel`: + _cnt or _it) or base facts."""
-    from pyspark.sql.types import LongType, StructField
-
-    schema = relation_schema(program.decls[name])
-    if kind == "rel":
-        schema = schema.add(StructField(COUNT if name in counted else RANK, LongType(), True))
-    return schema
-
-
-class StateError(LevelflowError):
-    """A state directory is missing, locked, corrupt or made by another program."""
-
-
-@dataclass
-class Snapshot:
-    """One epoch's relations (tuples + `_cnt` or `_it`), base facts and bookkeeping."""
-
-    epoch: int
-    rel: dict  # relation name -> DataFrame (c0.. [+ _cnt])
-    base: dict  # input relation name -> DataFrame of base facts (c0..)
-    rows: dict[str, int]
-    base_rows: dict[str, int]
-    counted: set[str]
-    scratch_seconds: dict[str, float] = field(default_factory=dict)  # task name -> seconds
-    where: dict[str, int | None] = field(default_factory=dict)  # relation -> epoch dir
-    base_where: dict[str, int | None] = field(default_factory=dict)
-    pieces: dict[str, int] = field(default_factory=dict)  # relation -> cut pieces in its union
-    max_rank: dict[str, int] = field(default_factory=dict)  # ranked relation -> highest rank
-    # task name -> arranged.Held: where the task's state also lives on the executors
-    arranged: dict = field(default_factory=dict)
-    # Changed relation -> (removed, added) stored rows, written as a segment (else a new base).
-    stored: dict[str, tuple] = field(default_factory=dict)
-    base_stored: dict[str, tuple] = field(default_factory=dict)  # input -> (Δ-, Δ+) base facts
-
-    def tuples(self, name: str) -> DataFrame:
-        """Return the tuples of relation `name` (columns c0.., no count or rank)."""
-        frame, extra = self.rel[name], COUNT if name in self.counted else RANK
-        return LazyFrame(lambda: frame.drop(extra))
-
-
-def empty_snapshot(spark: SparkSession, program: Program, counted: set[str]) -> Snapshot:
-    """Return the epoch -1 snapshot: every relation and every base relation empty."""
-    import pyspark.sql.functions as F
-
-    rel = {}
-    for name, decl in program.decls.items():
-        extra = COUNT if name in counted else RANK
-        rel[name] = empty_relation(spark, decl).withColumn(extra, F.lit(0).cast("bigint"))
-    base = {name: empty_relation(spark, program.decls[name]) for name in program.inputs}
-    return Snapshot(-1, rel, base, dict.fromkeys(program.decls, 0),
-                    dict.fromkeys(program.inputs, 0), set(counted),
-                    where=dict.fromkeys(program.decls), base_where=dict.fromkeys(program.inputs),
-                    max_rank=dict.fromkeys(set(program.decls) - set(counted), 0))
 
 
 class StateDir:
@@ -410,88 +352,16 @@ class StateDir:
                    changed: set[str], changed_base: set[str], prev: dict | None) -> dict:
         """Return the manifest's `relations` and `base` tables after writing what changed
         into `tmp` and reading it back: a mismatch raises StateError and nothing switches."""
-        tables: dict[str, dict] = {"relations": {}, "base": {}}
-        written: list[tuple[dict, Stored, object]] = []  # (entry to complete, item, observation)
-        frames: list[tuple] = []  # (DataFrame, directory) to write
-        for kind, key, names, rows, where in (
-                ("rel", "relations", program.decls, snap.rows, snap.where),
-                ("base", "base", program.inputs, snap.base_rows, snap.base_where)):
-            todo = changed if kind == "rel" else changed_base
-            for name in sorted(names):
-                if name in todo and rows[name]:
-                    entry, target, item, obs, df = self._plan_one(
-                        program, snap, tmp, epoch, kind, name,
-                        prev[key].get(name) if prev else None)
-                    tables[key][name] = entry
-                    written.append((target, item, obs))
-                    frames.append((df, item.path))
-                elif name in todo or where[name] is None:
-                    tables[key][name] = {"epoch": None, "rows": 0}
-                else:  # unchanged: the previous manifest already describes its files
-                    tables[key][name] = dict(prev[key][name])
+        tables, written, frames = plan_writes(program, snap, tmp, epoch, changed, changed_base,
+                                              prev)
         write_all(frames)
         self.read_back(spark, snap.epoch - 1, written)
         return tables
 
-    def _plan_one(self, program: Program, snap: Snapshot, tmp: Path, epoch: int, kind: str,
-                  name: str, old: dict | None) -> tuple[dict, dict, Stored, object, DataFrame]:
-        """Return (manifest entry, the part of it describing the files, what is to be written,
-        its observation, the frame to write) of one changed relation: a segment on its chain
-        if the epoch gave one, else a new base."""
-        schema = stored_schema(program, name, kind, snap.counted)
-        label = f"relation {name}" if kind == "rel" else f"base facts of {name}"
-        rows = snap.rows[name] if kind == "rel" else snap.base_rows[name]
-        seg = (snap.stored if kind == "rel" else snap.base_stored).get(name)
-        # A relation the snapshot holds from no stored base (a redeclared one, rebuilt from
-        # empty) must not be a segment on the old chain: its old rows would stay.
-        held = (snap.where if kind == "rel" else snap.base_where).get(name) is not None
-        if seg is not None and any(df is not None for df in seg) and old is not None \
-                and old["epoch"] is not None and held:
-            # Rows the driver holds are written from it: a Spark write is a job per segment.
-            table = local_segment(*seg, schema)
-            df, obs = (table, table) if table is not None else \
-                observed(segment_frame(*seg, schema))
-            path = tmp / "seg" / kind / name  # tmp becomes epochs/<epoch>: segment_path
-            entry = {**old, "rows": rows, "base_rows": int(old.get("base_rows", old["rows"])),
-                     "segments": [*old.get("segments", []), {"epoch": epoch}]}
-            return entry, entry["segments"][-1], Stored(f"{label} (segment of epoch {epoch})", path,
-                                 segment_schema(schema), -1, None, None), obs, df
-        df, obs = observed((snap.rel if kind == "rel" else snap.base)[name])
-        entry = {"epoch": epoch, "rows": rows, "base_rows": rows, "segments": []}
-        return entry, entry, Stored(label, tmp / kind / name, schema, rows, None, None), obs, df
-
     def read_back(self, spark, current: int, written: list) -> None:
-        """Record the part files of every base and segment written, verified as read back
-        (`current`: the epoch a mismatch leaves current).
-
-        A base must hold the relation's rows; a segment, the rows Spark counted writing it,
-        or, written by the driver, exactly its table's rows.
-        """
-        # A segment the driver wrote is read back whole by pyarrow (_holds) and hashed in
-        # numpy as Spark would (row_hash): no Spark job, unless a column is not an integer.
-        hashed = {i: checksum(obs) for i, (_, _, obs) in enumerate(written)
-                  if isinstance(obs, pa.Table)}
-        rest = [i for i in range(len(written)) if hashed.get(i) is None]
-        found = dict(zip(rest, scan(spark, [written[i][1] for i in rest]).values(), strict=True))
-        for i, (target, item, obs) in enumerate(written):
-            sizes = part_files(item.path)
-            if i not in found:  # the one file the driver wrote
-                found[i] = {f: hashed[i] for f in sizes} if len(sizes) == 1 else {}
-            files = {f: [sizes[f], *found[i].get(f, (0, "0"))] for f in sizes}
-            got = (sum(v[1] for v in files.values()),
-                   f"{sum(int(v[2], 16) for v in files.values()):x}")
-            if isinstance(obs, pa.Table):  # written from the driver: its file read back whole
-                expected = (obs.num_rows, got[1]) if _holds(item.path, obs) else (-1, "")
-            else:
-                expected = observed_result(obs)  # what Spark wrote, counted as it wrote it
-            want = item.rows if item.rows >= 0 else expected[0]
-            if got != expected or got[0] != want:
-                raise StateError(f"{item.path}: error: {item.label} read back as "
-                                 f"{got[0]} rows, {want} were written; the state is "
-                                 f"unchanged at epoch {current}")
-            target.update(checksum=got[1], files=files)
-            if item.rows < 0:
-                target["rows"] = got[0]
+        """Verify what a commit wrote as read back (write.read_back; `current`: the epoch a
+        mismatch leaves current)."""
+        read_back(spark, current, written)
 
     def collect_garbage(self) -> None:
         """Delete epoch directories the current manifest no longer references (and temp dirs).
@@ -507,7 +377,7 @@ class StateDir:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 return
-            self._delete_unreferenced()
+            delete_unreferenced(self.epochs, *self.kept())
         finally:
             if fd == self._reader_fd:
                 # Linux drops the shared lock while trying to convert it; take it back.
@@ -527,72 +397,8 @@ class StateDir:
                 manifests.append(self.manifest(e))
         return {str(e) for e in window}, manifests
 
-    def _delete_unreferenced(self) -> None:
-        """Delete what no kept manifest names: older epochs, or the bases and segments in them."""
-        epochs, kept = self.kept()  # a kept epoch whose manifest is unreadable stays whole
-        named = set().union(*(referenced(d) for d in kept))
-        current = int(kept[0]["epoch"])
-        for child in self.epochs.iterdir():
-            if child.name in epochs or not child.name.isdigit() and not child.name.startswith(
-                    ".tmp-"):
-                continue
-            if child.name.isdigit() and int(child.name) > current:
-                continue  # newer than CURRENT: maybe acknowledged; never deleted here
-            referenced_here = False
-            for kind in ("rel", "base", "seg/rel", "seg/base"):
-                for sub in sorted((child / kind).glob("*")):
-                    if f"{child.name}/{kind}/{sub.name}" in named:
-                        referenced_here = True
-                    else:  # e.g. epoch 0's `path` once later epochs rewrote it
-                        shutil.rmtree(sub, ignore_errors=True)
-            if not referenced_here:
-                shutil.rmtree(child, ignore_errors=True)
-
 
 def _carried(prev: dict | None) -> dict:
     """Return what every later manifest carries on from the previous one: the micro-batches of
     each stream applied so far (levelflow.streaming)."""
     return {"streams": prev["streams"]} if prev is not None and "streams" in prev else {}
-
-
-def _holds(path: Path, table: pa.Table) -> bool:
-    """Return whether a directory's Parquet files hold exactly the table's rows, in order."""
-    import pyarrow.parquet as pq
-
-    try:
-        return pq.read_table(path, schema=table.schema).equals(table)
-    except (OSError, pa.ArrowException):
-        return False
-
-
-def write_all(frames: list[tuple]) -> None:
-    """Write each (DataFrame or Arrow table, directory) as Parquet: tables from the driver,
-    frames by Spark concurrently (a small segment's write costs Spark's fixed overhead of a
-    job more than its rows, so they overlap)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    import pyarrow.parquet as pq
-
-    for table, path in [f for f in frames if isinstance(f[0], pa.Table)]:
-        path.mkdir(parents=True)
-        pq.write_table(table, path / f"part-00000-{uuid.uuid4()}.parquet")
-    frames = [f for f in frames if not isinstance(f[0], pa.Table)]
-    if len(frames) <= 1:
-        for df, path in frames:
-            df.write.parquet(str(path))
-        return
-    with ThreadPoolExecutor(max_workers=min(len(frames), 8),
-                            thread_name_prefix="levelflow-write") as pool:
-        for f in [pool.submit(df.write.parquet, str(path)) for df, path in frames]:
-            f.result()
-
-
-def referenced(data: dict) -> set[str]:
-    """Return the directories a manifest names, as `<epoch>/<kind>/<name>` under epochs/."""
-    out = set()
-    for kind, key in (("rel", "relations"), ("base", "base")):
-        for name, info in data[key].items():
-            if info["epoch"] is not None:
-                out.add(f"{info['epoch']}/{kind}/{name}")
-            out.update(f"{seg['epoch']}/seg/{kind}/{name}" for seg in info.get("segments", []))
-    return out

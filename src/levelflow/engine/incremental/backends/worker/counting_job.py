@@ -1,13 +1,13 @@
 """A counted task's epoch as one Spark job, over its counts kept in a Python worker.
 
-The worker (counted_worker.py) keeps the task's derivation counts and the lower relations they
+The worker (counting_share.py) keeps the task's derivation counts and the lower relations they
 were derived from, under a token naming the epoch, as an arranged task keeps its ranked tuples
-(arranged.py). An epoch ships the lower relations' change and the task's base facts' change,
+(dred_job.py). An epoch ships the lower relations' change and the task's base facts' change,
 and brings back the touched tuples with their old and new counts: one job. When every input is
 rows the driver holds the job carries them and its output comes back to the driver (a direct
 epoch), so the task's Δ± are driver-held too and the tasks below can run direct as well. A
 worker without the state answers MISS and the job runs again with the old versions shipped.
-The new counts stay a lazy plan over the old ones (maintain.py bounds its growth).
+The new counts stay a lazy plan over the old ones (epoch.py bounds its growth).
 """
 
 from __future__ import annotations
@@ -17,19 +17,17 @@ from typing import TYPE_CHECKING
 
 import polars as pl
 
-from levelflow.engine.incremental import counted_worker
-from levelflow.engine.incremental.arranged import (
-    Held,
-    _spec,
+from levelflow.engine.incremental.backends.driver_rows import arrow_of, frame_of_table
+from levelflow.engine.incremental.backends.worker import counting_share
+from levelflow.engine.incremental.backends.worker.dred_job import Held, _spec, packed_sources
+from levelflow.engine.incremental.backends.worker.dred_share import MISS_REL
+from levelflow.engine.incremental.backends.worker.share_job import (
     direct_input,
-    packed_sources,
     run_direct,
     run_job,
     run_or_ship,
 )
-from levelflow.engine.incremental.arranged_worker import MISS_REL
-from levelflow.engine.incremental.counting import _counts_change
-from levelflow.engine.incremental.local_frames import arrow_of, frame_of_table
+from levelflow.engine.incremental.strategies.counting_spark import _counts_change
 from levelflow.engine.incremental.versions import Change, TaskContext
 from levelflow.engine.plans.in_spark import packed_schema
 from levelflow.engine.types import column_names, relation_schema
@@ -77,10 +75,10 @@ def _run(ctx: TaskContext, spec, frames):
 
     packed = direct_input(frames)
     if packed is not None:
-        return run_direct(ctx, spec, packed, counted_worker.direct_share, observed)
+        return run_direct(ctx, spec, packed, counting_share.direct_share, observed)
     schema = packed_schema(spec.names, spec.decls, (StructField("_old", LongType()),
                                                     StructField("_new", LongType())))
-    return run_job(ctx, spec, frames, counted_worker.update_partition, schema, observed)
+    return run_job(ctx, spec, frames, counting_share.update_partition, schema, observed)
 
 
 def _change(ctx: TaskContext, n: str, out, r: int, seen) -> Change:
@@ -109,8 +107,8 @@ def _change(ctx: TaskContext, n: str, out, r: int, seen) -> Change:
     plus = mine.filter((old_ <= 0) & (new_ > 0)).select(cols)
     minus = mine.filter((old_ > 0) & (new_ <= 0)).select(cols)
     gone = mine.filter(old_ > 0).select(cols)
-    counted = mine.filter(new_ > 0).select(*cols, new_.alias(counted_worker.COUNT))
-    counted_fields = [*fields, StructField(counted_worker.COUNT, LongType())]
+    counted = mine.filter(new_ > 0).select(*cols, new_.alias(counting_share.COUNT))
+    counted_fields = [*fields, StructField(counting_share.COUNT, LongType())]
 
     def held(rows: pl.DataFrame, schema):
         return frame_of_table(ctx.spark, arrow_of(rows), StructType(schema))

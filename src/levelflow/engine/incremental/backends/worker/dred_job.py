@@ -2,9 +2,9 @@
 
 Under the local and partitioned plans a task's state lives where it is updated: share p of the
 task (all of it under local) keeps its ranked tuples on the executor that ran it, under a token
-naming the epoch, with the lower relations it was derived from (arranged_worker.py). An epoch
+naming the epoch, with the lower relations it was derived from (dred_share.py). An epoch
 ships only the lower relations' change and the base facts' change to every share, runs
-local_dred.update there, and brings back the removed and added ranked tuples: one job, cut by
+dred_polars.update there, and brings back the removed and added ranked tuples: one job, cut by
 one eager localCheckpoint, with the row counts observed on the JVM side. When a share's state is
 missing (first epoch of a session, another executor, a cleaned directory), the job is run again
 with the state and the lower relations shipped from the Spark-side copy: a Log of the old
@@ -13,17 +13,23 @@ version plus the added rows minus the removed ones, compacted when it grows long
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import polars as pl
 
-from levelflow.engine.evaluate import RANK, cut, cut_observed, fact_rows
+from levelflow.engine.evaluate import RANK, cut, fact_rows
 from levelflow.engine.evaluate import cast_fact as _cast
-from levelflow.engine.incremental import local_dred
-from levelflow.engine.incremental.arranged_worker import (
+from levelflow.engine.incremental.backends.driver_rows import (
+    LazyFrame,
+    arrow_of,
+    frame_of_table,
+    rows_minus,
+    union_of_rows,
+)
+from levelflow.engine.incremental.backends.spark_broadcast import bcast_small
+from levelflow.engine.incremental.backends.worker.dred_share import (
     MISS_REL,
     STATS_REL,
     TOP_REL,
@@ -31,18 +37,16 @@ from levelflow.engine.incremental.arranged_worker import (
     direct_share,
     update_partition,
 )
-from levelflow.engine.incremental.joins import bcast_small, check_cancel
-from levelflow.engine.incremental.local_frames import (
-    LazyFrame,
-    arrow_of,
-    frame_of_table,
-    rows_minus,
-    rows_of,
-    union_of_rows,
+from levelflow.engine.incremental.backends.worker.share_job import (
+    direct_input,
+    run_direct,
+    run_job,
+    run_or_ship,
 )
+from levelflow.engine.incremental.strategies import dred_polars
 from levelflow.engine.incremental.versions import Change, TaskContext
-from levelflow.engine.plans import choose_plan, resident
-from levelflow.engine.plans.in_spark import pack_inputs, packed_schema
+from levelflow.engine.plans import choose_plan
+from levelflow.engine.plans.in_spark import packed_schema
 from levelflow.engine.types import column_names, relation_schema
 from levelflow.tasks.ast import Negation
 
@@ -52,8 +56,6 @@ if TYPE_CHECKING:
 PLANS = ("local", "partitioned")
 # Pieces of a Spark-side copy's log before it is compacted into a new base (one job).
 LOG_PIECES = 32
-# Input rows a direct epoch carries in its job at most (beyond, they are read from Spark).
-DIRECT_ROWS = 50_000
 # Rows of a log's added (or removed) pieces kept as one driver-side table at most.
 DRIVER_LOG_ROWS = 200_000
 
@@ -206,7 +208,7 @@ def _spec(ctx: TaskContext, task: Task, plan, held: Held | None, parts: int, sou
                 lineage=held.lineage if same else uuid.uuid4().hex[:16],
                 old_token=held.token if same else None,
                 new_token=_next_token(held.token if same else None),
-                recompute_rows=local_dred.RECOMPUTE_ROWS)
+                recompute_rows=dred_polars.RECOMPUTE_ROWS)
 
 
 def fresh_held(ctx: TaskContext, task: Task, plan) -> Held:
@@ -221,7 +223,7 @@ def _next_token(token: str | None) -> str:
 
 
 def _schema(spec: Spec):
-    """Return the Spark schema of an epoch's output (arranged_worker's Arrow schema)."""
+    """Return the Spark schema of an epoch's output (dred_share's Arrow schema)."""
     from pyspark.sql.types import BooleanType, IntegerType, StructField
 
     return packed_schema(spec.names, spec.decls, (StructField("_op", IntegerType()),
@@ -245,31 +247,6 @@ def _run(ctx: TaskContext, spec: Spec, frames):
     """Return (checkpointed output, observed counts) after one Spark job."""
     return run_job(ctx, spec, frames, update_partition, _schema(spec),
                    lambda col: _counted(col, len(spec.names)))
-
-
-def run_job(ctx: TaskContext, spec, frames, partition, schema, observed):
-    """Return (checkpointed output, observed counts) after one Spark job: the packed
-    `frames` through `partition(spec, batches)`, observed as `observed(F.col)` says."""
-    import pyspark.sql.functions as F
-
-    def run(batches):
-        return partition(spec, batches)
-
-    out = pack_inputs(ctx.spark, spec, frames).mapInArrow(run, schema)
-    return cut_observed(out, _metrics(F, F.col, observed))
-
-
-def _metrics(lib, col, observed) -> list:
-    """Return the aggregates of `observed(col)` in Spark (lib F) or Polars (lib pl)."""
-    out = []
-    for name, cond, kind in observed(col):
-        if lib is pl:
-            out.append((cond.sum() if kind == "rows" else col("_it").filter(cond).max())
-                       .alias(name))
-        else:
-            out.append((lib.sum(lib.when(cond, 1).otherwise(0)) if kind == "rows"
-                        else lib.max(lib.when(cond, col("_it")))).alias(name))
-    return out
 
 
 def arranged_update(ctx: TaskContext, task: Task, plan, held: Held | None, cancel=None
@@ -297,62 +274,11 @@ def arranged_update(ctx: TaskContext, task: Task, plan, held: Held | None, cance
     return changes, int(seen["rounds"] or 0), held, stored
 
 
-def run_or_ship(ctx: TaskContext, task: Task, spec, frames, sources, runs, cancel):
-    """Return (the epoch's Spec, output, observed counts): run by `runs[0]` where the state
-    lives, then by `runs[1]` with the state shipped (`sources(ctx, task, ship=True)`) when a
-    share missed it (or no executor has a new lineage's)."""
-    if spec.old_token is None:
-        out, seen = None, {"misses": 1}
-    else:
-        out, seen = runs[0](ctx, spec, frames)
-    if seen["misses"]:
-        check_cancel(cancel)
-        specs, frames = sources(ctx, task, ship=True)
-        spec = dataclasses.replace(spec, sources=tuple(specs))
-        out, seen = runs[1](ctx, spec, frames)
-    return spec, out, seen
-
-
-def direct_input(frames) -> bytes | None:
-    """Return the packed input (`_src`, `s<src>_<c>`) as an Arrow IPC stream when every frame
-    is rows the driver holds and they are few, else None."""
-    tables = [rows_of(df) for df in frames]
-    if any(t is None for t in tables) or sum(t.num_rows for t in tables) > DIRECT_ROWS:
-        return None
-    sources = [pl.from_arrow(t).select(pl.lit(s, pl.Int32).alias("_src"),
-                                       *[pl.col(c).alias(f"s{s}_{c}") for c in t.column_names])
-               for s, t in enumerate(tables)]
-    packed = pl.concat(sources, how="diagonal") if sources else \
-        pl.DataFrame(schema={"_src": pl.Int32})
-    return packed.write_ipc_stream(None).getvalue()
-
-
 def _run_direct(ctx: TaskContext, spec: Spec, packed: bytes):
     """Return (every share's output rows, the counts) after one Spark job that carries the
     input in its closure and brings the output back to the driver."""
     return run_direct(ctx, spec, packed, direct_share,
                       lambda col: _counted(col, len(spec.names)))
-
-
-def run_direct(ctx: TaskContext, spec, packed: bytes, share_rows, observed):
-    """Return (every share's output rows, observed counts) after one Spark job running
-    `share_rows(spec, packed, share)` per share, input and output carried with the job."""
-    sc = ctx.spark.sparkContext
-    # On one machine a task claims a share its Python worker holds (resident.claim); on a
-    # cluster the executors share no directory to claim in: task i works on share i.
-    job = f"{spec.new_token[:10]}-{uuid.uuid4().hex[:8]}" \
-        if spec.parts > 1 and sc.master.startswith("local") else None
-
-    def run(task, _):
-        from pyspark import TaskContext as SparkTask
-
-        share = task if job is None else resident.claim(
-            spec.lineage, spec.old_token, job, spec.parts, task, SparkTask.get().attemptNumber())
-        yield share_rows(spec, packed, share)
-
-    shares = sc.parallelize(range(spec.parts), spec.parts).mapPartitionsWithIndex(run).collect()
-    out = pl.concat([pl.read_ipc_stream(b) for b in shares])
-    return out, out.select(_metrics(pl, pl.col, observed)).row(0, named=True)
 
 
 def _picked_rows(ctx: TaskContext, n: str, out, r: int):

@@ -1,12 +1,12 @@
 """Counting's signed derivations computed in Polars: in the driver, or in a Python worker.
 
 A counted task below an arranged one often reads only that task's change, which a direct epoch
-brought back to the driver (local_frames.py), and the epoch's facts. Its rules' delta terms
-(counting.py) then run in Polars on those rows: no Spark plan is built, and when the count
+brought back to the driver (driver_rows.py), and the epoch's facts. Its rules' delta terms
+(counting_spark.py) then run in Polars on those rows: no Spark plan is built, and when the count
 changes sum to nothing (cyclic(x) :- path(x, x) over new paths of a DAG) no Spark job runs.
 A term that reads a relation held only on the Spark side sends the whole task elsewhere.
 The terms themselves (`count_changes`) are a function of Polars frames, which the worker that
-keeps a counted task's state calls too (counted_worker.py).
+keeps a counted task's state calls too (counting_share.py).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import polars as pl
 
-from levelflow.engine.incremental.joins import as_positive
-from levelflow.engine.incremental.local_frames import polars_of, rows_of
+from levelflow.engine.incremental.backends.driver_rows import polars_of, rows_of
+from levelflow.engine.incremental.strategies.rewrites import as_positive
 from levelflow.engine.plans.columnar import body_rows, frame_schema, head_rows
 from levelflow.tasks.ast import Wildcard
 

@@ -1,7 +1,7 @@
 """DataFrames of rows the driver holds, with those rows kept beside them.
 
 An epoch's small changes start in the driver (the facts inserted and removed) and can come back
-to it (an arranged task's direct epoch: arranged.py). A task whose every input is such rows
+to it (an arranged task's direct epoch: dred_job.py). A task whose every input is such rows
 ships them to its Spark task inside the job itself: no input plan is built, analysed or read.
 The rows are Arrow tables with the relation's columns (c0.., and `_it` where ranked).
 

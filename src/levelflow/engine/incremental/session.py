@@ -16,100 +16,29 @@ import contextlib
 import dataclasses
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 from levelflow.engine.evaluate import cut
 from levelflow.engine.guard import MAX_TUPLES, check_limit
-from levelflow.engine.incremental.base_index import BaseIndex, read_small
-from levelflow.engine.incremental.local_frames import LazyFrame, frame_of_rows
-from levelflow.engine.incremental.maintain import (
-    LARGE_CHANGE,
-    SWITCH,
-    SWITCH_FLOOR_SECONDS,
-    Epoch,
-    EpochResult,
-    counted_relations,
-)
-from levelflow.engine.incremental.state import StateDir, StateError, empty_snapshot
+from levelflow.engine.incremental.backends.driver_rows import frame_of_rows
+from levelflow.engine.incremental.elastic import LARGE_CHANGE, SWITCH, SWITCH_FLOOR_SECONDS
+from levelflow.engine.incremental.epoch import Epoch
+from levelflow.engine.incremental.program_text import load_tasks
+from levelflow.engine.incremental.results import EpochResult
+from levelflow.engine.incremental.state.base_delta import BaseDelta
+from levelflow.engine.incremental.state.base_index import BaseIndex, read_small
+from levelflow.engine.incremental.state.directory import StateDir, StateError
+from levelflow.engine.incremental.state.snapshot import empty_snapshot
+from levelflow.engine.incremental.strategies.counting_spark import counted_relations
 from levelflow.engine.incremental.updates import Op, coerce_row, parse_literal
 from levelflow.engine.incremental.versions import Versions
 from levelflow.engine.plans.resident import check_root
 from levelflow.engine.types import column_names, rows_frame
 from levelflow.tasks.tasks import ProgramTasks
 
-# Facts an input's base may differ by from its last cut frame, kept as sets in the driver,
-# before one cut (a job): the base is the cut frame minus and plus those, one anti join and one
-# union whatever the epochs (a plan stacked per epoch ran one broadcast job per epoch when cut).
-BASE_PENDING_ROWS = 20_000
 # Fact files a bootstrap reads into the driver (one job, which also seeds the driver's index
 # of base facts) rather than into a cut frame on the executors.
 DRIVER_FACT_BYTES = 4 << 20
-
-
-@dataclass(frozen=True)
-class _BaseDelta:
-    """An input's base facts: a cut frame, the facts since added (not in it) and removed (in
-    it), and the frame they make, as the snapshot holds it."""
-
-    saved: object  # DataFrame, cut
-    plus: frozenset
-    minus: frozenset
-    frame: object  # DataFrame: saved - minus + plus
-
-    def then(self, spark, decl, plus: list, minus: list, plus_df, minus_df) -> _BaseDelta:
-        """Return the base after an epoch's net change (plus absent before, minus present;
-        plus_df and minus_df: their frames)."""
-        import pyspark.sql.functions as F
-
-        if self.plus or self.minus:  # else the sets are the epoch's, and so are their frames
-            added, removed = set(self.plus), set(self.minus)
-            for row in plus:
-                (removed.discard if row in removed else added.add)(row)
-            for row in minus:
-                (added.discard if row in added else removed.add)(row)
-            plus_df = frame_of_rows(spark, decl, list(added)) if added else None
-            minus_df = frame_of_rows(spark, decl, list(removed)) if removed else None
-        else:
-            added, removed = set(plus), set(minus)
-
-        def build():
-            new = self.saved
-            if minus_df is not None:
-                new = new.join(F.broadcast(minus_df), column_names(decl.arity), "left_anti")
-            return new if plus_df is None else new.unionByName(plus_df)
-
-        if len(added) + len(removed) > BASE_PENDING_ROWS:
-            new, _ = cut(build())
-            return _BaseDelta(new, frozenset(), frozenset(), new)
-        return _BaseDelta(self.saved, frozenset(added), frozenset(removed), LazyFrame(build))
-
-
-class ProgramText(NamedTuple):
-    """A program given as text (e.g. over HTTP), with the name its errors and state cite."""
-
-    text: str
-    name: str
-    include_dirs: tuple = ()  # where #include looks after the name's directory
-    preprocessor: bool = True
-
-
-def _load(program) -> tuple[ProgramTasks, str]:
-    """Return (ProgramTasks, program text) for a path, ProgramText or ProgramTasks."""
-    from levelflow.tasks import build_tasks, load_program, parse_program
-
-    if isinstance(program, ProgramText):
-        pt = build_tasks(parse_program(program.text, program.name, program.include_dirs,
-                                       preprocessor=program.preprocessor))
-        return pt, pt.program.source
-    if isinstance(program, ProgramTasks):
-        if program.program.source:  # preprocessed: includes and macros resolved
-            return program, program.program.source
-        path = Path(program.program.file)
-        return program, path.read_text() if path.is_file() else ""
-    pt = build_tasks(load_program(program))
-    return pt, pt.program.source
 
 
 def _restarted(held: dict) -> dict:
@@ -143,8 +72,8 @@ class IncrementalSession:
         self.last: EpochResult | None = None
         self.base_index = BaseIndex()  # base facts in the driver, for the no-op check
         self._changed: dict = {}  # the epoch being committed: relation -> (decl, plus, minus)
-        self._base_deltas: dict[str, _BaseDelta] = {}  # input -> its base as of self.snap
-        self._pending_bases: dict[str, _BaseDelta] = {}  # ... as of the epoch being committed
+        self._base_deltas: dict[str, BaseDelta] = {}  # input -> its base as of self.snap
+        self._pending_bases: dict[str, BaseDelta] = {}  # ... as of the epoch being committed
         # stream name -> the last micro-batch applied (levelflow.streaming), as the manifest
         # of the current epoch records it
         self.streams: dict[str, int] = {}
@@ -164,7 +93,7 @@ class IncrementalSession:
         from levelflow.engine.facts import input_path
         from levelflow.engine.spark_io import frame_kind, read_input, with_frames
 
-        pt, text = _load(program)
+        pt, text = load_tasks(program)
         # DataFrames in `inputs` are read once, below, and cut: the state keeps that snapshot.
         prog = with_frames(pt.program, inputs or {})
         factdir = Path.cwd() if factdir is None else factdir
@@ -214,6 +143,14 @@ class IncrementalSession:
         session.streams = dict(data.get("streams", {}))
         session.base_index.prefetch(session.snap, pt.program.decls)
         return session
+
+    def staged(self, program_tasks: ProgramTasks, program_text: str, snap) -> IncrementalSession:
+        """Return a session on another program and snapshot with this one's options and state
+        directory (a program change's epoch runs on it before it is adopted)."""
+        return type(self)(self.spark, program_tasks, program_text, snap, self.statedir,
+                          scheduler=self.scheduler, jobs=self.jobs, mode=self.mode,
+                          switch=self.switch, switch_floor=self.switch_floor,
+                          large_change=self.large_change, max_tuples=self.max_tuples)
 
     # -- changes -------------------------------------------------------------------------------
 
@@ -321,7 +258,7 @@ class IncrementalSession:
             minus_df = frame_of_rows(self.spark, decl, minus) if minus else None
             delta = self._base_deltas.get(name)
             if delta is None or delta.frame is not ver.old:  # the base was read or rebuilt
-                delta = _BaseDelta(ver.old, frozenset(), frozenset(), ver.old)
+                delta = BaseDelta(ver.old, frozenset(), frozenset(), ver.old)
             self._pending_bases[name] = delta = delta.then(self.spark, decl, plus, minus,
                                                            plus_df, minus_df)
             # plus holds only absent facts and minus only present ones: the size needs no job
@@ -372,7 +309,7 @@ class IncrementalSession:
     def compact(self, *, force: bool = False, before_swap=None) -> list[str]:
         """Return the relations (`rel/NAME`, `base/NAME`) whose segment chains were folded
         into new bases: those past the policy (segments.py), or every chain with `force`."""
-        from levelflow.engine.incremental.compact import compact
+        from levelflow.engine.incremental.state.compact import compact
 
         if self.statedir is None:
             return []

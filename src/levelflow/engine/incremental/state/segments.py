@@ -58,12 +58,12 @@ def segment_frame(removed: DataFrame | None, added: DataFrame | None, schema) ->
 
 def local_segment(removed, added, schema):
     """Return a segment's rows as one Arrow table in the segment's schema, or None unless the
-    driver holds every part (local_frames.rows_of)."""
+    driver holds every part (driver_rows.rows_of)."""
     import numpy as np
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    from levelflow.engine.incremental.local_frames import rows_of
+    from levelflow.engine.incremental.backends.driver_rows import rows_of
 
     parts = [(sign, df, rows_of(df)) for sign, df in ((-1, removed), (1, added))
              if df is not None]
@@ -142,7 +142,7 @@ def _netted(spark: SparkSession, base: DataFrame, paths: list[Path], schema,
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StructType
 
-    from levelflow.engine.incremental.local_frames import arrow_of, spark_frame
+    from levelflow.engine.incremental.backends.driver_rows import arrow_of, spark_frame
 
     arrow = to_arrow_schema(segment_schema(schema))
     touched, added = net_of_chain([pq.read_table(p, schema=arrow) for p in paths], tuple_cols)

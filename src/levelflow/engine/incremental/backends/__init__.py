@@ -1,0 +1,1 @@
+"""Where a strategy runs and how rows get there: the driver, Spark, the Python workers."""

@@ -1,0 +1,1 @@
+"""The state on disk: directory and snapshots, segments, compaction, integrity, durability."""

@@ -1,0 +1,104 @@
+"""One epoch's state in memory: per relation its tuples with a derivation count (`_cnt`,
+counted tasks) or a rank (`_it`, the others), per input its base facts, and bookkeeping."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from levelflow.engine.evaluate import RANK
+from levelflow.engine.incremental.backends.driver_rows import LazyFrame
+from levelflow.engine.types import empty_relation
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from levelflow.tasks.ast import Program
+
+COUNT = "_cnt"
+
+
+@dataclass
+class Snapshot:
+    """One epoch's relations (tuples + `_cnt` or `_it`), base facts and bookkeeping."""
+
+    epoch: int
+    rel: dict  # relation name -> DataFrame (c0.. [+ _cnt])
+    base: dict  # input relation name -> DataFrame of base facts (c0..)
+    rows: dict[str, int]
+    base_rows: dict[str, int]
+    counted: set[str]
+    scratch_seconds: dict[str, float] = field(default_factory=dict)  # task name -> seconds
+    where: dict[str, int | None] = field(default_factory=dict)  # relation -> epoch dir
+    base_where: dict[str, int | None] = field(default_factory=dict)
+    pieces: dict[str, int] = field(default_factory=dict)  # relation -> cut pieces in its union
+    max_rank: dict[str, int] = field(default_factory=dict)  # ranked relation -> highest rank
+    # task name -> arranged.Held: where the task's state also lives on the executors
+    arranged: dict = field(default_factory=dict)
+    # Changed relation -> (removed, added) stored rows, written as a segment (else a new base).
+    stored: dict[str, tuple] = field(default_factory=dict)
+    base_stored: dict[str, tuple] = field(default_factory=dict)  # input -> (Δ-, Δ+) base facts
+
+    def tuples(self, name: str) -> DataFrame:
+        """Return the tuples of relation `name` (columns c0.., no count or rank)."""
+        frame, extra = self.rel[name], COUNT if name in self.counted else RANK
+        return LazyFrame(lambda: frame.drop(extra))
+
+
+def empty_snapshot(spark: SparkSession, program: Program, counted: set[str]) -> Snapshot:
+    """Return the epoch -1 snapshot: every relation and every base relation empty."""
+    import pyspark.sql.functions as F
+
+    rel = {}
+    for name, decl in program.decls.items():
+        extra = COUNT if name in counted else RANK
+        rel[name] = empty_relation(spark, decl).withColumn(extra, F.lit(0).cast("bigint"))
+    base = {name: empty_relation(spark, program.decls[name]) for name in program.inputs}
+    return Snapshot(-1, rel, base, dict.fromkeys(program.decls, 0),
+                    dict.fromkeys(program.inputs, 0), set(counted),
+                    where=dict.fromkeys(program.decls), base_where=dict.fromkeys(program.inputs),
+                    max_rank=dict.fromkeys(set(program.decls) - set(counted), 0))
+
+
+def next_snapshot(old: Snapshot, tasks, updates: dict, base_versions: dict
+                  ) -> tuple[Snapshot, set[str], set[str]]:
+    """Return the snapshot after an epoch's task updates (`updates`: task id -> TaskUpdate)
+    and base facts' change (`base_versions`: input -> Versions), and the relations and base
+    facts it changed (not yet on disk)."""
+    rel, rows, pieces = dict(old.rel), dict(old.rows), dict(old.pieces)
+    max_rank = dict(old.max_rank)
+    changed: set[str] = set()
+    stored = {}
+    scratch = dict(old.scratch_seconds)
+    arranged = dict(old.arranged)
+    for v, upd in updates.items():
+        task = tasks[v]
+        if upd.scratch_seconds is not None:
+            scratch[task.name] = upd.scratch_seconds
+        if upd.held is not None:
+            arranged[task.name] = upd.held
+        else:  # updated elsewhere: the executors' copy is stale
+            arranged.pop(task.name, None)
+        for n, ver in upd.versions.items():
+            if n in upd.counts:
+                rel[n], rows[n] = upd.counts[n], ver.new_rows
+                pieces[n] = ver.pieces  # epochs of lazy counts (_apply_counts)
+                changed.add(n)
+            elif n in upd.ranked:
+                (rel[n], max_rank[n]), rows[n] = upd.ranked[n], ver.new_rows
+                pieces[n] = ver.pieces
+                changed.add(n)
+            if n in upd.stored:
+                stored[n] = upd.stored[n]
+    base, base_rows = dict(old.base), dict(old.base_rows)
+    changed_base, base_stored = set(), {}
+    for n, ver in base_versions.items():
+        if ver.changed:
+            base[n], base_rows[n] = ver.new, ver.new_rows
+            changed_base.add(n)
+            base_stored[n] = (ver.minus if ver.minus_rows else None,
+                              ver.plus if ver.plus_rows else None)
+    snap = Snapshot(old.epoch + 1, rel, base, rows, base_rows, set(old.counted), scratch,
+                    dict(old.where), dict(old.base_where), pieces, max_rank,
+                    stored=stored, base_stored=base_stored, arranged=arranged)
+    return snap, changed, changed_base

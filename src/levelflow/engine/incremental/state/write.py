@@ -1,0 +1,164 @@
+"""Writing an epoch's changed relations: each a new base or a delta segment on its chain, written
+as Parquet (from the driver or by Spark) and read back against what was written."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from levelflow.engine.evaluate import RANK
+from levelflow.engine.incremental.state.errors import StateError
+from levelflow.engine.incremental.state.integrity import (
+    Stored,
+    observed,
+    observed_result,
+    part_files,
+    scan,
+)
+from levelflow.engine.incremental.state.row_hash import checksum
+from levelflow.engine.incremental.state.segments import (
+    local_segment,
+    segment_frame,
+    segment_schema,
+)
+from levelflow.engine.incremental.state.snapshot import COUNT, Snapshot
+from levelflow.engine.types import relation_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from levelflow.tasks.ast import Program
+
+
+def stored_schema(program: Program, name: str, kind: str, counted: set[str]):
+    """Return the Parquet schema of a stored relation (`rel`: + _cnt or _it) or base facts."""
+    from pyspark.sql.types import LongType, StructField
+
+    schema = relation_schema(program.decls[name])
+    if kind == "rel":
+        schema = schema.add(StructField(COUNT if name in counted else RANK, LongType(), True))
+    return schema
+
+
+def plan_writes(program: Program, snap: Snapshot, tmp: Path, epoch: int, changed: set[str],
+                changed_base: set[str], prev: dict | None) -> tuple[dict, list, list]:
+    """Return the manifest's `relations` and `base` tables of the next epoch, the entries to
+    complete once read back (entry, Stored, observation) and the (frame, directory) pairs to
+    write: what changed goes into `tmp`, the rest keeps the previous manifest's entries."""
+    tables: dict[str, dict] = {"relations": {}, "base": {}}
+    written: list[tuple[dict, Stored, object]] = []  # (entry to complete, item, observation)
+    frames: list[tuple] = []  # (DataFrame, directory) to write
+    for kind, key, names, rows, where in (
+            ("rel", "relations", program.decls, snap.rows, snap.where),
+            ("base", "base", program.inputs, snap.base_rows, snap.base_where)):
+        todo = changed if kind == "rel" else changed_base
+        for name in sorted(names):
+            if name in todo and rows[name]:
+                entry, target, item, obs, df = _plan_one(
+                    program, snap, tmp, epoch, kind, name,
+                    prev[key].get(name) if prev else None)
+                tables[key][name] = entry
+                written.append((target, item, obs))
+                frames.append((df, item.path))
+            elif name in todo or where[name] is None:
+                tables[key][name] = {"epoch": None, "rows": 0}
+            else:  # unchanged: the previous manifest already describes its files
+                tables[key][name] = dict(prev[key][name])
+    return tables, written, frames
+
+
+def _plan_one(program: Program, snap: Snapshot, tmp: Path, epoch: int, kind: str,
+              name: str, old: dict | None) -> tuple[dict, dict, Stored, object, DataFrame]:
+    """Return (manifest entry, the part of it describing the files, what is to be written,
+    its observation, the frame to write) of one changed relation: a segment on its chain
+    if the epoch gave one, else a new base."""
+    schema = stored_schema(program, name, kind, snap.counted)
+    label = f"relation {name}" if kind == "rel" else f"base facts of {name}"
+    rows = snap.rows[name] if kind == "rel" else snap.base_rows[name]
+    seg = (snap.stored if kind == "rel" else snap.base_stored).get(name)
+    # A relation the snapshot holds from no stored base (a redeclared one, rebuilt from
+    # empty) must not be a segment on the old chain: its old rows would stay.
+    held = (snap.where if kind == "rel" else snap.base_where).get(name) is not None
+    if seg is not None and any(df is not None for df in seg) and old is not None \
+            and old["epoch"] is not None and held:
+        # Rows the driver holds are written from it: a Spark write is a job per segment.
+        table = local_segment(*seg, schema)
+        df, obs = (table, table) if table is not None else \
+            observed(segment_frame(*seg, schema))
+        path = tmp / "seg" / kind / name  # tmp becomes epochs/<epoch>: segment_path
+        entry = {**old, "rows": rows, "base_rows": int(old.get("base_rows", old["rows"])),
+                 "segments": [*old.get("segments", []), {"epoch": epoch}]}
+        return entry, entry["segments"][-1], Stored(f"{label} (segment of epoch {epoch})", path,
+                             segment_schema(schema), -1, None, None), obs, df
+    df, obs = observed((snap.rel if kind == "rel" else snap.base)[name])
+    entry = {"epoch": epoch, "rows": rows, "base_rows": rows, "segments": []}
+    return entry, entry, Stored(label, tmp / kind / name, schema, rows, None, None), obs, df
+
+
+def read_back(spark, current: int, written: list) -> None:
+    """Record the part files of every base and segment written, verified as read back
+    (`current`: the epoch a mismatch leaves current).
+
+    A base must hold the relation's rows; a segment, the rows Spark counted writing it,
+    or, written by the driver, exactly its table's rows.
+    """
+    # A segment the driver wrote is read back whole by pyarrow (_holds) and hashed in
+    # numpy as Spark would (row_hash): no Spark job, unless a column is not an integer.
+    hashed = {i: checksum(obs) for i, (_, _, obs) in enumerate(written)
+              if isinstance(obs, pa.Table)}
+    rest = [i for i in range(len(written)) if hashed.get(i) is None]
+    found = dict(zip(rest, scan(spark, [written[i][1] for i in rest]).values(), strict=True))
+    for i, (target, item, obs) in enumerate(written):
+        sizes = part_files(item.path)
+        if i not in found:  # the one file the driver wrote
+            found[i] = {f: hashed[i] for f in sizes} if len(sizes) == 1 else {}
+        files = {f: [sizes[f], *found[i].get(f, (0, "0"))] for f in sizes}
+        got = (sum(v[1] for v in files.values()),
+               f"{sum(int(v[2], 16) for v in files.values()):x}")
+        if isinstance(obs, pa.Table):  # written from the driver: its file read back whole
+            expected = (obs.num_rows, got[1]) if _holds(item.path, obs) else (-1, "")
+        else:
+            expected = observed_result(obs)  # what Spark wrote, counted as it wrote it
+        want = item.rows if item.rows >= 0 else expected[0]
+        if got != expected or got[0] != want:
+            raise StateError(f"{item.path}: error: {item.label} read back as "
+                             f"{got[0]} rows, {want} were written; the state is "
+                             f"unchanged at epoch {current}")
+        target.update(checksum=got[1], files=files)
+        if item.rows < 0:
+            target["rows"] = got[0]
+
+
+def _holds(path: Path, table: pa.Table) -> bool:
+    """Return whether a directory's Parquet files hold exactly the table's rows, in order."""
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(path, schema=table.schema).equals(table)
+    except (OSError, pa.ArrowException):
+        return False
+
+
+def write_all(frames: list[tuple]) -> None:
+    """Write each (DataFrame or Arrow table, directory) as Parquet: tables from the driver,
+    frames by Spark concurrently (a small segment's write costs Spark's fixed overhead of a
+    job more than its rows, so they overlap)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import pyarrow.parquet as pq
+
+    for table, path in [f for f in frames if isinstance(f[0], pa.Table)]:
+        path.mkdir(parents=True)
+        pq.write_table(table, path / f"part-00000-{uuid.uuid4()}.parquet")
+    frames = [f for f in frames if not isinstance(f[0], pa.Table)]
+    if len(frames) <= 1:
+        for df, path in frames:
+            df.write.parquet(str(path))
+        return
+    with ThreadPoolExecutor(max_workers=min(len(frames), 8),
+                            thread_name_prefix="levelflow-write") as pool:
+        for f in [pool.submit(df.write.parquet, str(path)) for df, path in frames]:
+            f.result()
