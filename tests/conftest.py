@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import pytest
 
 
@@ -16,3 +18,38 @@ def spark():
                            java_options="-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def cli_spark(spark, monkeypatch):
+    """Make the CLI's commands run on the tests' session in this process; return it.
+
+    A command in a subprocess starts a JVM of its own (5-10 s each); a test of what a command
+    does needs none. The JVM's own start (Java checks, the master, Ctrl-C) is tested in
+    subprocesses in tests/test_cli_spark.py.
+    """
+    import levelflow.cli.spark as cli_spark_module
+
+    @contextmanager
+    def tests_session(master, driver_memory, log, clock=None):
+        if clock is not None:
+            clock.add("Spark start", 0.0)
+        yield spark  # and not stopped: the next test uses it
+
+    monkeypatch.setattr(cli_spark_module, "spark_session", tests_session)
+    return spark
+
+
+@pytest.fixture
+def cli(capsys):
+    """Return a function that runs `levelflow ARGV` in this process: (exit code, out, err)."""
+    from levelflow.cli import main
+
+    def run(argv) -> tuple[int, str, str]:
+        capsys.readouterr()  # what came before is not this command's
+        with pytest.raises(SystemExit) as e:
+            main([str(a) for a in argv])
+        out, err = capsys.readouterr()
+        return e.value.code, out, err
+
+    return run

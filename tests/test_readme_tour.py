@@ -5,6 +5,12 @@ the same Python), in a copy of the repository made a git repository of its own, 
 `levelflow` on PATH running the copy's code. Afterwards `git status` there must be clean: every
 file the tour writes is under a path .gitignore names (out/). The serve example is a plain
 ``` block (a server in the background, on a fixed port): tests/test_serve.py covers serve.
+
+Every `levelflow` command runs as a process of its own, as written, but they share one Spark JVM
+started beforehand (PySpark connects to it through PYSPARK_GATEWAY_PORT, as under
+spark-submit): ten JVM starts cost minutes, and a command's own JVM start is tested in
+tests/test_cli_spark.py, tests/test_run.py and tests/test_serve.py. The ```python blocks start
+their own JVM (their session is never stopped, so it cannot be handed on).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import re
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -56,21 +63,48 @@ def _fresh_clone(dest: Path) -> Path:
     return dest
 
 
+@contextmanager
+def _one_jvm(clone: Path, log: Path):
+    """Start the JVM the tour's commands share, in `clone`; yield its PySpark gateway variables."""
+    from pyspark.java_gateway import launch_gateway
+
+    from levelflow.cli import defaults
+    from levelflow.cli.spark import end_jvm
+    from levelflow.engine.session import spark_conf
+
+    conf = spark_conf(defaults.MASTER, driver_memory=defaults.DRIVER_MEMORY)
+    with pytest.MonkeyPatch.context() as mp, open(log, "wb") as out:
+        mp.setenv("PYTHONPATH", str(clone / "src"))  # its Python workers run the clone's code
+        gateway = launch_gateway(conf, popen_kwargs={"cwd": clone, "stdout": out, "stderr": out,
+                                                     "start_new_session": True})
+    try:
+        params = gateway.java_parameters
+        yield {"PYSPARK_GATEWAY_PORT": str(params.port),
+               "PYSPARK_GATEWAY_SECRET": params.auth_token}
+    finally:
+        gateway.close()
+        end_jvm(gateway.proc)
+
+
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 def test_the_tour_runs_as_written_and_leaves_no_untracked_file(tmp_path):
     clone = _fresh_clone(tmp_path / "levelflow")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
+    # `python` runs without the shared JVM: a block's session is never stopped.
     for name, target in (("levelflow", f'"{sys.executable}" -m levelflow'),
-                         ("python", f'"{sys.executable}"')):
+                         ("python", f'env -u PYSPARK_GATEWAY_PORT -u PYSPARK_GATEWAY_SECRET '
+                                    f'"{sys.executable}"')):
         shim = bin_dir / name
         shim.write_text(f'#!/bin/sh\nexec {target} "$@"\n')
         shim.chmod(0o755)
     env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
                PYTHONPATH=str(clone / "src"), COLUMNS="120")
     script = tour_script((clone / "README.md").read_text())
-    proc = subprocess.run(["bash", "-c", script], cwd=clone, env=env, capture_output=True,
-                          text=True, timeout=2400)  # ~12 JVM starts
+    with _one_jvm(clone, tmp_path / "jvm.log") as gateway:
+        proc = subprocess.run(["bash", "-c", script], cwd=clone, env={**env, **gateway},
+                              capture_output=True, text=True, timeout=1200,
+                              stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
     assert "ran 3 of 3 tasks in " in out and "Spark start" in out

@@ -1,14 +1,12 @@
 """A broken plugin scheduler fails the same way under every driver: one line, exit 3.
 
-`simulate` is covered in test_simulate_cli.py; here `run` and `update`, end to end (a fresh
-process each, the plugin named by its import path), and the engine's "handed out too many" check.
+`simulate` is covered in test_simulate_cli.py; here `run` and `update`, end to end (in this
+process on the tests' session, the plugin named by its import path), and the engine's "handed
+out too many" check.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -74,29 +72,33 @@ def project(tmp_path) -> Path:
     return tmp_path
 
 
-def _levelflow(cwd: Path, *argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "levelflow", *argv, "--driver-memory", "1g"],
-                          cwd=cwd, capture_output=True, text=True, timeout=300,
-                          env=dict(os.environ, COLUMNS="200"))
+def _one_stall_line(code: int, err: str) -> None:
+    lines = err.strip().splitlines()
+    assert code == 3, err
+    assert len(lines) == 1, err
+    assert "Stuck" in lines[0] and "stalled" in lines[0] and "Traceback" not in err
 
 
-def _one_stall_line(proc: subprocess.CompletedProcess) -> None:
-    lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 3, proc.stderr
-    assert len(lines) == 1, proc.stderr
-    assert "Stuck" in lines[0] and "stalled" in lines[0] and "Traceback" not in proc.stderr
+@pytest.fixture
+def levelflow(project, cli, cli_spark, monkeypatch):
+    """Return a function running `levelflow ARGV` in this process with the plugin importable
+    (as from the project folder): (exit code, out, err)."""
+    monkeypatch.syspath_prepend(str(project))
+    return cli
 
 
-def test_run_with_a_stalling_scheduler_is_one_line(project):
-    proc = _levelflow(project, "run", "p.dl", "-F", "facts", "-D", "out", "-s", STUCK)
-    _one_stall_line(proc)
+def test_run_with_a_stalling_scheduler_is_one_line(project, levelflow):
+    code, _, err = levelflow(["run", project / "p.dl", "-F", project / "facts",
+                              "-D", project / "out", "-s", STUCK])
+    _one_stall_line(code, err)
     assert not (project / "out" / "path.csv").exists()
 
 
-def test_update_with_a_stalling_scheduler_is_one_line(spark, project):
+def test_update_with_a_stalling_scheduler_is_one_line(spark, project, levelflow):
     IncrementalSession.bootstrap(spark, project / "p.dl", project / "facts", project / "st")
-    proc = _levelflow(project, "update", "st", "--insert", "add/edge.facts", "-s", STUCK)
-    _one_stall_line(proc)
+    code, _, err = levelflow(["update", project / "st", "--insert",
+                              project / "add" / "edge.facts", "-s", STUCK])
+    _one_stall_line(code, err)
     session = IncrementalSession.open(spark, project / "st")
     assert session.epoch == 0  # the failed epoch changed nothing
 

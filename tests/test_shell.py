@@ -6,16 +6,12 @@ Inserting a fact that is already there, or removing one that is not, is a no-op 
 from __future__ import annotations
 
 import io
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from levelflow.cli.shell_cmd import Shell
 from levelflow.engine.incremental import IncrementalSession, StateDir
-
-ROOT = Path(__file__).resolve().parents[1]
-LEVELFLOW = ROOT / ".venv" / "bin" / "levelflow"
 
 PROGRAM = """
 .decl person(n:symbol, age:number)
@@ -79,18 +75,23 @@ def test_shell_commands_and_notes(spark, tmp_path):
     assert {tuple(r) for r in session.relation("adult").collect()} == {("cy",)}
 
 
-def shell_cli(tmp_path, script: str) -> subprocess.CompletedProcess:
-    """Return the finished `levelflow shell` run on make()'s program with `script` piped in."""
-    prog, facts = make(tmp_path)
-    return subprocess.run([str(LEVELFLOW), "shell", str(prog), "-F", str(facts), "--state",
-                           str(tmp_path / "st")], input=script, capture_output=True, text=True,
-                          timeout=300)
+@pytest.fixture
+def shell_cli(cli, cli_spark, monkeypatch):
+    """Return a function running `levelflow shell` on make()'s program with a script piped in:
+    (exit code, out, err)."""
+    def run(tmp_path, script: str) -> tuple[int, str, str]:
+        prog, facts = make(tmp_path)
+        monkeypatch.setattr("sys.stdin", io.StringIO(script))  # piped: not a terminal
+        return cli(["shell", prog, "-F", facts, "--state", tmp_path / "st"])
+
+    return run
 
 
-def test_shell_cli_with_piped_input(tmp_path):
-    proc = shell_cli(tmp_path, 'insert person("eve", 20)\ncommit\nprint adult\nsize person\n')
-    assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
+def test_shell_cli_with_piped_input(tmp_path, shell_cli):
+    code, out, err = shell_cli(tmp_path, 'insert person("eve", 20)\ncommit\nprint adult\n'
+                                         'size person\n')
+    assert code == 0, err
+    lines = out.splitlines()
     assert lines[0].startswith("epoch 0: ran 3 of 3 tasks")
     assert "adult\t+1\t-0" in lines
     i = lines.index("ann")
@@ -121,11 +122,11 @@ def test_piped_errors_name_their_line_and_queued_facts_say_so(spark, tmp_path):
     assert shell.errors == 2
 
 
-def test_shell_cli_exits_1_after_a_failed_piped_line(tmp_path):
-    proc = shell_cli(tmp_path, 'insert person("eve", 20)\ninsert nope(1)\ncommit\n')
-    assert proc.returncode == 1
-    assert proc.stderr.strip() == "<stdin>:2: error: unknown relation nope"
-    assert "adult\t+1\t-0" in proc.stdout.splitlines()  # the other lines still ran
+def test_shell_cli_exits_1_after_a_failed_piped_line(tmp_path, shell_cli):
+    code, out, err = shell_cli(tmp_path, 'insert person("eve", 20)\ninsert nope(1)\ncommit\n')
+    assert code == 1
+    assert err.strip() == "<stdin>:2: error: unknown relation nope"
+    assert "adult\t+1\t-0" in out.splitlines()  # the other lines still ran
     assert StateDir(tmp_path / "st").current() == 1
 
 

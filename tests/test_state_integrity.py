@@ -10,17 +10,13 @@ evaluation.
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import sys
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from levelflow.cli import main as cli_main
-from levelflow.cli import state_cmd
 from levelflow.engine.incremental import IncrementalSession, StateDir, StateError
 from levelflow.engine.incremental.state import write as state_write
 from levelflow.engine.incremental.state.repair import check_state, rebuild, restore_epoch
@@ -238,16 +234,6 @@ def test_a_read_back_mismatch_switches_nothing(spark, copy, monkeypatch):
     assert StateDir(copy).current() == 1 and files_of(copy) == before
 
 
-@pytest.fixture
-def cli_spark(spark, monkeypatch):
-    """Make `levelflow state ...` run in-process on the tests' session (and not stop it)."""
-    @contextmanager
-    def shared(master, driver_memory):
-        yield spark
-
-    monkeypatch.setattr(state_cmd, "_spark", shared)
-
-
 def cli(argv, capsys) -> tuple[int, str, str]:
     with pytest.raises(SystemExit) as e:
         cli_main(argv)
@@ -290,17 +276,17 @@ def test_state_check_and_repair_commands(copy, pristine, tmp_path, capsys, cli_s
     assert code == 1 and "not a levelflow state directory" in err and err.count("\n") == 1
 
 
-def test_update_on_a_flipped_byte_is_one_line_and_changes_nothing(copy, tmp_path):
-    """The issue's case, end to end in a real process: no epoch, no traceback."""
+def test_update_on_a_flipped_byte_is_one_line_and_changes_nothing(copy, tmp_path, capsys,
+                                                                  cli_spark):
+    """The issue's case, end to end (in this process, on the tests' session): no epoch, no
+    traceback."""
     victim = part_file(copy, "rel", "path")
     damage(victim, "flip-nocrc")
     before = files_of(copy)
     diff = tmp_path / "d.diff"
     diff.write_text("+edge(1,99)\n")
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
-    run = subprocess.run([sys.executable, "-m", "levelflow", "update", str(copy), "--insert",
-                          str(diff), "--master", "local[1]", "--driver-memory", "1g"],
-                         capture_output=True, text=True, env=env, timeout=600)
-    assert run.returncode == 1 and run.stdout == "", run.stderr
-    assert run.stderr.count("\n") == 1 and "relation path" in run.stderr
-    assert f"{victim.parent}" in run.stderr and files_of(copy) == before
+    code, out, err = cli(["update", str(copy), "--insert", str(diff), "--master", "local[1]",
+                          "--driver-memory", "1g"], capsys)
+    assert code == 1 and out == "", err
+    assert err.count("\n") == 1 and "relation path" in err
+    assert f"{victim.parent}" in err and files_of(copy) == before

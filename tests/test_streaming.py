@@ -18,7 +18,7 @@ import pytest
 
 import levelflow
 from levelflow.engine.incremental.session import IncrementalSession
-from levelflow.engine.incremental.state import StateDir
+from levelflow.engine.incremental.state.directory import StateDir
 from levelflow.engine.spark_io import InputError
 from levelflow.streaming import batch_function, maintain
 

@@ -8,11 +8,6 @@ Python worker's rounds, the native closure); a one-pass join is stopped after it
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import naive_datalog
 import pytest
 
@@ -96,21 +91,17 @@ def test_cross_product_past_the_limit_stops_before_its_job(spark, tmp_path):
     assert not out.exists() or not any(out.iterdir())
 
 
-def test_cli_run_past_the_limit_is_one_line_and_writes_nothing(tmp_path):
-    # In a subprocess (this session already owns a SparkContext), under a generous timeout:
-    # before the guard, this product spilled 3.6 GB for minutes.
+def test_cli_run_past_the_limit_is_one_line_and_writes_nothing(tmp_path, cli, cli_spark):
+    # Before the guard, this product spilled 3.6 GB for minutes.
     _write(tmp_path, CROSS, {"a": [(i,) for i in range(20_000)],
                              "b": [(i,) for i in range(20_000)]})
     out = tmp_path / "out"
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
-    proc = subprocess.run([sys.executable, "-m", "levelflow", "run", str(tmp_path / "p.dl"),
-                           "-F", str(tmp_path / "facts"), "-D", str(out), "-q",
-                           "--max-tuples", "1000", "--driver-memory", "1g"],
-                          capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 1 and proc.stdout == "" and proc.stderr.count("\n") == 1
-    assert proc.stderr == (f"{tmp_path / 'p.dl'}:6: task p: more than 1,000 tuples "
-                           "(--max-tuples 1000): its rule joins 20,000 x 20,000 = "
-                           "400,000,000; stopped\n")
+    code, stdout, stderr = cli(["run", tmp_path / "p.dl", "-F", tmp_path / "facts", "-D", out,
+                                "-q", "--max-tuples", "1000"])
+    assert code == 1 and stdout == "" and stderr.count("\n") == 1
+    assert stderr == (f"{tmp_path / 'p.dl'}:6: task p: more than 1,000 tuples "
+                      "(--max-tuples 1000): its rule joins 20,000 x 20,000 = "
+                      "400,000,000; stopped\n")
     assert not out.exists()  # the folder the failed run made is removed again
 
 

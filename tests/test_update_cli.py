@@ -6,8 +6,6 @@ refused before Spark starts with one line `file:line: error: ...`, exit 1, state
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -23,7 +21,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 import naive_datalog  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-LEVELFLOW = ROOT / ".venv" / "bin" / "levelflow"
 
 PROGRAM = """
 .decl edge(x:number, y:number)
@@ -155,35 +152,32 @@ def _lines(path: Path) -> set[str]:
     return set(path.read_text().splitlines())
 
 
-def test_run_state_then_update_end_to_end(tmp_path):
+def test_run_state_then_update_end_to_end(tmp_path, cli, cli_spark):
     prog = write(tmp_path / "p.dl", PROGRAM)
     write(tmp_path / "facts" / "edge.facts", "1\t2\n2\t3\n3\t4\n")
     write(tmp_path / "facts" / "label.facts", "1\tone\n")
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    run = subprocess.run([str(LEVELFLOW), "run", str(prog), "-F", str(tmp_path / "facts"),
-                          "-D", str(tmp_path / "out0"), "--state", str(tmp_path / "st"), "-q"],
-                         capture_output=True, text=True, env=env, timeout=300)
-    assert run.returncode == 0, run.stderr
-    assert "ran 4 of 4 tasks" in run.stdout
+    code, out, err = cli(["run", prog, "-F", tmp_path / "facts", "-D", tmp_path / "out0",
+                          "--state", tmp_path / "st", "-q"])
+    assert code == 0, err
+    assert "ran 4 of 4 tasks" in out
     ins = write(tmp_path / "upd" / "label.facts", "4\tfour\n")
     diff = write(tmp_path / "upd" / "change.diff", "+edge(4,5)\n-edge(1,2)\n+edge(2,3)\n")
-    upd = subprocess.run([str(LEVELFLOW), "update", str(tmp_path / "st"), "--insert", str(ins),
-                          "--insert", str(diff), "-D", str(tmp_path / "out1"),
-                          "--trace-out", str(tmp_path / "traces" / "epoch1.json"),
-                          "--schedule", str(tmp_path / "traces" / "epoch1.csv")],
-                         capture_output=True, text=True, env=env, timeout=300)
-    assert upd.returncode == 0, upd.stderr
+    code, upd_out, err = cli(["update", tmp_path / "st", "--insert", ins, "--insert", diff,
+                              "-D", tmp_path / "out1",
+                              "--trace-out", tmp_path / "traces" / "epoch1.json",
+                              "--schedule", tmp_path / "traces" / "epoch1.csv"])
+    assert code == 0, err
     edges = {(2, 3), (3, 4), (4, 5)}
     labels = {(1, "one"), (4, "four")}
     ref = _reference(PROGRAM, edges, labels, tmp_path / "ref")
     assert _lines(tmp_path / "out1" / "path.csv") == {f"{a}\t{b}" for a, b in ref["path"]}
     assert _lines(tmp_path / "out1" / "named.csv") == {f"{a}\t{b}" for a, b in ref["named"]}
     # path lost (1,2) (1,3) (1,4), gained (4,5) (2,5) (3,5); named lost all of label 1's.
-    out = upd.stdout.splitlines()
+    out = upd_out.splitlines()
     assert "path\t+3\t-3" in out
     assert "named\t+1\t-3" in out
     assert any("inserted fact(s) of edge already present" in line for line in out)
-    assert "ran 4 of 4 tasks" in upd.stdout
+    assert "ran 4 of 4 tasks" in upd_out
     assert StateDir(tmp_path / "st").current() == 1
     trace = load_trace(tmp_path / "traces" / "epoch1.json")  # its directory made by update
     assert all(trace.active_set()) and len(trace.initial) == 2  # edge and label changed
