@@ -35,6 +35,7 @@ from levelflow.engine.incremental.counting import count_scratch, countable
 from levelflow.engine.incremental.dred import dred_update
 from levelflow.engine.incremental.local_frames import LazyFrame, with_constant
 from levelflow.engine.incremental.scratch import diff, scratch_sets
+from levelflow.engine.incremental.segments import rewrite_whole
 from levelflow.engine.incremental.state import COUNT, Snapshot
 from levelflow.engine.incremental.versions import Change, TaskContext, TaskUpdate, Versions
 from levelflow.engine.plans.planner import LOCAL_ROWS
@@ -461,16 +462,18 @@ class Epoch:
                     (rel[n], max_rank[n]), rows[n] = upd.ranked[n], ver.new_rows
                     pieces[n] = ver.pieces
                     changed.add(n)
-                if n in upd.stored:
-                    stored[n] = upd.stored[n]
+                if n in upd.stored and not rewrite_whole(ver.plus_rows + ver.minus_rows,
+                                                         ver.new_rows):
+                    stored[n] = upd.stored[n]  # else a new base: a segment would compact
         base, base_rows = dict(old.base), dict(old.base_rows)
         changed_base, base_stored = set(), {}
         for n, ver in self.base.items():
             if ver.changed:
                 base[n], base_rows[n] = ver.new, ver.new_rows
                 changed_base.add(n)
-                base_stored[n] = (ver.minus if ver.minus_rows else None,
-                                  ver.plus if ver.plus_rows else None)
+                if not rewrite_whole(ver.plus_rows + ver.minus_rows, ver.new_rows):
+                    base_stored[n] = (ver.minus if ver.minus_rows else None,
+                                      ver.plus if ver.plus_rows else None)
         snap = Snapshot(old.epoch + 1, rel, base, rows, base_rows, set(old.counted), scratch,
                         dict(old.where), dict(old.base_where), pieces, max_rank,
                         stored=stored, base_stored=base_stored, arranged=arranged)

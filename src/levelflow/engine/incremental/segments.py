@@ -169,3 +169,10 @@ def needs_compaction(entry: dict) -> bool:
     rows = chain_rows(entry)
     return len(segs) > MAX_SEGMENTS or (rows > SEGMENT_FLOOR_ROWS
                                         and rows > SEGMENT_FRACTION * base_rows)
+
+
+def rewrite_whole(changed_rows: int, rows: int) -> bool:
+    """Return whether an epoch changing `changed_rows` of a relation of `rows` writes it as a
+    new base: its segment alone would be past the compaction policy, which would then read
+    it back and write the base anyway (a large epoch wrote its change twice)."""
+    return changed_rows > SEGMENT_FLOOR_ROWS and changed_rows > SEGMENT_FRACTION * rows
