@@ -45,7 +45,8 @@ def warm(session, progress=None) -> list[str]:
     """Load each arranged task's state onto the executors (one job each, nothing changed) and
     the driver's index of base facts; return the names of the tasks loaded."""
     ctx = _context(session)
-    tasks = warm_tasks(session, ctx) if session.arranged else []
+    # Under the scratch strategy every epoch recomputes its tasks: nothing to load.
+    tasks = warm_tasks(session, ctx) if session.arranged and session.mode != "scratch" else []
     for i, (task, plan) in enumerate(tasks, 1):
         if progress is not None:
             progress.phase(f"loading the state of task {task.name} onto the executors "
