@@ -37,6 +37,7 @@ from levelflow.engine.incremental.local_frames import LazyFrame, with_constant
 from levelflow.engine.incremental.scratch import diff, scratch_sets
 from levelflow.engine.incremental.segments import rewrite_whole
 from levelflow.engine.incremental.state import COUNT, Snapshot
+from levelflow.engine.incremental.strategies.in_place import EVERY_SHARE, recompute_in_place
 from levelflow.engine.incremental.versions import Change, TaskContext, TaskUpdate, Versions
 from levelflow.engine.plans.planner import LOCAL_ROWS
 from levelflow.engine.types import column_names, empty_relation
@@ -179,9 +180,12 @@ class Epoch:
         if plan is not None:
             large = None if large is None else large * ARRANGED_LARGE_CHANGE
             switch *= ARRANGED_SWITCH
+        recompute = None  # else where the state lives, the share recomputed (in_place.py)
         if self.mode == "elastic" and not counted and large is not None and \
                 self.change_fraction(task) >= large:
-            return self._scratch(v, counted, "bootstrap", t0)
+            if not recompute_in_place(ctx, task, plan, self.snap.arranged.get(task.name)):
+                return self._scratch(v, counted, "bootstrap", t0)
+            recompute = EVERY_SHARE
         cancel = threading.Event()
         tag = f"levelflow-inc-{uuid.uuid4().hex[:12]}"
         timer = None
@@ -202,7 +206,7 @@ class Epoch:
             if counted:
                 upd = self._counting(v, gated, ctx, cancel, t0)
             else:
-                upd = self._dred(v, gated, ctx, plan, cancel, t0)
+                upd = self._dred(v, gated, ctx, plan, cancel, t0, recompute)
             if cancel.is_set():  # finished, but the timer fired during the last job
                 raise TimeoutError
             return upd
@@ -230,15 +234,16 @@ class Epoch:
             return upd
         return self._scratch(v, counted, "scratch", t0)
 
-    def _dred(self, v: int, task, ctx, plan, cancel, t0: float) -> TaskUpdate:
+    def _dred(self, v: int, task, ctx, plan, cancel, t0: float, recompute=None) -> TaskUpdate:
         """Return task v updated by DRed: where its state lives under a local or partitioned
-        plan, else on the Spark side."""
+        plan, else on the Spark side; `recompute`: recomputed there ("bootstrap")."""
         if plan is None:
             out, rounds = dred_update(ctx, task, cancel)
             return self._apply_sets(v, out, "dred", t0, rounds)
         out, rounds, held, stored = arranged_update(ctx, task, plan,
-                                                    self.snap.arranged.get(task.name), cancel)
-        upd = self._apply_sets(v, out, "dred", t0, rounds)
+                                                    self.snap.arranged.get(task.name), cancel,
+                                                    recompute_rows=recompute)
+        upd = self._apply_sets(v, out, "dred" if recompute is None else "bootstrap", t0, rounds)
         upd.held, upd.stored = held, stored
         return upd
 
