@@ -119,6 +119,37 @@ def test_an_epoch_writes_its_change_not_the_relation(spark, tmp_path):
     assert [x["rows"] for x in info["segments"]] == [61]
 
 
+def test_a_change_past_the_policy_is_written_as_a_new_base(spark, tmp_path, monkeypatch):
+    from levelflow.engine.incremental import arranged
+
+    monkeypatch.setattr(segments, "SEGMENT_FLOOR_ROWS", 0)
+    # Epochs on Spark's side: a change the driver holds stays a segment (written without a
+    # job; the compaction comes after the epoch).
+    monkeypatch.setattr(arranged, "DIRECT_ROWS", 0)
+    chain = {(i, i + 1) for i in range(60)}
+    write_facts(tmp_path / "f", {"edge": chain})
+    (tmp_path / "p.dl").write_text(DEGREE)
+    state = tmp_path / "state"
+    s = IncrementalSession.bootstrap(spark, tmp_path / "p.dl", tmp_path / "f", state,
+                                     mode="incremental")
+    s.insert("edge", (100, 0))  # 61 new paths of 1,891: a segment
+    s.commit(compact=False)
+    segs = StateDir(state).manifest()["relations"]["path"]["segments"]
+    assert [(x["epoch"], x["rows"]) for x in segs] == [(1, 61)]
+    s.remove("edge", (30, 31))  # 960 of the 1,891 paths go: the relation written whole
+    s.commit(compact=False)
+    info = StateDir(state).manifest()["relations"]["path"]
+    assert info["epoch"] == 2 and info["segments"] == [] and info["rows"] == 931
+    edges = (chain | {(100, 0)}) - {(30, 31)}
+    want = {(a, b) for a, _ in edges for b in range(a + 1, 61)
+            if all((x, x + 1) in edges for x in range(max(a, 0), b))}
+    want |= {(100, b) for b in range(0, 31)}
+    again = IncrementalSession.open(spark, state)
+    assert rows_of(again.relation("path")) == want
+    s.close()
+    again.close()
+
+
 def test_a_change_the_driver_holds_is_written_from_it_and_checked(spark, tmp_path, monkeypatch):
     import pyarrow.parquet as pq
     from pyspark.sql import DataFrameWriter

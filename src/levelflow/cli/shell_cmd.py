@@ -185,7 +185,7 @@ def _open(spark, program_tasks, factdir: Path, state, resume: bool, flags: dict,
             "large_change": flags["large_change"], "scheduler": flags["scheduler"],
             "jobs": flags["jobs"], "max_tuples": flags["max_tuples"]}
     if resume:
-        return IncrementalSession.open(spark, state, **opts)
+        return IncrementalSession.open(spark, state, progress=progress, **opts)
     return IncrementalSession.bootstrap(spark, program_tasks, factdir, state, progress=progress,
                                         **opts)
 

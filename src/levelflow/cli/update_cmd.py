@@ -107,7 +107,7 @@ def _apply(spark, state, ops, program, flags: dict, progress, clock) -> None:
         session = IncrementalSession.open(
             spark, state, scheduler=flags["scheduler"], jobs=flags["jobs"],
             mode=flags["strategy"], switch=flags["switch"], large_change=flags["large_change"],
-            max_tuples=flags["max_tuples"])
+            max_tuples=flags["max_tuples"], warm=False)  # one epoch: it ships the states itself
     if not ops and flags["program"] is None:  # only -D: write the outputs, no new epoch
         progress.phase("writing outputs")
         session.write_outputs(flags["outdir"])

@@ -44,6 +44,7 @@ from levelflow.engine.incremental.strategies import counting_polars, counting_sp
 from levelflow.engine.incremental.strategies.aggregates import aggregate_task, aggregate_update
 from levelflow.engine.incremental.strategies.counting_spark import count_scratch
 from levelflow.engine.incremental.strategies.dred_spark import dred_update
+from levelflow.engine.incremental.strategies.in_place import EVERY_SHARE, recompute_in_place
 from levelflow.engine.incremental.strategies.recompute import diff, scratch_sets
 from levelflow.engine.incremental.versions import Change, TaskContext, TaskUpdate, Versions
 from levelflow.engine.limitsize import keep_smallest, limited
@@ -127,9 +128,12 @@ class Epoch:
         if plan is not None:
             large = None if large is None else large * ARRANGED_LARGE_CHANGE
             switch *= ARRANGED_SWITCH
+        recompute = None  # else where the state lives, the share recomputed (in_place.py)
         if self.mode == "elastic" and not counted and large is not None and \
                 self.change_fraction(task) >= large:
-            return self._scratch(v, counted, "bootstrap", t0)
+            if not recompute_in_place(ctx, task, plan, self.snap.arranged.get(task.name)):
+                return self._scratch(v, counted, "bootstrap", t0)
+            recompute = EVERY_SHARE
         budget = max(switch * last, self.switch_floor) \
             if self.mode == "elastic" and last is not None else None
         with cancelled_after(self.spark.sparkContext, budget) as cancel:
@@ -139,7 +143,7 @@ class Epoch:
                 elif aggregate_task(task):  # the touched groups anew
                     upd = self._apply_sets(v, aggregate_update(ctx, task), "aggregate", t0, 0)
                 else:
-                    upd = self._dred(v, gated, ctx, plan, cancel, t0)
+                    upd = self._dred(v, gated, ctx, plan, cancel, t0, recompute)
                 if cancel.is_set():  # finished, but the timer fired during the last job
                     raise TimeoutError
                 return upd
@@ -162,15 +166,16 @@ class Epoch:
             return upd
         return self._scratch(v, counted, "scratch", t0)
 
-    def _dred(self, v: int, task, ctx, plan, cancel, t0: float) -> TaskUpdate:
+    def _dred(self, v: int, task, ctx, plan, cancel, t0: float, recompute=None) -> TaskUpdate:
         """Return task v updated by DRed: where its state lives under a local or partitioned
-        plan, else on the Spark side."""
+        plan, else on the Spark side; `recompute`: recomputed there ("bootstrap")."""
         if plan is None:
             out, rounds = dred_update(ctx, task, cancel)
             return self._apply_sets(v, out, "dred", t0, rounds)
         out, rounds, held, stored = arranged_update(ctx, task, plan,
-                                                    self.snap.arranged.get(task.name), cancel)
-        upd = self._apply_sets(v, out, "dred", t0, rounds)
+                                                    self.snap.arranged.get(task.name), cancel,
+                                                    recompute_rows=recompute)
+        upd = self._apply_sets(v, out, "dred" if recompute is None else "bootstrap", t0, rounds)
         upd.held, upd.stored = held, stored
         return upd
 

@@ -131,8 +131,11 @@ class IncrementalSession:
         return session
 
     @classmethod
-    def open(cls, spark, statedir: str | os.PathLike, **options) -> IncrementalSession:
-        """Return a session on the current epoch of an existing state directory."""
+    def open(cls, spark, statedir: str | os.PathLike, *, progress=None, warm: bool = True,
+             **options) -> IncrementalSession:
+        """Return a session on the current epoch of an existing state directory; with `warm`,
+        its tasks' states loaded where their epochs run (backends/warm.py, said on `progress`)."""
+        from levelflow.engine.incremental.backends.warm import warm as warm_states
         from levelflow.tasks import build_tasks, parse_program
 
         state = statedir if isinstance(statedir, StateDir) else StateDir(statedir)
@@ -142,6 +145,8 @@ class IncrementalSession:
         session = cls(spark, pt, data["program"], state.load(spark, pt.program), state, **options)
         session.streams = dict(data.get("streams", {}))
         session.base_index.prefetch(session.snap, pt.program.decls)
+        if warm:
+            warm_states(session, progress)
         return session
 
     def staged(self, program_tasks: ProgramTasks, program_text: str, snap) -> IncrementalSession:

@@ -49,6 +49,10 @@ class BaseIndex:
             return
         self._loaded = (snap.epoch, frames)
 
+    def wait(self) -> None:
+        """Wait for the background load `prefetch` started, and take what it loaded."""
+        self._take_prefetched()
+
     def _take_prefetched(self) -> None:
         if self._loader is None:
             return

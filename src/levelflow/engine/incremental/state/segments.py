@@ -169,3 +169,16 @@ def needs_compaction(entry: dict) -> bool:
     rows = chain_rows(entry)
     return len(segs) > MAX_SEGMENTS or (rows > SEGMENT_FLOOR_ROWS
                                         and rows > SEGMENT_FRACTION * base_rows)
+
+
+def rewrite_whole(changed_rows: int, rows: int, parts) -> bool:
+    """Return whether an epoch changing `changed_rows` of a relation of `rows` writes it as a
+    new base: its segment alone would be past the compaction policy, which would then read
+    it back and write the base anyway (a large epoch wrote its change twice), and the
+    segment's `parts` (removed, added) are not all rows the driver holds (those it writes
+    without a Spark job, and the compaction comes after the epoch's answer)."""
+    from levelflow.engine.incremental.backends.driver_rows import rows_of
+
+    held = all(rows_of(df) is not None for df in parts if df is not None)
+    return not held and changed_rows > SEGMENT_FLOOR_ROWS and \
+        changed_rows > SEGMENT_FRACTION * rows

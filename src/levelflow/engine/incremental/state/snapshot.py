@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from levelflow.engine.evaluate import RANK
 from levelflow.engine.incremental.backends.driver_rows import LazyFrame
+from levelflow.engine.incremental.state.segments import rewrite_whole
 from levelflow.engine.types import empty_relation
 
 if TYPE_CHECKING:
@@ -88,16 +89,18 @@ def next_snapshot(old: Snapshot, tasks, updates: dict, base_versions: dict
                 (rel[n], max_rank[n]), rows[n] = upd.ranked[n], ver.new_rows
                 pieces[n] = ver.pieces
                 changed.add(n)
-            if n in upd.stored:
-                stored[n] = upd.stored[n]
+            if n in upd.stored and not rewrite_whole(ver.plus_rows + ver.minus_rows,
+                                                     ver.new_rows, upd.stored[n]):
+                stored[n] = upd.stored[n]  # else a new base: a segment would compact
     base, base_rows = dict(old.base), dict(old.base_rows)
     changed_base, base_stored = set(), {}
     for n, ver in base_versions.items():
         if ver.changed:
             base[n], base_rows[n] = ver.new, ver.new_rows
             changed_base.add(n)
-            base_stored[n] = (ver.minus if ver.minus_rows else None,
-                              ver.plus if ver.plus_rows else None)
+            seg = (ver.minus if ver.minus_rows else None, ver.plus if ver.plus_rows else None)
+            if not rewrite_whole(ver.plus_rows + ver.minus_rows, ver.new_rows, seg):
+                base_stored[n] = seg
     snap = Snapshot(old.epoch + 1, rel, base, rows, base_rows, set(old.counted), scratch,
                     dict(old.where), dict(old.base_where), pieces, max_rank,
                     stored=stored, base_stored=base_stored, arranged=arranged)

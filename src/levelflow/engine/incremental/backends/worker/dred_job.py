@@ -13,6 +13,7 @@ version plus the added rows minus the removed ones, compacted when it grows long
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -249,13 +250,17 @@ def _run(ctx: TaskContext, spec: Spec, frames):
                    lambda col: _counted(col, len(spec.names)))
 
 
-def arranged_update(ctx: TaskContext, task: Task, plan, held: Held | None, cancel=None
+def arranged_update(ctx: TaskContext, task: Task, plan, held: Held | None, cancel=None,
+                    recompute_rows: int | None = None
                     ) -> tuple[dict[str, Change], int, Held, dict]:
     """Return per relation its Change, the rounds, where the state now lives, and per relation
-    the (removed, added) ranked rows: the task's epoch run where its state lives."""
+    the (removed, added) ranked rows: the task's epoch run where its state lives
+    (`recompute_rows`: local_dred.update's share limit, if not its own)."""
     parts = _parts(ctx, task, plan)
     specs, frames = _sources(ctx, task, ship=False)
     spec = _spec(ctx, task, plan, held, parts, specs)
+    if recompute_rows is not None:
+        spec = dataclasses.replace(spec, recompute_rows=recompute_rows)
 
     def first(ctx, spec, frames):
         packed = direct_input(frames)
