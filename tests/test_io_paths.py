@@ -144,20 +144,6 @@ def test_shell_confine_refuses_an_input_outside_before_spark(tree, capsys):
 
 # --- accepted under --confine, with Spark (the CLI runs in-process on the tests' session) ---
 
-@pytest.fixture
-def cli_spark(spark, monkeypatch):
-    from contextlib import contextmanager
-
-    import levelflow.cli.spark as cli_spark_module
-
-    @contextmanager
-    def tests_session(master, driver_memory, log, clock=None):
-        yield spark  # the CLI's own session would be a second SparkContext in this process
-
-    monkeypatch.setattr(cli_spark_module, "spark_session", tests_session)
-    return spark
-
-
 def test_run_confine_accepts_paths_inside(tree, capsys, cli_spark):
     prog = write(tree / "p.dl", HEAD + '.input edge(filename="./edge.facts")\n'
                                        '.output path(filename="sub/p.csv")\n')

@@ -146,20 +146,6 @@ def test_parquet_and_table_outputs_are_written_all_or_nothing(spark, tmp_path, e
         spark.sql("DROP DATABASE IF EXISTS lf_out CASCADE")
 
 
-@pytest.fixture
-def cli_spark(spark, monkeypatch):
-    from contextlib import contextmanager
-
-    import levelflow.cli.spark as cli_spark_module
-
-    @contextmanager
-    def tests_session(master, driver_memory, log, clock=None):
-        yield spark  # the CLI's own session would be a second SparkContext in this process
-
-    monkeypatch.setattr(cli_spark_module, "spark_session", tests_session)
-    return spark
-
-
 def cli(argv, capsys) -> tuple[int, str]:
     from levelflow.cli import main as cli_main
 

@@ -648,10 +648,15 @@ class _Parser:
         """Parse an intrinsic functor's call `name(args...)`."""
         name = self.take()
         self.take()  # (
+        args, depth = self.terms(")")
+        return Call(name.text, tuple(args), self.loc(name)), depth + 1
+
+    def terms(self, close: str) -> tuple[list[Term], int]:
+        """Parse `t, ...` up to `close` (consumed): the terms and their deepest nesting."""
         self.nest()
         args: list[Term] = []
         depth = 0
-        if not self.at(")"):
+        if not self.at(close):
             while True:
                 arg, adepth = self.binary()
                 args.append(arg)
@@ -660,8 +665,8 @@ class _Parser:
                     break
                 self.take()
         self.depth -= 1
-        self.expect(")")
-        return Call(name.text, tuple(args), self.loc(name)), depth + 1
+        self.expect(close)
+        return args, depth
 
     def aggregate(self) -> Aggregate:
         """Parse `count : { body }`, `sum e : { body }` (min, max, mean alike); the body may be

@@ -61,28 +61,11 @@ def adt_type(p: Parser, name: str, loc, first) -> None:
     p.out.types.append(TypeDef(name, "adt", (), loc, tuple(branches)))
 
 
-def _args(p: Parser, close: str) -> tuple[list[Term], int]:
-    p.nest()
-    args: list[Term] = []
-    depth = 0
-    if not p.at(close):
-        while True:
-            arg, d = p.binary()
-            args.append(arg)
-            depth = max(depth, d)
-            if not p.at(","):
-                break
-            p.take()
-    p.depth -= 1
-    p.expect(close)
-    return args, depth
-
-
 def record_term(p: Parser) -> tuple[Term, int]:
     """Parse `[t, ...]` in a term position."""
     start = p.take()
     p.out.surface = True  # tasks/records.py lowers it
-    args, depth = _args(p, "]")
+    args, depth = p.terms("]")
     return Record(tuple(args), "", p.loc(start)), depth + 1
 
 
@@ -97,5 +80,5 @@ def branch_term(p: Parser) -> tuple[Term, int]:
     if not p.at("("):
         return Record((), "$" + nxt.text, p.loc(start)), 0
     p.take()
-    args, depth = _args(p, ")")
+    args, depth = p.terms(")")
     return Record(tuple(args), "$" + nxt.text, p.loc(start)), depth + 1
