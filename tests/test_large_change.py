@@ -13,7 +13,7 @@ from test_arranged import _check, _commit, _tc_session  # noqa: E402
 
 
 def test_a_large_deletion_recomputes_where_the_state_lives(spark, tmp_path, monkeypatch):
-    from levelflow.engine.incremental import local_dred
+    from levelflow.engine.incremental.strategies import dred_polars as local_dred
 
     monkeypatch.setattr(local_dred, "RECOMPUTE_ROWS", 0)  # no share is small enough by itself
     rng = random.Random(4)

@@ -120,12 +120,12 @@ def test_an_epoch_writes_its_change_not_the_relation(spark, tmp_path):
 
 
 def test_a_change_past_the_policy_is_written_as_a_new_base(spark, tmp_path, monkeypatch):
-    from levelflow.engine.incremental import arranged
+    from levelflow.engine.incremental.backends.worker import share_job
 
     monkeypatch.setattr(segments, "SEGMENT_FLOOR_ROWS", 0)
     # Epochs on Spark's side: a change the driver holds stays a segment (written without a
     # job; the compaction comes after the epoch).
-    monkeypatch.setattr(arranged, "DIRECT_ROWS", 0)
+    monkeypatch.setattr(share_job, "DIRECT_ROWS", 0)
     chain = {(i, i + 1) for i in range(60)}
     write_facts(tmp_path / "f", {"edge": chain})
     (tmp_path / "p.dl").write_text(DEGREE)
