@@ -115,7 +115,9 @@ def test_epochs_over_http_match_from_scratch_across_a_restart(spark, tmp_path, f
             status, text = served.request("POST", "/epoch", diff_of(ops))
             assert status == 200, text
             answer = json.loads(text)
-            assert answer["epoch"] == k and answer["spark_jobs"] > 0
+            assert answer["epoch"] == k and isinstance(answer["spark_jobs"], int)
+            if not answer["relations"]:  # a diff that nets to nothing: checked in the driver
+                assert answer["spark_jobs"] == 0, answer  # (its base index loaded by open)
             check_against_reference(HttpView(served, spark), pt, facts, tmp_path / f"r{k}")
             if k == 2:  # close, open, continue
                 served.close()
