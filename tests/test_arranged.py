@@ -238,11 +238,12 @@ def test_a_recomputed_row_removed_before_comes_back_in_the_spark_side_copy(
     rng = random.Random(13)
     edges = {(rng.randrange(15), rng.randrange(15)) for _ in range(30)}
     session, pt = _tc_session(spark, tmp_path, edges)
-    for k, (gone, fresh, now) in enumerate(_epochs(rng, edges, 15, 14), 1):
+    # 7 epochs: rows removed earlier come back from the second on (measured: 6 of 7 epochs)
+    for k, (gone, fresh, now) in enumerate(_epochs(rng, edges, 15, 7), 1):
         edges = now
         _commit(session, gone, fresh)
         _check(session, pt, edges, tmp_path / f"ref{k}")
-    assert any(cancelled)
+    assert sum(cancelled) >= 3
 
 
 def test_a_missing_executor_copy_is_shipped_again(spark, tmp_path):
