@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import time
 from functools import partial
-from pathlib import Path
 
 from levelflow.driver import drive
 from levelflow.engine.evaluate import cut
 from levelflow.engine.guard import check_products, from_failure, task_limit
-from levelflow.engine.incremental.backends.driver_rows import LazyFrame, with_constant
+from levelflow.engine.incremental.backends.driver_rows import with_constant
 from levelflow.engine.incremental.backends.worker.counting_job import counted_update
 from levelflow.engine.incremental.backends.worker.dred_job import (
-    LOG_PIECES,
     arranged_update,
     fresh_held,
     plan_for,
@@ -38,7 +36,8 @@ from levelflow.engine.incremental.elastic import (
     SWITCH_FLOOR_SECONDS,
     cancelled_after,
 )
-from levelflow.engine.incremental.results import Delta, EpochError, EpochResult
+from levelflow.engine.incremental.outcome import apply_counts, apply_sets, epoch_result
+from levelflow.engine.incremental.results import EpochError, EpochResult
 from levelflow.engine.incremental.state.snapshot import COUNT, Snapshot, next_snapshot
 from levelflow.engine.incremental.strategies import counting_polars, counting_spark
 from levelflow.engine.incremental.strategies.aggregates import aggregate_task, aggregate_update
@@ -49,12 +48,11 @@ from levelflow.engine.incremental.strategies.recompute import diff, scratch_sets
 from levelflow.engine.incremental.versions import Change, TaskContext, TaskUpdate, Versions
 from levelflow.engine.limitsize import keep_smallest, limited
 from levelflow.engine.plans.planner import LOCAL_ROWS
-from levelflow.engine.types import column_names, empty_relation
+from levelflow.engine.types import column_names
 from levelflow.engine.workers import SparkWorkers, one_line
 from levelflow.errors import LevelflowError
 from levelflow.tasks.functors import uses_autoinc
 from levelflow.tasks.tasks import ProgramTasks
-from levelflow.traces.model import JobTrace
 
 
 class Epoch:
@@ -271,47 +269,12 @@ class Epoch:
         return upd
 
     def _apply_counts(self, v, out, strategy, t0, lazy: bool = False) -> TaskUpdate:
-        """Return the TaskUpdate of a counted task from its relations' Changes; `lazy`: the
-        new counts stay plans over the old ones (cut once LOG_PIECES epochs deep), else cut."""
-        versions, counts, stored = {}, {}, {}
-        for n, ch in out.items():
-            old = self.versions[n]
-            ver = Versions(self.program.decls[n], old.old, old.old_rows)
-            if ch.dirty:
-                new_c = ch.new
-                if lazy and old.pieces < LOG_PIECES:  # no job: a plan one epoch deeper
-                    ver.pieces = old.pieces + 1
-                elif strategy == "counting":
-                    new_c = cut(new_c)[0]
-                counts[n] = new_c
-                tuples = LazyFrame(lambda c=new_c: c.drop(COUNT))
-                ver.set_change(tuples, ch.rows, ch.plus, ch.plus_rows, ch.minus, ch.minus_rows)
-                if ch.stored is not None:
-                    stored[n] = ch.stored
-            versions[n] = ver
-        return TaskUpdate(v, strategy, time.perf_counter() - t0, versions, counts,
-                          stored=stored)
+        """Return the TaskUpdate of a counted task from its relations' Changes (outcome.py)."""
+        return apply_counts(self, v, out, strategy, t0, lazy)
 
     def _apply_sets(self, v, out, strategy, t0, rounds) -> TaskUpdate:
-        """Return the TaskUpdate of a set-maintained (DRed, ranked) task."""
-        versions, ranked, stored = {}, {}, {}
-        for n, ch in out.items():
-            old = self.versions[n]
-            ver = Versions(self.program.decls[n], old.old, old.old_rows, old.pieces)
-            if ch.plus_rows or ch.minus_rows:
-                cols = column_names(self.program.decls[n].arity)
-                tuples = LazyFrame(lambda new=ch.new, cols=cols: new.select(*cols))
-                ver.set_change(tuples, ch.rows, ch.plus, ch.plus_rows, ch.minus, ch.minus_rows)
-            if ch.new is not None:
-                # Same tuples can come with new ranks (a tuple lost its support and was
-                # re-derived later): keep them, or a later deletion trusts a stale rank.
-                ver.pieces = ch.pieces
-                ranked[n] = (ch.new, ch.top)
-                if ch.stored is not None:
-                    stored[n] = ch.stored
-            versions[n] = ver
-        return TaskUpdate(v, strategy, time.perf_counter() - t0, versions, ranked=ranked,
-                          iterations=rounds, stored=stored)
+        """Return the TaskUpdate of a set-maintained (DRed, ranked) task (outcome.py)."""
+        return apply_sets(self, v, out, strategy, t0, rounds)
 
     # -- the driver ----------------------------------------------------------------------------
 
@@ -380,30 +343,5 @@ class Epoch:
         return next_snapshot(self.snap, self.pt.tasks, self.updates, self.base)
 
     def result(self, seconds: float) -> EpochResult:
-        """Return the EpochResult of the finished epoch."""
-        deltas = {}
-        for n, ver in self.versions.items():
-            if ver.changed:
-                decl = self.program.decls[n]
-                deltas[n] = Delta(ver.plus if ver.plus_rows else empty_relation(self.spark, decl),
-                                  ver.minus if ver.minus_rows else empty_relation(self.spark,
-                                                                                  decl),
-                                  ver.plus_rows, ver.minus_rows)
-        names = self.pt.graph.names
-        epoch = self.snap.epoch + 1
-        durations = [0.0] * len(self.pt.tasks)
-        for v, u in self.updates.items():
-            durations[v] = u.seconds
-        trace = JobTrace(graph=self.pt.graph, durations=durations, initial=tuple(self.initial()),
-                         activations=dict(self.activations),
-                         name=f"{Path(self.program.file).stem}-epoch{epoch}", processors=self.jobs)
-        return EpochResult(
-            epoch=epoch, deltas=deltas, ran=len(self.updates),
-            total=len(self.pt.tasks),
-            strategies={names[v]: u.strategy for v, u in sorted(self.updates.items())},
-            task_seconds={names[v]: u.seconds for v, u in sorted(self.updates.items())},
-            seconds=seconds, trace=trace,
-            schedule=sorted(self.schedule, key=lambda row: (row[2], row[1])),
-            spark_jobs={names[v]: n for v, n in sorted(self.task_jobs.items())},
-            arranged=tuple(names[v] for v, u in sorted(self.updates.items())
-                           if u.held is not None))
+        """Return the EpochResult of the finished epoch (outcome.py)."""
+        return epoch_result(self, seconds)
