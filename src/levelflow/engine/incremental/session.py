@@ -20,9 +20,9 @@ from pathlib import Path
 
 from levelflow.engine.evaluate import cut
 from levelflow.engine.guard import MAX_TUPLES, check_limit
-from levelflow.engine.incremental.backends.driver_rows import frame_of_rows
 from levelflow.engine.incremental.elastic import LARGE_CHANGE, SWITCH, SWITCH_FLOOR_SECONDS
 from levelflow.engine.incremental.epoch import Epoch
+from levelflow.engine.incremental.net_change import net_change, present
 from levelflow.engine.incremental.program_text import load_tasks
 from levelflow.engine.incremental.results import EpochResult
 from levelflow.engine.incremental.state.base_delta import BaseDelta
@@ -33,7 +33,6 @@ from levelflow.engine.incremental.strategies.counting_spark import counted_relat
 from levelflow.engine.incremental.updates import Op, coerce_row, parse_literal
 from levelflow.engine.incremental.versions import Versions
 from levelflow.engine.plans.resident import check_root
-from levelflow.engine.types import column_names, rows_frame
 from levelflow.tasks.tasks import ProgramTasks
 
 # Fact files a bootstrap reads into the driver (one job, which also seeds the driver's index
@@ -209,67 +208,12 @@ class IncrementalSession:
         return state
 
     def _present(self, relation: str, rows) -> set[tuple]:
-        """Return which of `rows` are base facts of `relation` now."""
-        import pyspark.sql.functions as F
-
-        decl = self.program.decls[relation]
-        if not self.snap.base_rows[relation] or not rows:
-            return set()
-        if decl.arity == 0:
-            return {()}
-        found = self.base_index.present(self.snap, relation, decl, list(rows))
-        if found is not None:
-            return found
-        probe = rows_frame(self.spark, decl, list(rows))
-        hits = self.snap.base[relation].join(F.broadcast(probe), column_names(decl.arity),
-                                             "left_semi")
-        return {tuple(r) for r in hits.collect()}
+        """Return which of `rows` are base facts of `relation` now (net_change.py)."""
+        return present(self, relation, rows)
 
     def _net_change(self, ops) -> tuple[dict[str, Versions], list[str]]:
         """Return per input relation its base Versions with the net change set, and notes."""
-        by_rel: dict[str, list[Op]] = {}
-        for op in ops:
-            by_rel.setdefault(op.relation, []).append(op)
-        base, notes = {}, []
-        for name in self.program.inputs:
-            decl = self.program.decls[name]
-            ver = Versions(decl, self.snap.base[name], self.snap.base_rows[name])
-            base[name] = ver
-            if name not in by_rel:
-                continue
-            touched = list(dict.fromkeys(op.row for op in by_rel[name]))
-            initial = self._present(name, touched)
-            state = {row: row in initial for row in touched}
-            noop_ins = noop_rem = 0  # ops on facts present (absent) before the epoch only:
-            for op in by_rel[name]:  # a new fact listed twice is not "already present"
-                was = op.row in initial
-                if op.sign > 0:
-                    noop_ins += state[op.row] and was
-                    state[op.row] = True
-                else:
-                    noop_rem += not state[op.row] and not was
-                    state[op.row] = False
-            if noop_ins:
-                notes.append(f"note: {noop_ins} inserted fact(s) of {name} already present "
-                             f"(no-op)")
-            if noop_rem:
-                notes.append(f"note: {noop_rem} removed fact(s) of {name} not present (no-op)")
-            plus = [r for r in touched if state[r] and r not in initial]
-            minus = [r for r in touched if not state[r] and r in initial]
-            if not plus and not minus:
-                continue
-            self._changed[name] = (decl, plus, minus)
-            plus_df = frame_of_rows(self.spark, decl, plus) if plus else None
-            minus_df = frame_of_rows(self.spark, decl, minus) if minus else None
-            delta = self._base_deltas.get(name)
-            if delta is None or delta.frame is not ver.old:  # the base was read or rebuilt
-                delta = BaseDelta(ver.old, frozenset(), frozenset(), ver.old)
-            self._pending_bases[name] = delta = delta.then(self.spark, decl, plus, minus,
-                                                           plus_df, minus_df)
-            # plus holds only absent facts and minus only present ones: the size needs no job
-            ver.set_change(delta.frame, ver.old_rows + len(plus) - len(minus), plus_df,
-                           len(plus), minus_df, len(minus))
-        return base, notes
+        return net_change(self, ops)
 
     # -- epochs --------------------------------------------------------------------------------
 
