@@ -32,7 +32,6 @@ import os
 import shutil
 import time
 import uuid
-import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,6 +54,7 @@ from levelflow.engine.incremental.state.integrity import (
     cause,
     verify,
 )
+from levelflow.engine.incremental.state.locks import DirLocks
 from levelflow.engine.incremental.state.segments import (
     compose,
     segment_path,
@@ -89,7 +89,7 @@ READABLE = ("levelflow-state/3", "levelflow-state/4", "levelflow-state/5", FORMA
 KEEP = 2  # epochs garbage collection keeps by default: the current one and the one before
 
 
-class StateDir:
+class StateDir(DirLocks):
     """A state directory on disk: read the current epoch, write the next one atomically."""
 
     def __init__(self, path: str | os.PathLike, keep: int | None = None) -> None:
@@ -99,35 +99,6 @@ class StateDir:
         self.keep = keep  # None: as the current manifest says (KEEP if it says nothing)
         self._reader_fd: int | None = None
         self.notes: list[str] = []  # what a commit has to tell (an epoch set aside)
-
-    def hold_readers_lock(self) -> None:
-        """Hold a shared lock on READERS until this object goes: no commit deletes what we read.
-
-        Sessions read their epoch's Parquet lazily, so a commit by another process must not
-        delete the previous epoch's files while a session (a shell, an API user) still reads
-        them; it leaves them for a later commit instead.
-        """
-        if self._reader_fd is not None:
-            return
-        fd = self._lock_file("READERS")
-        fcntl.flock(fd, fcntl.LOCK_SH)
-        self._reader_fd = fd
-        self._reader_closer = weakref.finalize(self, os.close, fd)
-
-    def release_readers_lock(self) -> None:
-        """Drop the shared READERS lock (the session will read nothing more)."""
-        if self._reader_fd is not None:
-            self._reader_closer()
-            self._reader_fd = None
-
-    def _lock_file(self, name: str) -> int:
-        """Return an open descriptor of the lock file `name`, creating the directory."""
-        try:
-            self.path.mkdir(parents=True, exist_ok=True)
-            return os.open(self.path / name, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as e:
-            raise StateError(f"{self.path}: error: cannot use as a state directory "
-                             f"({e.strerror})") from None
 
     @property
     def epochs(self) -> Path:
@@ -179,20 +150,6 @@ class StateDir:
             raise StateError(f"{path}: error: manifest is not the one CURRENT names (CURRENT "
                              f"was edited, or the manifest replaced)")
         return data
-
-    @contextlib.contextmanager
-    def lock(self):
-        """Hold the writer lock for the block; raise StateError if another writer has it."""
-        fd = self._lock_file("LOCK")
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise StateError(f"{self.path}: error: the state is locked by another "
-                                 f"writer") from None
-            yield
-        finally:
-            os.close(fd)
 
     def stored(self, program: Program, data: dict) -> list[Stored]:
         """Return every directory an epoch's manifest names (bases, segments), with what it
