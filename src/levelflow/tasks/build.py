@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from levelflow.tasks.ast import Program, Rule
 from levelflow.tasks.graph import TaskGraph
-from levelflow.tasks.strata import Precedence, precedence
+from levelflow.tasks.rule_graph import precedence
+from levelflow.tasks.strata import Precedence
 from levelflow.tasks.tasks import ProgramTasks, Task
 
 

@@ -37,7 +37,8 @@ from levelflow.tasks.lower import lower_rule
 from levelflow.tasks.parser import Parsed
 from levelflow.tasks.records import lower_program as lower_records
 from levelflow.tasks.regpath import expand_paths
-from levelflow.tasks.strata import Precedence, precedence
+from levelflow.tasks.rule_graph import precedence
+from levelflow.tasks.strata import Precedence
 from levelflow.tasks.subtypes import check_program_subtypes
 from levelflow.tasks.typecheck import (
     INT64_MAX,

@@ -1,15 +1,14 @@
 """The precedence graph of a program's relations and its strongly connected components.
 
 SCCs are found on integer ids by an iterative Tarjan, so deep chains are safe. The graph is built
-once, by the checker (stratification), and kept on the Program for `build_tasks`.
+once from the rules (`rule_graph.precedence`), by the checker (stratification), and kept on the
+Program for `build_tasks`. Nothing here imports the AST, which names `Precedence`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-
-from levelflow.tasks.ast import Rule
 
 
 def strongly_connected(n: int, succ: Sequence[Sequence[int]]) -> list[list[int]]:
@@ -74,23 +73,3 @@ class Precedence:
         """Return whether an SCC is recursive: several relations, or one that reads itself."""
         members = self.comps[comp]
         return len(members) > 1 or members[0] in self.succ[members[0]]
-
-
-def precedence(names: Iterable[str], rules: Iterable[Rule]) -> Precedence:
-    """Return the precedence graph of the named relations (atoms of other names are skipped)."""
-    ids = {name: i for i, name in enumerate(names)}
-    succ: list[set[int]] = [set() for _ in ids]
-    for rule in rules:
-        if not rule.body:  # a fact reads nothing
-            continue
-        heads = [ids[h.relation] for h in rule.heads if h.relation in ids]
-        for _, atom, _ in rule.body_atoms():
-            if atom.relation in ids:
-                succ[ids[atom.relation]].update(heads)
-    out = [sorted(s) for s in succ]
-    comps = strongly_connected(len(ids), out)
-    comp_of = [0] * len(ids)
-    for k, members in enumerate(comps):
-        for v in members:
-            comp_of[v] = k
-    return Precedence(ids, out, comps, comp_of)
