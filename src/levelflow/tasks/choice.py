@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from levelflow.tasks.ast import Atom, Comparison, Loc, Negation, Rule, Var
 
 if TYPE_CHECKING:
-    from levelflow.tasks.parser import _Parser as Parser
+    from levelflow.tasks.parser_protocol import TokenParser as Parser
     from levelflow.tasks.typecheck import Report
 
 

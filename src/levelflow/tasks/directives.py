@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from levelflow.tasks.ast import IO, Loc
 
 if TYPE_CHECKING:
-    from levelflow.tasks.parser import Parsed
+    from levelflow.tasks.parser_protocol import ParsedOut as Parsed
     from levelflow.tasks.strata import Precedence
     from levelflow.tasks.typecheck import Report
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from levelflow.tasks.ast import Record, Term, TypeDef, TypeRef
 
 if TYPE_CHECKING:
-    from levelflow.tasks.parser import _Parser as Parser
+    from levelflow.tasks.parser_protocol import TokenParser as Parser
 
 
 def _fields(p: Parser, close: str) -> tuple:
