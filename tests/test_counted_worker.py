@@ -20,9 +20,8 @@ import pytest
 from levelflow.engine.incremental import IncrementalSession
 from levelflow.engine.incremental.backends.driver_rows import arrow_of, frame_of_table
 from levelflow.engine.incremental.backends.worker import counting_share
-from levelflow.engine.incremental.backends.worker.dred_job import Held, _next_token
 from levelflow.engine.incremental.backends.worker.dred_share import MISS_REL, Spec
-from levelflow.engine.incremental.backends.worker.share_job import direct_input
+from levelflow.engine.incremental.backends.worker.share_job import Held, direct_input, next_token
 from levelflow.engine.plans import resident
 from levelflow.tasks import build_tasks, parse_program
 
@@ -141,7 +140,7 @@ def _spec(task, program, pairs, lineage, token) -> tuple[Spec, list]:
     spec = Spec(rules=tuple(r for r in task.rules if r.body), names=task.relations,
                 decls=dict(program.decls), sources=tuple(s for s, _ in pairs),
                 facts={"r": [(1, 2)]}, key=None, parts=1, lineage=lineage, old_token=token,
-                new_token=_next_token(token))
+                new_token=next_token(token))
     return spec, [f for _, f in pairs]
 
 

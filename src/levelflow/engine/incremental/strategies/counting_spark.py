@@ -156,7 +156,7 @@ def _fold(ctx: TaskContext, name: str, signed: list[DataFrame], small: bool) -> 
         upd, rows = _update(union_all(signed), old_c, cols, small)
     if upd is None:
         return Change(old_c, rows=old.old_rows)
-    return _counts_change(old_c, old, cols, upd, rows)
+    return counts_change(old_c, old, cols, upd, rows)
 
 
 def _update_small(bag: DataFrame, old_c: DataFrame, cols: list[str]):
@@ -199,7 +199,7 @@ def _fold_summed(ctx: TaskContext, name: str, summed: pl.DataFrame) -> Change:
     dc = frame_of_table(ctx.spark, arrow_of(summed), schema)
     cols = column_names(decl.arity)
     upd, sizes = _touched(dc, summed.height, old_c, cols)
-    return _counts_change(old_c, old, cols, upd, sizes)
+    return counts_change(old_c, old, cols, upd, sizes)
 
 
 def _touched(dc: DataFrame, rows: int, old_c: DataFrame, cols: list[str]):
@@ -239,7 +239,7 @@ def _lost():
     return (F.col("_old") > 0) & (F.col("_new") <= 0)
 
 
-def _counts_change(old_c, old, cols: list[str], upd: DataFrame, sizes: dict) -> Change:
+def counts_change(old_c, old, cols: list[str], upd: DataFrame, sizes: dict) -> Change:
     """Return the Change a cut update of counts (c.., _old, _new) makes."""
     import pyspark.sql.functions as F
 

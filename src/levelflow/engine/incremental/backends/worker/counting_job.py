@@ -19,15 +19,17 @@ import polars as pl
 
 from levelflow.engine.incremental.backends.driver_rows import arrow_of, frame_of_table
 from levelflow.engine.incremental.backends.worker import counting_share
-from levelflow.engine.incremental.backends.worker.dred_job import Held, _spec, packed_sources
 from levelflow.engine.incremental.backends.worker.dred_share import MISS_REL
 from levelflow.engine.incremental.backends.worker.share_job import (
+    Held,
     direct_input,
+    packed_sources,
     run_direct,
     run_job,
     run_or_ship,
+    share_spec,
 )
-from levelflow.engine.incremental.strategies.counting_spark import _counts_change
+from levelflow.engine.incremental.strategies.counting_spark import counts_change
 from levelflow.engine.incremental.versions import Change, TaskContext
 from levelflow.engine.plans.in_spark import packed_schema
 from levelflow.engine.types import column_names, relation_schema
@@ -41,7 +43,7 @@ def counted_update(ctx: TaskContext, task: Task, held: Held | None, cancel=None
     """Return per relation its Change and where the task's counts now live: the epoch run
     in the worker that keeps them (run again with them shipped if it does not)."""
     specs, frames = _sources(ctx, task, ship=False)
-    spec = _spec(ctx, task, None, held, 1, specs)
+    spec = share_spec(ctx, task, None, held, 1, specs)
     spec, out, seen = run_or_ship(ctx, task, spec, frames, _sources, (_run, _run), cancel)
     changes = {n: _change(ctx, n, out, r, seen) for r, n in enumerate(task.relations)}
     return changes, Held(spec.lineage, spec.new_token, 1)
@@ -94,13 +96,13 @@ def _change(ctx: TaskContext, n: str, out, r: int, seen) -> Change:
     if not isinstance(out, pl.DataFrame):
         upd = out.filter(F.col("_rel") == r).select(
             *[F.col(f"o{r}_{c}").alias(c) for c in cols], "_old", "_new")
-        return _counts_change(old_c, old, cols, upd, sizes)
+        return counts_change(old_c, old, cols, upd, sizes)
     mine = out.filter(pl.col("_rel") == r).select(
         *[pl.col(f"o{r}_{c}").alias(c) for c in cols], "_old", "_new")
     fields = relation_schema(ctx.decls[n]).fields
     upd = frame_of_table(ctx.spark, arrow_of(mine), StructType(
         [*fields, StructField("_old", LongType()), StructField("_new", LongType())]))
-    change = _counts_change(old_c, old, cols, upd, sizes)
+    change = counts_change(old_c, old, cols, upd, sizes)
     # Δ± and the segment as rows the driver holds: the tasks below can run direct too, and
     # the segment is written from the driver (state.write_all).
     old_, new_ = pl.col("_old"), pl.col("_new")

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import polars as pl
 
-from levelflow.engine.evaluate import RANK, cut, fact_rows
-from levelflow.engine.evaluate import cast_fact as _cast
+from levelflow.engine.evaluate import RANK, cut
 from levelflow.engine.incremental.backends.driver_rows import (
     LazyFrame,
     arrow_of,
@@ -39,12 +38,15 @@ from levelflow.engine.incremental.backends.worker.dred_share import (
     update_partition,
 )
 from levelflow.engine.incremental.backends.worker.share_job import (
+    Held,
     direct_input,
+    next_token,
+    packed_sources,
     run_direct,
     run_job,
     run_or_ship,
+    share_spec,
 )
-from levelflow.engine.incremental.strategies import dred_polars
 from levelflow.engine.incremental.versions import Change, TaskContext
 from levelflow.engine.plans import choose_plan
 from levelflow.engine.plans.in_spark import packed_schema
@@ -118,17 +120,6 @@ def _cancelled(added, removed):
     return minus(added, removed), minus(removed, added), 1
 
 
-@dataclass(frozen=True, slots=True)
-class Held:
-    """Where a task's state lives on the executors (lineage, version token, shares), and its
-    Spark-side copy per relation."""
-
-    lineage: str
-    token: str
-    parts: int
-    logs: dict = field(default_factory=dict)  # relation -> Log
-
-
 def plan_for(ctx: TaskContext, task: Task):
     """Return the task's plan if its epochs can run arranged, else None."""
     decls = ctx.decls
@@ -171,56 +162,9 @@ def _sources(ctx: TaskContext, task: Task, ship: bool) -> tuple[list, list]:
     return specs, frames
 
 
-def packed_sources(ctx: TaskContext, task: Task, lower: tuple[str, str] | None,
-                   facts: tuple[str, str] | None) -> tuple[list, list]:
-    """Return the (relation, kind) of each packed source and its frame: each lower
-    relation's `lower` (kind, "old" or "new": which version) and net change
-    (plus, minus), each own relation's base facts' `facts` version and change (fplus, fminus)."""
-    specs, frames = [], []
-
-    def add(ver, n: str, picked, kinds, whole: bool) -> None:
-        version = [] if picked is None else [
-            (picked[0], getattr(ver, picked[1]), whole or getattr(ver, f"{picked[1]}_rows"))]
-        for kind, df, rows in (*version, (kinds[0], ver.plus, ver.plus_rows),
-                               (kinds[1], ver.minus, ver.minus_rows)):
-            if rows:
-                specs.append((n, kind))
-                frames.append(df)
-
-    for n in task.reads_from:  # a worker reads every lower relation: shipped even empty
-        add(ctx.versions[n], n, lower, ("plus", "minus"), True)
-    for n in task.relations:
-        if n in ctx.base:
-            add(ctx.base[n], n, facts, ("fplus", "fminus"), False)
-    return specs, frames
-
-
-def _spec(ctx: TaskContext, task: Task, plan, held: Held | None, parts: int, sources) -> Spec:
-    decls = {n: ctx.decls[n] for n in set(task.relations) | set(task.reads_from)}
-    facts = {}
-    for n in task.relations:
-        rows = fact_rows(task.rules, n)
-        if rows:
-            facts[n] = [_cast(r, decls[n].types) for r in rows]
-    same = held is not None and held.parts == parts
-    return Spec(rules=tuple(r for r in task.rules if r.body), names=task.relations,
-                decls=decls, sources=tuple(sources), facts=facts,
-                key=plan.key if parts > 1 else None, parts=parts,
-                lineage=held.lineage if same else uuid.uuid4().hex[:16],
-                old_token=held.token if same else None,
-                new_token=_next_token(held.token if same else None),
-                recompute_rows=dred_polars.RECOMPUTE_ROWS)
-
-
 def fresh_held(ctx: TaskContext, task: Task, plan) -> Held:
     """Return where a from-scratch run under `plan` leaves the task's state (a new lineage)."""
-    return Held(uuid.uuid4().hex[:16], _next_token(None), _parts(ctx, task, plan))
-
-
-def _next_token(token: str | None) -> str:
-    """Return the next version token: a sequence number (which file is newer), then noise."""
-    seq = int(token[:10]) + 1 if token else 0
-    return f"{seq:010d}{uuid.uuid4().hex[:6]}"
+    return Held(uuid.uuid4().hex[:16], next_token(None), _parts(ctx, task, plan))
 
 
 def _schema(spec: Spec):
@@ -258,7 +202,7 @@ def arranged_update(ctx: TaskContext, task: Task, plan, held: Held | None, cance
     (`recompute_rows`: local_dred.update's share limit, if not its own)."""
     parts = _parts(ctx, task, plan)
     specs, frames = _sources(ctx, task, ship=False)
-    spec = _spec(ctx, task, plan, held, parts, specs)
+    spec = share_spec(ctx, task, plan, held, parts, specs)
     if recompute_rows is not None:
         spec = dataclasses.replace(spec, recompute_rows=recompute_rows)
 

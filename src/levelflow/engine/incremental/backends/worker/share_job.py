@@ -1,21 +1,26 @@
 """One Spark job over a task's shares kept on the executors, whatever the strategy: packed
 inputs through `mapInArrow`, or a direct job (an RDD job carrying rows the driver holds in its
 closure and bringing the output back as Arrow); run again with the state shipped when a share
-missed it. dred_job.py and counting_job.py say what goes in and what comes back."""
+missed it. Also what both strategies' jobs share: where a task's state lives (`Held`), the
+packed sources and the `Spec` every share is told (`share_spec`). dred_job.py and
+counting_job.py say what goes in and what comes back."""
 
 from __future__ import annotations
 
 import dataclasses
 import uuid
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import polars as pl
 
-from levelflow.engine.evaluate import cut_observed
+from levelflow.engine.evaluate import cast_fact, cut_observed, fact_rows
 from levelflow.engine.incremental.backends.driver_rows import (
     rows_of,
 )
 from levelflow.engine.incremental.backends.spark_joins import check_cancel
+from levelflow.engine.incremental.backends.worker.dred_share import Spec
+from levelflow.engine.incremental.strategies.dred_polars import RECOMPUTE_ROWS
 from levelflow.engine.incremental.versions import TaskContext
 from levelflow.engine.plans import resident
 from levelflow.engine.plans.in_spark import pack_inputs
@@ -100,3 +105,64 @@ def run_direct(ctx: TaskContext, spec, packed: bytes, share_rows, observed):
     shares = sc.parallelize(range(spec.parts), spec.parts).mapPartitionsWithIndex(run).collect()
     out = pl.concat([pl.read_ipc_stream(b) for b in shares])
     return out, out.select(metrics(pl, pl.col, observed)).row(0, named=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """Where a task's state lives on the executors (lineage, version token, shares), and its
+    Spark-side copy per relation."""
+
+    lineage: str
+    token: str
+    parts: int
+    logs: dict = field(default_factory=dict)  # relation -> Log
+
+
+def packed_sources(ctx: TaskContext, task: Task, lower: tuple[str, str] | None,
+                   facts: tuple[str, str] | None) -> tuple[list, list]:
+    """Return the (relation, kind) of each packed source and its frame: each lower
+    relation's `lower` (kind, "old" or "new": which version) and net change
+    (plus, minus), each own relation's base facts' `facts` version and change (fplus, fminus)."""
+    specs, frames = [], []
+
+    def add(ver, n: str, picked, kinds, whole: bool) -> None:
+        version = [] if picked is None else [
+            (picked[0], getattr(ver, picked[1]), whole or getattr(ver, f"{picked[1]}_rows"))]
+        for kind, df, rows in (*version, (kinds[0], ver.plus, ver.plus_rows),
+                               (kinds[1], ver.minus, ver.minus_rows)):
+            if rows:
+                specs.append((n, kind))
+                frames.append(df)
+
+    for n in task.reads_from:  # a worker reads every lower relation: shipped even empty
+        add(ctx.versions[n], n, lower, ("plus", "minus"), True)
+    for n in task.relations:
+        if n in ctx.base:
+            add(ctx.base[n], n, facts, ("fplus", "fminus"), False)
+    return specs, frames
+
+
+def share_spec(ctx: TaskContext, task: Task, plan, held: Held | None, parts: int, sources
+               ) -> Spec:
+    """Return what every share of a task's epoch is told: its rules, relations, packed
+    sources, facts, key and the version tokens (the lineage kept when the shares are)."""
+    decls = {n: ctx.decls[n] for n in set(task.relations) | set(task.reads_from)}
+    facts = {}
+    for n in task.relations:
+        rows = fact_rows(task.rules, n)
+        if rows:
+            facts[n] = [cast_fact(r, decls[n].types) for r in rows]
+    same = held is not None and held.parts == parts
+    return Spec(rules=tuple(r for r in task.rules if r.body), names=task.relations,
+                decls=decls, sources=tuple(sources), facts=facts,
+                key=plan.key if parts > 1 else None, parts=parts,
+                lineage=held.lineage if same else uuid.uuid4().hex[:16],
+                old_token=held.token if same else None,
+                new_token=next_token(held.token if same else None),
+                recompute_rows=RECOMPUTE_ROWS)
+
+
+def next_token(token: str | None) -> str:
+    """Return the next version token: a sequence number (which file is newer), then noise."""
+    seq = int(token[:10]) + 1 if token else 0
+    return f"{seq:010d}{uuid.uuid4().hex[:6]}"
