@@ -4,7 +4,7 @@ Every maintained tuple carries a rank (`_it`): the round it was found in. Invari
 of rank r > 0 has a derivation from tuples of rank < r (facts and rules over lower relations
 give rank 0). That is what Soufflé's incremental mode records with `@iteration`.
 
-1. Suspects (dred_spark_suspects.py). Candidates are the old tuples that lose a derivation:
+1. Suspects (dred_spark_ops.py). Candidates are the old tuples that lose a derivation:
    removed base facts, heads of derivations through a lower relation's Δ-, then heads of
    derivations through a new suspect. A candidate stays if it is still a base or program
    fact, or has a derivation from the new lower relations and own tuples of smaller rank that
@@ -45,7 +45,7 @@ from levelflow.engine.incremental.backends.spark_joins import (
     check_cancel,
     heads_of,
 )
-from levelflow.engine.incremental.strategies.dred_spark_suspects import (
+from levelflow.engine.incremental.strategies.dred_spark_ops import (
     find_suspects,
     still_facts,
     through_lower_deltas,
