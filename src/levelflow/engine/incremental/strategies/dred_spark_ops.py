@@ -1,6 +1,6 @@
-"""Step 1 of delete-and-rederive on Spark (dred_spark.py states the algorithm and the rank
-invariant): the suspects, old tuples that may have lost every derivation, found round by round
-from the candidates that lost one and have no support of smaller rank left."""
+"""Delete-and-rederive's operations on Spark (dred.py states the algorithm, which calls them, and
+the rank invariant): the suspects' candidates and support checks, S', the re-derivation, the
+heads through a lower relation's change; each over DataFrames, each step a Spark job."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from levelflow.engine.incremental.backends.spark_joins import (
 )
 from levelflow.engine.incremental.strategies.rewrites import (
     as_positive,
+    rederive_rule,
     stand_in_decls,
     support_rule,
 )
@@ -162,63 +163,134 @@ def through_lower_deltas(ctx: TaskContext, rules, names, deleting: bool, frames:
     return out
 
 
-def find_suspects(ctx: TaskContext, task: Task, rules, rec_rules, cols, cancel):
-    """Return (the suspects per relation, rounds): tuples that may have lost every derivation."""
-    import pyspark.sql.functions as F
+class SparkDRed:
+    """DRed's operations over DataFrames (dred.DRedOps): a frame is a cut DataFrame and its
+    row count, a candidate also carries its ranked rows; each step is a Spark job."""
 
-    names = task.relations
-    own = set(names)
-    old = {n: ctx.versions[n] for n in names}
-    suspects = _Suspects(names)
-    seeds: dict[str, list[DataFrame]] = {n: [] for n in names}
+    def __init__(self, ctx: TaskContext, task: Task, cancel) -> None:
+        self.ctx, self.task, self.cancel = ctx, task, cancel
+        self.names = task.relations
+        self.rules = [r for r in task.rules if r.body]
+        self.cols = {n: column_names(ctx.decls[n].arity) for n in self.names}
+        self.suspects = _Suspects(self.names)
+        self.deleted: dict[str, tuple[DataFrame | None, int]] = {}
+        self.kept: dict[str, tuple[DataFrame, int]] = {}  # S' per relation, set by keep
+        self.kept_ranked: dict[str, DataFrame] = {}
+        self._now: tuple[dict, dict] = ({}, {})  # what atoms read "now": own S', lower new
+
+    def empty(self, frame) -> bool:
+        return not frame[1]
+
+    def check_cancel(self) -> None:
+        check_cancel(self.cancel)
+
+    def removed_facts(self, name: str) -> list[DataFrame]:
+        b = self.ctx.base.get(name)
+        return [b.minus] if b is not None and b.minus_rows else []
+
+    def inserted_facts(self, name: str) -> list[DataFrame]:
+        b = self.ctx.base.get(name)
+        return [b.plus] if b is not None and b.plus_rows else []
+
+    def through_lower(self, deleting: bool) -> dict[str, list[DataFrame]]:
+        vers = self.ctx.versions
+        frames, rows = (({n: v.old for n, v in vers.items()},
+                         {n: v.old_rows for n, v in vers.items()}) if deleting else self._now)
+        return through_lower_deltas(self.ctx, self.rules, self.names, deleting, frames, rows)
+
+    def candidates(self, name: str, seeds: list[DataFrame]):
+        if not seeds or not self.ctx.versions[name].old_rows:
+            return None, 0, None
+        return _candidates(self.ctx, name, union_all(seeds), self.cols[name], self.suspects)
+
+    def supported(self, cands: dict) -> dict[str, list[DataFrame]]:
+        return _supported(self.ctx, self.task, self.rules, cands, self.suspects, self.cols)
+
+    def mark_lost(self, name: str, cand, kept: list[DataFrame]) -> tuple[DataFrame | None, int]:
+        import pyspark.sql.functions as F
+
+        lost, rows, _ = cand
+        if not rows:
+            return None, 0
+        if kept:
+            # Few candidates: their supported subset is small too once deduplicated;
+            # broadcast it rather than shuffle the candidates against it.
+            found = union_all(kept).distinct()
+            found = F.broadcast(found) if rows <= BROADCAST_ROWS else found
+            lost = lost.join(found, self.cols[name], "left_anti")
+        fresh = cut(lost)
+        self.suspects.add(name, *fresh)
+        return fresh
+
+    def through_suspect(self, rule, pos: int, fresh):
+        df, rows = fresh
+        own = set(self.names)
+        frames = {k: _old_or_new(self.ctx.versions[a.relation], own)
+                  for k, a, _ in rule.body_atoms()}
+        sizes = self.ctx.sizes(rule, new=False)
+        frames[pos], sizes[pos] = bcast_small(df, rows), rows
+        return heads_of(self.ctx, rule, self.names, frames, sizes, first=pos)
+
+    def keep(self) -> dict[str, tuple[DataFrame | None, int]]:
+        # Every piece is cut, so their union needs no copy.
+        self.deleted = {n: (self.suspects.frame(n), self.suspects.rows(n)) for n in self.names}
+        self.kept, self.kept_ranked = keep(self.ctx, self.names, self.deleted, self.cols)
+        own, vers = set(self.names), self.ctx.versions
+        self._now = ({n: self.kept[n][0] if n in own else vers[n].new for n in vers},
+                     {n: self.kept[n][1] if n in own else vers[n].new_rows for n in vers})
+        return self.deleted
+
+    def still_facts(self, name: str, suspects) -> list[DataFrame]:
+        return still_facts(self.ctx, self.task, name, *suspects, self.cols[name])
+
+    def rederived(self, rule, suspects) -> DataFrame:
+        decls = stand_in_decls(self.ctx.decls, self.names)
+        return rederive(self.ctx, rule, rule.heads[0], *suspects, decls, *self._now)
+
+
+def keep(ctx: TaskContext, names, deleted: dict, cols) -> tuple[dict, dict]:
+    """Return per relation S' = old - suspects, as (tuples, rows) and with its ranks.
+
+    Few suspects: a broadcast anti join applied on every scan is cheaper than copying the whole
+    relation; many: copy once.
+    """
+    kept, kept_ranked = {}, {}
     for n in names:
-        b = ctx.base.get(n)
-        if b is not None and b.minus_rows:
-            seeds[n].append(b.minus)
-    for n, heads in through_lower_deltas(ctx, rules, names, True,
-                                          {n: v.old for n, v in ctx.versions.items()},
-                                          {n: v.old_rows for n, v in ctx.versions.items()}
-                                          ).items():
-        seeds[n] += heads
-    rounds = 0
-    cands = {n: _candidates(ctx, n, union_all(seeds[n]), cols[n], suspects)
-             if seeds[n] and old[n].old_rows else (None, 0, None) for n in names}
-    while any(rows for _, rows, _ in cands.values()):
-        check_cancel(cancel)
-        rounds += 1
-        kept = _supported(ctx, task, rules, cands, suspects, cols)
-        fresh: dict[str, tuple[DataFrame | None, int]] = {}
-        for n in names:
-            lost, rows, _ = cands[n]
-            if not rows:
-                fresh[n] = (None, 0)
-                continue
-            if kept[n]:
-                # Few candidates: their supported subset is small too once deduplicated;
-                # broadcast it rather than shuffle the candidates against it.
-                found = union_all(kept[n]).distinct()
-                found = F.broadcast(found) if rows <= BROADCAST_ROWS else found
-                lost = lost.join(found, cols[n], "left_anti")
-            fresh[n] = cut(lost)
-        for n in names:
-            suspects.add(n, *fresh[n])
-        # The next candidates: heads of old derivations that use a new suspect.
-        nxt: dict[str, list[DataFrame]] = {n: [] for n in names}
-        for rule in rec_rules:
-            for j, atom, neg in rule.body_atoms():
-                df, rows = fresh.get(atom.relation, (None, 0))
-                if neg or atom.relation not in own or not rows:
-                    continue
-                frames = {k: _old_or_new(ctx.versions[a.relation], own)
-                          for k, a, _ in rule.body_atoms()}
-                sizes = ctx.sizes(rule, new=False)
-                frames[j], sizes[j] = bcast_small(df, rows), rows
-                for name, heads in heads_of(ctx, rule, names, frames, sizes, first=j):
-                    nxt[name].append(heads)
-        cands = {n: _candidates(ctx, n, union_all(nxt[n]), cols[n], suspects) if nxt[n]
-                 else (None, 0, None) for n in names}
-    # Every piece is cut, so their union needs no copy.
-    return {n: (suspects.frame(n), suspects.rows(n)) for n in names}, rounds
+        old = ctx.versions[n]
+        d, d_rows = deleted[n]
+        if not d_rows:
+            kept[n], kept_ranked[n] = (old.old, old.old_rows), ctx.old_ranked[n]
+            continue
+        ranked = ctx.old_ranked[n].join(bcast_small(d, d_rows), cols[n], "left_anti")
+        if d_rows > BROADCAST_ROWS:
+            ranked = cut(ranked)[0]
+        kept_ranked[n] = ranked
+        kept[n] = (ranked.select(*cols[n]), old.old_rows - d_rows)
+    return kept, kept_ranked
+
+
+def rederive(ctx, rule, head, d, d_rows, decls2, frames_new, rows_new) -> DataFrame:
+    """Return the suspects of `head` that `rule` derives from S' and the new lower relations."""
+    atoms = rule.body_atoms()
+    if any(not neg for _, _, neg in atoms):
+        # deleted(head args), body: joined first, so only the suspects' bindings are tried.
+        prefixed = rederive_rule(rule, head)
+        frames = {0: bcast_small(d, d_rows)}
+        sizes = {0: d_rows}
+        for i, atom, _ in atoms:
+            frames[i + 1] = frames_new[atom.relation]
+            sizes[i + 1] = rows_new[atom.relation]
+        try:
+            (_, heads), = heads_of(ctx, prefixed, (head.relation,), frames, sizes, first=0,
+                                 decls=decls2, small_seed=d_rows <= BROADCAST_ROWS)
+            return heads
+        except CompileError:
+            pass  # e.g. a head expression the prefix cannot bind: evaluate the rule plainly
+    frames = {i: frames_new[a.relation] for i, a, _ in atoms}
+    sizes = {i: rows_new[a.relation] for i, a, _ in atoms}
+    (_, heads), = heads_of(ctx, rule, (head.relation,), frames, sizes)
+    cols = column_names(ctx.decls[head.relation].arity)
+    return heads.join(bcast_small(d, d_rows), cols, "left_semi")
 
 
 def _old_or_new(ver, own) -> DataFrame:
