@@ -1,6 +1,6 @@
 """Rank-based delete-and-rederive for one share of a task, inside one process (a Spark task).
 
-The algorithm of dred_spark.py (its docstring states it and the rank invariant) over Polars frames:
+dred.py's algorithm (its docstring states it and the rank invariant) over PolarsDRed's operations:
 the share's state is in memory, so every step is a local join and the whole update is part of
 one Spark job. Constant: the rules, the lower relations' new version and change, the base facts'
 change. Produced: the share's new state, and per relation the ranked tuples removed (with their
@@ -31,6 +31,7 @@ from levelflow.engine.incremental.strategies.arranged_lookups import (
     Members,
     member_lookups,
 )
+from levelflow.engine.incremental.strategies.dred import delete_and_rederive
 from levelflow.engine.incremental.strategies.rewrites import (
     rederive_rule,
     stand_in_decls,
@@ -155,44 +156,6 @@ def _supported(olds: dict[str, OldTuples], inp: Inputs, cands: dict) -> dict:
     return out
 
 
-def _find_suspects(olds: dict[str, OldTuples], inp: Inputs, old: Mapping[str, pl.DataFrame]
-                   ) -> int:
-    """Mark the old tuples that may have lost every derivation as suspect; return the rounds."""
-    names = inp.names
-    seeds = {n: [inp.facts_minus[n]] if n in inp.facts_minus else [] for n in names}
-    for n, heads in _through_lower(inp, inp.lower_minus, old).items():
-        seeds[n] += heads
-    cands = _candidates(olds, inp, seeds)
-    recursive = [r for r in inp.rules if reads_own(r, names)]
-    # A support check reads the new lower relations, so a tuple it kept may lean on a lower
-    # tuple inserted this epoch: a new suspect's heads are found through old and new ones.
-    either = {**{n: pl.concat([old[n], inp.lower_plus[n]]) if n in inp.lower_plus else old[n]
-                 for n in inp.lower_new}, **{n: old[n] for n in names}}
-    rounds = 0
-    while any(c.height for c in cands.values()):
-        rounds += 1
-        kept = _supported(olds, inp, cands)
-        fresh = {}
-        for n, c in cands.items():
-            lost = c.drop(RANK)
-            if kept[n] and lost.height:
-                lost = lost.join(pl.concat(kept[n]).unique(), on=lost.columns, how="anti")
-            fresh[n] = lost
-            olds[n].mark(lost)
-        nxt: dict[str, list[pl.DataFrame]] = {n: [] for n in names}
-        for rule in recursive:
-            atoms = rule.body_atoms()
-            for j, atom, neg in atoms:
-                if neg or atom.relation not in fresh or not fresh[atom.relation].height:
-                    continue
-                at = {k: either[a.relation] for k, a, _ in atoms}
-                at[j] = fresh[atom.relation]
-                for name, heads in _heads(rule, inp.decls, at, names, first=j):
-                    nxt[name].append(heads)
-        cands = _candidates(olds, inp, nxt)
-    return rounds
-
-
 class _Kept:
     """The tuples each relation keeps after the deletion phase: the old frame (tombstones
     included where the tuples pack), its sorted keys and rows; the live tuples are built only
@@ -255,23 +218,73 @@ def _rederived(inp: Inputs, rule: Rule, suspects: pl.DataFrame, kept: _Kept) -> 
     return heads.join(suspects, on=heads.columns, how="semi")
 
 
-def _insert_seeds(inp: Inputs, suspects: dict, kept: _Kept) -> dict[str, list[pl.DataFrame]]:
-    """Return what the fixpoint restarts from: inserted facts, re-derived suspects, and the
-    heads of derivations through the lower relations' insertions."""
-    seeds: dict[str, list[pl.DataFrame]] = {n: [] for n in inp.names}
-    for n in inp.names:
-        if n in inp.facts_plus:
-            seeds[n].append(inp.facts_plus[n])
-        facts = inp.facts_new.get(n)
-        if suspects[n].height and facts is not None:
-            seeds[n].append(suspects[n].join(facts, on=suspects[n].columns, how="semi"))
-    for rule in inp.rules:
-        d = suspects[rule.heads[0].relation]
-        if d.height:
-            seeds[rule.heads[0].relation].append(_rederived(inp, rule, d, kept))
-    for n, heads in _through_lower(inp, inp.lower_plus, _Frames(inp, kept)).items():
-        seeds[n] += heads
-    return seeds
+class PolarsDRed:
+    """DRed's operations over one share's Polars frames (dred.DRedOps): its old tuples marked
+    suspect in place (arranged.OldTuples), every step a local join."""
+
+    def __init__(self, state: Arranged, inp: Inputs) -> None:
+        self.inp, self.names, self.rules = inp, inp.names, inp.rules
+        self.olds = {n: OldTuples(state.ranked[n], state.keys[n], state.rows[n])
+                     for n in inp.names}
+        self.old = {**{n: _old_version(inp, n) for n in inp.lower_new},
+                    **{n: state.ranked[n].drop(RANK) for n in inp.names}}
+        # A support check reads the new lower relations, so a tuple it kept may lean on a lower
+        # tuple inserted this epoch: a new suspect's heads are found through old and new ones.
+        self.either = {**{n: pl.concat([self.old[n], inp.lower_plus[n]])
+                          if n in inp.lower_plus else self.old[n] for n in inp.lower_new},
+                       **{n: self.old[n] for n in inp.names}}
+        self.split: dict[str, tuple] = {}  # per relation OldTuples.split(), set by keep
+        self.kept: _Kept | None = None
+
+    def empty(self, frame: pl.DataFrame) -> bool:
+        return not frame.height
+
+    def check_cancel(self) -> None:
+        pass  # a worker's update is cancelled with its Spark job
+
+    def removed_facts(self, name: str) -> list[pl.DataFrame]:
+        return [self.inp.facts_minus[name]] if name in self.inp.facts_minus else []
+
+    def inserted_facts(self, name: str) -> list[pl.DataFrame]:
+        return [self.inp.facts_plus[name]] if name in self.inp.facts_plus else []
+
+    def through_lower(self, deleting: bool) -> dict[str, list[pl.DataFrame]]:
+        if deleting:
+            return _through_lower(self.inp, self.inp.lower_minus, self.old)
+        return _through_lower(self.inp, self.inp.lower_plus, _Frames(self.inp, self.kept))
+
+    def candidates(self, name: str, seeds: list[pl.DataFrame]) -> pl.DataFrame:
+        old = self.olds[name]
+        return old.among(_in_share(self.inp, name, pl.concat(seeds))) if seeds \
+            else old.ranked.clear()
+
+    def supported(self, cands: dict) -> dict[str, list[pl.DataFrame]]:
+        return _supported(self.olds, self.inp, cands)
+
+    def mark_lost(self, name: str, cand: pl.DataFrame, kept: list[pl.DataFrame]
+                  ) -> pl.DataFrame:
+        lost = cand.drop(RANK)
+        if kept and lost.height:
+            lost = lost.join(pl.concat(kept).unique(), on=lost.columns, how="anti")
+        self.olds[name].mark(lost)
+        return lost
+
+    def through_suspect(self, rule: Rule, pos: int, fresh: pl.DataFrame):
+        at = {k: self.either[a.relation] for k, a, _ in rule.body_atoms()}
+        at[pos] = fresh
+        return _heads(rule, self.inp.decls, at, self.names, first=pos)
+
+    def keep(self) -> dict[str, pl.DataFrame]:
+        self.split = {n: old.split() for n, old in self.olds.items()}
+        self.kept = _Kept(self.split)
+        return {n: old.suspects for n, old in self.olds.items()}
+
+    def still_facts(self, name: str, suspects: pl.DataFrame) -> list[pl.DataFrame]:
+        facts = self.inp.facts_new.get(name)
+        return [] if facts is None else [suspects.join(facts, on=suspects.columns, how="semi")]
+
+    def rederived(self, rule: Rule, suspects: pl.DataFrame) -> pl.DataFrame:
+        return _rederived(self.inp, rule, suspects, self.kept)
 
 
 # A deletion of at least RECOMPUTE_FRACTION of what the task reads, in a share of at most
@@ -289,13 +302,9 @@ def update(state: Arranged, inp: Inputs, recompute_rows: int = RECOMPUTE_ROWS) -
         return _recomputed(state, inp)
     names = inp.names
     top = state.top()
-    olds = {n: OldTuples(state.ranked[n], state.keys[n], state.rows[n]) for n in names}
-    old_lower = {n: _old_version(inp, n) for n in inp.lower_new}
-    rounds = _find_suspects(olds, inp, {**old_lower,
-                                        **{n: state.ranked[n].drop(RANK) for n in names}})
-    split = {n: old.split() for n, old in olds.items()}
-    kept = _Kept(split)
-    seeds = _insert_seeds(inp, {n: old.suspects for n, old in olds.items()}, kept)
+    ops = PolarsDRed(state, inp)
+    seeds, rounds = delete_and_rederive(ops)
+    split, kept = ops.split, ops.kept
     rels = {}
     for n in names:
         rel = Relation(inp.decls[n], empty_frame(inp.decls[n]),
