@@ -2,7 +2,7 @@
 
 A counted task below an arranged one often reads only that task's change, which a direct epoch
 brought back to the driver (driver_rows.py), and the epoch's facts. Its rules' delta terms
-(counting_spark.py) then run in Polars on those rows: no Spark plan is built, and when the count
+(counting.py) then run in Polars on those rows: no Spark plan is built, and when the count
 changes sum to nothing (cyclic(x) :- path(x, x) over new paths of a DAG) no Spark job runs.
 A term that reads a relation held only on the Spark side sends the whole task elsewhere.
 The terms themselves (`count_changes`) are a function of Polars frames, which the worker that
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 import polars as pl
 
 from levelflow.engine.incremental.backends.driver_rows import polars_of, rows_of
-from levelflow.engine.incremental.strategies.rewrites import as_positive
+from levelflow.engine.incremental.strategies.counting import SIGNS, delta_terms
 from levelflow.engine.plans.columnar import body_rows, frame_schema, head_rows
 from levelflow.tasks.ast import Wildcard
 
@@ -108,23 +108,21 @@ def count_changes(rules: tuple[Rule, ...], names: tuple[str, ...], decls: Mappin
 
 def _rule_terms(rule: Rule, decls, rows: Rows, parts: dict) -> None:
     """Add a rule's signed heads, new(A1..Ai-1) x delta(Ai) x old(Ai+1..An), to `parts`."""
-    atoms = rule.body_atoms()
-    for i, atom, neg in atoms:
-        if not rows.changed(atom.relation):
-            continue
+    for term in delta_terms(rule, rows.changed):
         frames = None
-        variant = as_positive(rule, i) if neg else rule
-        for deleting in (False, True):
-            delta = atom_delta(rows, atom, decls[atom.relation], neg, deleting)
+        for deleting, sign in SIGNS:
+            delta = atom_delta(rows, term.atom, decls[term.atom.relation], term.negated,
+                               deleting)
             if delta is None or not delta.height:
                 continue
             if frames is None:  # only terms with rows read the other atoms
-                frames = {j: rows.version(a.relation, j < i) for j, a, _ in atoms if j != i}
-            body, types = body_rows(variant, decls, {**frames, i: delta}, first=i)
-            for head in variant.heads:
+                frames = {j: rows.version(n, new) for j, n, new in term.others}
+            body, types = body_rows(term.rule, decls, {**frames, term.pos: delta},
+                                    first=term.pos)
+            for head in term.rule.heads:
                 if head.relation in parts:
                     heads = head_rows(body, types, head, decls[head.relation])
-                    parts[head.relation].append(_signed(heads, -1 if deleting else 1))
+                    parts[head.relation].append(_signed(heads, sign))
 
 
 def atom_delta(rows: Rows, atom: Atom, decl: Decl, negated: bool, deleting: bool

@@ -1,11 +1,5 @@
-"""Counting: updating a non-recursive task by counts of derivations.
-
-A tuple's count is its number of derivations: one per base fact, per program fact, and per row
-a rule body yields. For a rule R :- A1, ..., An the change is the telescoping sum over changed
-atoms k of  new(A1..Ak-1) × Δ(Ak) × old(Ak+1..An);  a negated atom !A contributes -Δ of A's
-projection on its non-wildcard positions (an insertion deletes). Tuples whose count crosses
-zero are the net Δ±.
-"""
+"""Counting on Spark: a non-recursive task updated by counts of derivations, its delta terms
+(counting.py states them) evaluated over DataFrames and folded into the old counts."""
 
 from __future__ import annotations
 
@@ -22,7 +16,7 @@ from levelflow.engine.incremental.backends.spark_broadcast import bcast_small
 from levelflow.engine.incremental.backends.spark_joins import heads_of, program_facts
 from levelflow.engine.incremental.state.snapshot import COUNT
 from levelflow.engine.incremental.strategies.aggregates import aggregate_task
-from levelflow.engine.incremental.strategies.rewrites import as_positive
+from levelflow.engine.incremental.strategies.counting import SIGNS, delta_terms
 from levelflow.engine.incremental.versions import Change, TaskContext
 from levelflow.engine.types import column_names, empty_relation, relation_schema
 from levelflow.tasks.ast import Atom, Program, Var
@@ -116,26 +110,18 @@ def _signed_changes(ctx: TaskContext, task: Task
     for rule in task.rules:
         if not rule.body:
             continue
-        atoms = rule.body_atoms()
-        for i, atom, neg in atoms:
-            ver = ctx.versions[atom.relation]
-            if not ver.changed:
-                continue
-            # new(A1..Ai-1) x delta(Ai) x old(Ai+1..An)
+        for term in delta_terms(rule, lambda n: ctx.versions[n].changed):
             frames, sizes = {}, {}
-            for j, a, _ in atoms:
-                if j != i:
-                    v = ctx.versions[a.relation]
-                    frames[j] = v.new if j < i else v.old
-                    sizes[j] = v.new_rows if j < i else v.old_rows
-            for deleting in (False, True):
-                df, rows = ver.delta(atom, neg, deleting)
+            for j, n, new in term.others:
+                v = ctx.versions[n]
+                frames[j], sizes[j] = (v.new, v.new_rows) if new else (v.old, v.old_rows)
+            ver, i = ctx.versions[term.atom.relation], term.pos
+            for deleting, sign in SIGNS:
+                df, rows = ver.delta(term.atom, term.negated, deleting)
                 if not rows:
                     continue
                 frames[i], sizes[i] = bcast_small(df, rows), rows
-                sign = -1 if deleting else 1
-                variant = as_positive(rule, i) if neg else rule
-                for name, heads in heads_of(ctx, variant, task.relations, dict(frames), sizes,
+                for name, heads in heads_of(ctx, term.rule, task.relations, dict(frames), sizes,
                                           first=i):
                     signed[name].append(heads.withColumn("_s", F.lit(sign)))
                     read[name] += sum(sizes.values())
