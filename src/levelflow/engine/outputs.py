@@ -33,17 +33,10 @@ def write_outputs(program: Program, relations: Mapping, outdir, *, jobs: int = 1
     outdir.mkdir(parents=True, exist_ok=True)
     # Each file goes to a hidden temp file beside its final path (same filesystem), and is
     # renamed into place only once every output has been written.
-    plan, staged = [], []
+    staged = []
     frames = [io for io in program.output_directives if frame_kind(io) is not None]
-    for io in program.output_directives:
-        name = io.relation
-        if frame_kind(io) is not None:
-            continue
-        stdout = io.option("IO") == "stdout"
-        final = None if stdout else output_path(io, outdir)
-        where = outdir if stdout else final.parent
-        tmp = where / f".{name}.levelflow-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-        plan.append((name, io, final, tmp))
+    plan = _file_plan([io for io in program.output_directives if frame_kind(io) is None],
+                      outdir, output_path)
 
     def write(item):
         name, io, final, tmp = item
@@ -61,13 +54,7 @@ def write_outputs(program: Program, relations: Mapping, outdir, *, jobs: int = 1
                 counts = list(ex.map(write, plan))
         else:
             counts = [write(item) for item in plan]
-        for name, _, final, tmp in plan:
-            if final is None:
-                sys.stdout.write(f"---------------\n{name}\n===============\n"
-                                 f"{tmp.read_text(encoding='utf-8')}===============\n")
-                tmp.unlink()
-            else:
-                os.replace(tmp, final)
+        _publish(plan)
         for stage, _ in staged:
             stage.commit()
     except BaseException:
@@ -78,3 +65,28 @@ def write_outputs(program: Program, relations: Mapping, outdir, *, jobs: int = 1
         raise
     done = {io.relation: count for io, (_, count) in zip(frames, staged, strict=True)}
     return {**done, **{name: count for (name, *_), count in zip(plan, counts, strict=True)}}
+
+
+def _file_plan(ios, outdir: Path, output_path) -> list[tuple]:
+    """Return (relation, directive, final path or None for stdout, temp path) per file output:
+    each temp file beside its final path (same filesystem), hidden."""
+    plan = []
+    for io in ios:
+        name = io.relation
+        stdout = io.option("IO") == "stdout"
+        final = None if stdout else output_path(io, outdir)
+        where = outdir if stdout else final.parent
+        tmp = where / f".{name}.levelflow-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        plan.append((name, io, final, tmp))
+    return plan
+
+
+def _publish(plan: list[tuple]) -> None:
+    """Rename every written temp file into place; print (and drop) the stdout ones."""
+    for name, _, final, tmp in plan:
+        if final is None:
+            sys.stdout.write(f"---------------\n{name}\n===============\n"
+                             f"{tmp.read_text(encoding='utf-8')}===============\n")
+            tmp.unlink()
+        else:
+            os.replace(tmp, final)
