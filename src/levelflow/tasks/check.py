@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from pathlib import PurePath
 
 from levelflow.tasks.aggregates import check_aggregated, lower_aggregates
 from levelflow.tasks.ast import (
-    IO,
     Atom,
     BinOp,
     Call,
@@ -33,6 +31,7 @@ from levelflow.tasks.directives import check_limits, ignored_note
 from levelflow.tasks.eqrel import eqrel_rules
 from levelflow.tasks.errors import DatalogError
 from levelflow.tasks.functor_check import check_functors, number_autoinc, subterms
+from levelflow.tasks.io_check import check_ios
 from levelflow.tasks.lower import lower_rule
 from levelflow.tasks.parser import Parsed
 from levelflow.tasks.records import lower_program as lower_records
@@ -97,7 +96,7 @@ def check(parsed: Parsed, file: str) -> Program:
     decls, parsed.rules = lower_records(parsed, types, decls, report)
     decls, parsed.rules = lower_choices(parsed, decls, report)
     ios = [io for io in parsed.ios if io.kind != "limitsize"]
-    inputs, outputs, more_outputs, printsize = _check_ios(ios, decls, report)
+    inputs, outputs, more_outputs, printsize = check_ios(ios, decls, report)
     plain, fast = plain_kinds(decls), parsed.fast
     rules = tuple(rule if id(rule) in fast and plain_fact(rule, plain)
                   else _check_rule(rule, decls, report, types)
@@ -134,72 +133,6 @@ def _check_decls(parsed: Parsed, types: dict[str, str], report: Problems) -> dic
 
 # The .input/.output options levelflow implements (Soufflé's file options without rfc4180 and
 # the like; `table=` for IO=spark).
-IO_OPTIONS = ("IO", "filename", "delimiter", "headers", "compress", "table")
-
-
-def _check_ios(ios: list[IO], decls: dict[str, Decl], report: Problems
-               ) -> tuple[dict[str, IO], dict[str, IO], tuple[IO, ...], tuple[str, ...]]:
-    inputs: dict[str, IO] = {}
-    outputs: dict[str, IO] = {}
-    more_outputs: list[IO] = []
-    targets: dict[tuple, IO] = {}  # where an output goes -> its first directive
-    printsize: dict[str, None] = {}
-    for io in ios:
-        if io.relation not in decls:
-            report(io.loc, f"relation '{io.relation}' is not declared", needs_rest=True)
-            continue
-        if io.kind == "printsize":
-            printsize[io.relation] = None
-            continue
-        allowed = ("file", "parquet", "spark") + (("stdout",) if io.kind == "output" else ())
-        if io.option("IO", "file") not in allowed:
-            report(io.loc, f"IO={io.option('IO')} is not supported for .{io.kind} "
-                           f"(supported: {', '.join(allowed)})")
-            continue
-        unknown = [key for key, _ in io.options if key not in IO_OPTIONS]
-        if unknown:  # refused, not ignored: `rfc4180=true` ignored would read quotes as data
-            report(io.loc, f"option '{unknown[0]}' is not supported for .{io.kind} "
-                           f"(supported: {', '.join(IO_OPTIONS)})")
-            continue
-        if io.option("headers", "false") not in ("true", "false"):
-            report(io.loc, f"headers={io.option('headers')} must be true or false")
-            continue
-        if io.option("compress", "false") not in ("true", "false"):
-            report(io.loc, f"compress={io.option('compress')} must be true or false")
-            continue
-        if (io.option("IO") == "spark") != (io.option("table") is not None):
-            report(io.loc, "IO=spark takes table=\"db.name\" (and table= needs IO=spark)")
-            continue
-        if io.kind == "input":
-            if io.relation in inputs:
-                first = inputs[io.relation].loc
-                report(io.loc, f"relation '{io.relation}' already has an .input directive at "
-                               f"{first.line}:{first.col}")
-                continue
-            inputs[io.relation] = io
-            continue
-        # Several .output directives may write one relation to different places, as in
-        # Soufflé; two writing the same place are a mistake.
-        if io.option("IO") == "stdout":
-            target = ("stdout", io.relation)
-        elif io.option("IO") == "spark":
-            target = ("table", io.option("table"))
-        else:  # `x.csv` and `./x.csv` are one file (`..` is left to engine.paths, -D known)
-            target = ("file", str(PurePath(io.file_name)))
-        if target in targets:
-            first = targets[target].loc
-            where = "standard output" if target[0] == "stdout" else target[1]
-            report(io.loc, f"the .output directive at {first.line}:{first.col} already writes "
-                           f"'{targets[target].relation}' to {where}")
-            continue
-        targets[target] = io
-        if io.relation in outputs:
-            more_outputs.append(io)
-        else:
-            outputs[io.relation] = io
-    return inputs, outputs, tuple(more_outputs), tuple(printsize)
-
-
 _walk = subterms
 
 
