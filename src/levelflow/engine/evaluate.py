@@ -12,7 +12,8 @@ Every delta is cut with localCheckpoint(eager=True) so the plan never grows with
 its row count is observed during that same job. to_add = candidates minus known tuples takes
 one of three forms by size: a single group-by shuffle for tiny relations (job latency
 dominates), distinct + left anti join, or, when the candidates are few against a big relation,
-a broadcast semi join that scans the relation instead of shuffling it.
+a broadcast semi join that scans the relation instead of shuffling it (fixpoint_relations.py;
+cutting frames is cut.py's; the names callers import from here are imported here too).
 """
 
 from __future__ import annotations
@@ -30,11 +31,21 @@ from levelflow.engine.compile import (
     head_frame,
     rule_heads,
 )
+from levelflow.engine.cut import MERGE_PIECES as MERGE_PIECES
+from levelflow.engine.cut import cut, merge_pieces, union_all
+from levelflow.engine.cut import cut_observed as cut_observed
+from levelflow.engine.fixpoint_relations import RANK as RANK
+from levelflow.engine.fixpoint_relations import (
+    FixpointRelation,
+    RankedRelation,
+    new_tuples,
+    ranked_union,
+)
 from levelflow.engine.guard import Limit
 from levelflow.engine.limitsize import limit_relations
 from levelflow.engine.rules import reads_own
 from levelflow.engine.spark_io import read_input
-from levelflow.engine.types import column_names, empty_relation, rows_frame
+from levelflow.engine.types import empty_relation, rows_frame
 from levelflow.tasks.ast import Atom, Program, Rule
 
 if TYPE_CHECKING:
@@ -43,22 +54,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from levelflow.tasks.tasks import ProgramTasks, Task
-
-# Merge the stable pieces of a relation once there are this many (bounds the union's width).
-MERGE_PIECES = 8
-# Below this many known tuples, new tuples come from one group-by instead of distinct + anti join.
-SMALL_FULL_ROWS = 50_000
-# From this many known tuples on, a round first counts its candidates: when they are few, a
-# broadcast semi join finds the known ones without shuffling the whole relation. Measured on a
-# layered TC (732k pairs, 30 rounds, same JVM, alternating): anti join only 64 s; this path with
-# candidates broadcast up to 20k rows 62 s, up to 150k rows 33 s.
-BIG_STABLE_ROWS = 50_000
-# Candidate cells (rows x columns) broadcast in that path: 150k rows of a binary relation.
-CANDIDATE_BROADCAST_CELLS = 300_000
-# The column that holds a tuple's rank: the round it was found in (0 for facts and rules over
-# lower relations). Every tuple of rank r > 0 has a derivation from tuples of rank < r.
-RANK = "_it"
-
 
 class Cancelled(Exception):
     """The evaluation was cancelled between iterations (the caller set the cancel event)."""
@@ -81,155 +76,6 @@ class TaskResult(dict):
     """The relations of a task (name -> materialized DataFrame), with `stats` attached."""
 
     stats: EvalStats
-
-
-def cut(df: DataFrame, checkpoint: str = "local") -> tuple[DataFrame, int]:
-    """Return df materialized with its plan cut (local or reliable checkpoint) and its row count.
-
-    The count is observed while the checkpoint job runs, which saves a job per delta.
-    """
-    import pyspark.sql.functions as F
-
-    df, seen = cut_observed(df, [F.count(F.lit(1)).alias("rows")], checkpoint)
-    return df, int(seen["rows"])
-
-
-def cut_observed(df: DataFrame, metrics: list, checkpoint: str = "local") -> tuple[DataFrame, dict]:
-    """Return df materialized with its plan cut, and the aggregate `metrics` (named Columns)
-    observed on the JVM side while the one checkpoint job ran."""
-    from pyspark.sql import Observation
-
-    seen = Observation()
-    df = df.observe(seen, *metrics)
-    df = df.checkpoint(eager=True) if checkpoint == "reliable" else df.localCheckpoint(eager=True)
-    return _forget_stats(df), seen.get
-
-
-def _forget_stats(df: DataFrame) -> DataFrame:
-    """Return a checkpointed frame re-rooted on its RDD, without the cut plan's size estimate.
-
-    A checkpoint keeps the optimizer's size estimate of the plan it cut, and an inner join's
-    estimate is the product of its sides'. A delta derived by joining two recursive relations
-    would inherit the product of their estimates, so the estimate's digits doubled every round;
-    Spark computes on those BigInts and rounds grew ~2.5x slower each (mutual recursion,
-    ~25 rounds). Re-rooted, the frame has Spark's default estimate; broadcasts come from the
-    known row counts (compile.py hints) and AQE's runtime sizes. Left as is where the JVM
-    call is unavailable (e.g. Spark Connect).
-    """
-    from pyspark.sql import DataFrame as _DataFrame
-
-    try:
-        jdf = df._jdf
-        jspark = df.sparkSession._jsparkSession
-        rdd = jdf.queryExecution().toRdd()
-        return _DataFrame(jspark.internalCreateDataFrame(rdd, jdf.schema(), False),
-                          df.sparkSession)
-    except Exception:  # noqa: BLE001 - an optimization only: keep the checkpointed frame
-        return df
-
-
-def union_all(frames: list[DataFrame]) -> DataFrame:
-    """Return the union (bag) of a non-empty list of frames with the same columns."""
-    out = frames[0]
-    for df in frames[1:]:
-        out = out.union(df)
-    return out
-
-
-def merge_pieces(df: DataFrame) -> DataFrame:
-    """Return a union of cut pieces copied into one cut piece of a few partitions.
-
-    Many small pieces cost a task each in every later scan or join; one merged piece does not.
-    """
-    parts = max(int(df.sparkSession.conf.get("spark.sql.shuffle.partitions", "2")), 1)
-    return cut(df.coalesce(parts))[0]
-
-
-class FixpointRelation:
-    """One relation of a recursive task: its stable pieces and its recent delta (both cut)."""
-
-    __slots__ = ("name", "decl", "spark", "stable", "stable_rows", "recent", "recent_rows")
-
-    def __init__(self, spark: SparkSession, decl, recent: DataFrame, rows: int) -> None:
-        self.spark = spark
-        self.name = decl.name
-        self.decl = decl
-        self.stable: list[DataFrame] = []
-        self.stable_rows = 0
-        self.recent, self.recent_rows = recent, rows
-
-    def stable_df(self) -> DataFrame:
-        """Return the tuples known before the last round."""
-        return union_all(self.stable) if self.stable else empty_relation(self.spark, self.decl)
-
-    def full_df(self) -> DataFrame:
-        """Return every tuple found so far (stable + recent)."""
-        return union_all(self.stable + [self.recent])
-
-    def advance(self, new: DataFrame, rows: int) -> None:
-        """Move recent into stable and make `new` the recent delta."""
-        if self.recent_rows:
-            self.stable.append(self.recent)
-            self.stable_rows += self.recent_rows
-        self.recent, self.recent_rows = new, rows
-        if len(self.stable) >= MERGE_PIECES:
-            self.stable = [merge_pieces(union_all(self.stable))]
-
-
-class RankedRelation(FixpointRelation):
-    """A fixpoint relation that remembers every non-empty delta it was given, with its round."""
-
-    __slots__ = ("rounds", "next_round")
-
-    def __init__(self, spark, decl, recent, rows) -> None:
-        super().__init__(spark, decl, recent, rows)
-        self.rounds = [(recent, rows, 0)] if rows else []
-        self.next_round = 1
-
-    def advance(self, new, rows) -> None:
-        if rows:
-            self.rounds.append((new, rows, self.next_round))
-        self.next_round += 1
-        super().advance(new, rows)
-
-    def ranked(self, offset: int = 0) -> DataFrame:
-        """Return every tuple found with a RANK column: offset + the round it was found in."""
-        return ranked_union([(df, offset + r) for df, _, r in self.rounds], self.decl, self.spark)
-
-
-def ranked_union(pieces: list[tuple[DataFrame, int]], decl, spark) -> DataFrame:
-    """Return the union of (tuples, rank) pieces as one frame with a RANK column."""
-    import pyspark.sql.functions as F
-
-    if not pieces:
-        return empty_relation(spark, decl).withColumn(RANK, F.lit(0).cast("bigint"))
-    return union_all([df.withColumn(RANK, F.lit(r).cast("bigint")) for df, r in pieces])
-
-
-def _new_tuples(candidates: DataFrame, rel: FixpointRelation) -> tuple[DataFrame, int]:
-    """Return the candidates not yet in the relation (cut) and their count."""
-    import pyspark.sql.functions as F
-
-    cols = column_names(rel.decl.arity)
-    full_rows = rel.stable_rows + rel.recent_rows
-    if full_rows < SMALL_FULL_ROWS:
-        # Tiny relations: one shuffle does both the distinct and the difference (group the
-        # candidates with the known tuples, keep groups only candidates reached); saves a job
-        # per round where job latency dominates. Bigger ones take the faster anti join.
-        marked = candidates.select(*cols, F.lit(False).alias("_old")).union(
-            rel.full_df().select(*cols, F.lit(True).alias("_old")))
-        return cut(marked.groupBy(*cols).agg(F.max("_old").alias("_old"))
-                    .filter(~F.col("_old")).drop("_old"))
-    # new = candidates.distinct() left_anti (stable + recent)
-    cand = candidates.distinct()
-    if full_rows >= BIG_STABLE_ROWS:
-        cand, rows = cut(cand)
-        if rows * max(len(cols), 2) <= CANDIDATE_BROADCAST_CELLS:
-            # Few candidates against a big relation: scan it once against the broadcast
-            # candidates instead of shuffling all of it for the anti join.
-            hits = rel.full_df().join(F.broadcast(cand), cols, "left_semi")
-            return cut(cand.join(F.broadcast(hits), cols, "left_anti"))
-    return cut(cand.join(rel.full_df(), cols, "left_anti"))
 
 
 def fact_rows(rules, relation: str) -> list[tuple]:
@@ -414,7 +260,7 @@ def run_fixpoint(spark, program: Program, fp: Fixpoint) -> None:
         for name in names:
             rel = rels[name]
             if to_add[name]:
-                new, rows = _new_tuples(union_all(to_add[name]), rel)
+                new, rows = new_tuples(union_all(to_add[name]), rel)
             else:
                 new, rows = empty_relation(spark, rel.decl), 0
             rel.advance(new, rows)
