@@ -3,16 +3,15 @@
 Reading goes in three steps, each all-or-nothing: bytes -> JSON object (gzip by magic bytes),
 object -> checked parts on integer ids (types, ids, edges, initial), parts -> JobTrace (the
 TaskGraph finds duplicate edges and cycles, then activations are checked against it).
-Every problem is a TraceError whose str() is one line naming the file, the field and the id.
+Every problem is a TraceError whose str() is one line naming the file, the field and the id
+(trace_values.py; the `nodes` field is checked in jobtrace_nodes.py).
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-import math
 import os
-import sys
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,44 +19,22 @@ from itertools import chain, islice, repeat
 from operator import itemgetter
 from pathlib import Path
 
-from levelflow.errors import LevelflowError
 from levelflow.gcpause import paused_gc
 from levelflow.tasks.graph import GraphError, TaskGraph
+from levelflow.traces.jobtrace_nodes import check_nodes
+from levelflow.traces.jobtrace_nodes import utf8_bytes as utf8_bytes
 from levelflow.traces.model import JobTrace
+from levelflow.traces.trace_values import FORMAT as FORMAT
+from levelflow.traces.trace_values import KINDS as KINDS
+from levelflow.traces.trace_values import (
+    MISSING,
+    NODE_FIELDS,
+    TraceError,
+    json_type,
+    quote,
+)
 
-FORMAT = "jobtrace/1"
-KINDS = ("task", "predicate")
 _GZIP_MAGIC = b"\x1f\x8b"
-_NODE_FIELDS = frozenset(("id", "duration", "work", "span"))
-_INF = math.inf
-_MISSING = object()
-
-
-class TraceError(LevelflowError):
-    """A job trace that cannot be read or breaks the jobtrace/1 contract (one line)."""
-
-
-def quote(value: object) -> str:
-    """Return a short JSON rendering of a value for an error message."""
-    text = json.dumps(value, default=repr, ensure_ascii=False)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def json_type(value: object) -> str:
-    """Return the JSON name of a value's type."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
 
 
 # ---------------------------------------------------------------- bytes -> JSON object
@@ -122,152 +99,6 @@ class TraceParts:
     extra: dict[int, dict]
 
 
-def _number(value: object, where: str, what: str) -> float:
-    """Return `value` as a finite float >= 0, or raise a TraceError saying what is wrong."""
-    t = type(value)
-    if t is float or t is int:
-        try:
-            v = float(value)
-        except OverflowError:  # an integer beyond any double
-            raise TraceError(f"{where}: {what} is not finite (an integer of "
-                             f"{len(str(abs(value)))} digits)") from None
-        if 0.0 <= v < _INF:
-            return v
-        if v != v:
-            raise TraceError(f"{where}: {what} is not a number")
-        if v < 0:
-            raise TraceError(f"{where}: negative {what} {value!r}")
-        raise TraceError(f"{where}: {what} {value!r} is not finite")
-    if value is _MISSING:
-        raise TraceError(f"{where}: missing {what}")
-    raise TraceError(f"{where}: {what} must be a number, got {json_type(value)} {quote(value)}")
-
-
-def _node_fields(i: int, node: dict, nid: str, work: dict, span: dict, extra: dict,
-                 source: str) -> None:
-    """Record a node's optional keys (work, span, kind, anything else) for node i."""
-    where = f"{source}: nodes[{i}] ({quote(nid)})"
-    kept = {}
-    for key, value in node.items():
-        if key == "work":
-            work[i] = _number(value, where, "work")
-        elif key == "span":
-            span[i] = _number(value, where, "span")
-        elif key not in _NODE_FIELDS:
-            if key == "kind" and value not in KINDS:
-                raise TraceError(f"{where}: kind must be \"task\" or \"predicate\", got "
-                                 f"{quote(value)}")
-            kept[key] = value
-    if kept:
-        extra[i] = kept
-
-
-def _is_text(value: str) -> bool:
-    """Return whether a string is Unicode text: JSON lets `\\ud800` escapes make one that isn't."""
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def utf8_bytes(text: str, shown: str, error: type[Exception]) -> bytes:
-    """Return text as UTF-8, or raise `error` naming the file: nothing is written then."""
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise error(f"{shown}: cannot write: {ascii(e.object[e.start:e.end])} is not "
-                    f"Unicode text") from None
-
-
-def _nodes_in_bulk(raw: list) -> tuple[list[str], list[float]] | None:
-    """Return ids and durations if every node is well formed, checked in bulk; else None."""
-    # C-level map/set passes: several times faster than one Python loop over the nodes.
-    if not set(map(type, raw)) <= {dict}:
-        return None
-    try:
-        names = list(map(itemgetter("id"), raw))
-        durations = list(map(itemgetter("duration"), raw))
-    except KeyError:
-        return None
-    if not set(map(type, names)) <= {str} or "" in names:
-        return None
-    types = set(map(type, durations))
-    if not types <= {float, int}:
-        return None
-    if int in types:
-        try:
-            durations = [float(d) for d in durations]
-        except OverflowError:
-            return None  # checked one by one to name the node
-    if not _is_text("".join(names)):
-        return None  # a lone surrogate (`"\ud800"`): named one by one
-    if durations:
-        total = sum(durations)
-        if total != total or max(durations) == _INF or min(durations) < 0.0:
-            return None
-    return names, durations
-
-
-def _nodes_one_by_one(raw: list, source: str) -> tuple[list[str], list[float]]:
-    """Return ids and durations, checking node by node to name the first bad one."""
-    names: list[str] = []
-    durations: list[float] = []
-    for i, node in enumerate(raw):
-        if type(node) is not dict:
-            raise TraceError(f"{source}: nodes[{i}]: expected an object with \"id\" and "
-                             f"\"duration\", got {json_type(node)} {quote(node)}")
-        nid = node.get("id", _MISSING)
-        if type(nid) is not str or not nid:
-            if nid is _MISSING:
-                raise TraceError(f"{source}: nodes[{i}]: missing \"id\"")
-            raise TraceError(f"{source}: nodes[{i}]: id must be a non-empty string, got "
-                             f"{quote(nid)}")
-        if not _is_text(nid):
-            raise TraceError(f"{source}: nodes[{i}]: id {ascii(nid)} is not Unicode text "
-                             f"(a lone surrogate escape)")
-        names.append(nid)
-        durations.append(_number(node.get("duration", _MISSING),
-                                 f"{source}: nodes[{i}] ({quote(nid)})", "duration"))
-    return names, durations
-
-
-def _check_total(durations: list[float], work: dict[int, float], span: dict[int, float],
-                 source: str) -> None:
-    """Refuse finite times whose sum is not: every makespan and bound is at most that sum.
-
-    Two chained 1e308 durations made `simulate --json` print Infinity (not JSON).
-    """
-    total = sum(durations) + sum(work.values()) + sum(span.values())  # fsum would raise
-    if not math.isfinite(total):
-        raise TraceError(f"{source}: durations overflow: the nodes' durations, work and span "
-                         f"sum beyond the largest float ({sys.float_info.max:.3g}), so no "
-                         f"makespan could be computed")
-
-
-def _check_nodes(raw: object, source: str):
-    """Return names, durations, the id->int index, work, span and extra of the `nodes` field."""
-    if type(raw) is not list:
-        raise TraceError(f"{source}: nodes: expected an array of node objects, got "
-                         f"{json_type(raw)}")
-    names, durations = _nodes_in_bulk(raw) or _nodes_one_by_one(raw, source)
-    work: dict[int, float] = {}
-    span: dict[int, float] = {}
-    extra: dict[int, dict] = {}
-    for i in [i for i, k in enumerate(map(len, raw)) if k > 2]:
-        _node_fields(i, raw[i], names[i], work, span, extra, source)
-    _check_total(durations, work, span, source)
-    index = {nid: i for i, nid in enumerate(names)}
-    if len(index) != len(names):
-        first: dict[str, int] = {}
-        for i, nid in enumerate(names):
-            if nid in first:
-                raise TraceError(f"{source}: nodes: duplicate id {quote(nid)} "
-                                 f"(nodes[{first[nid]}] and nodes[{i}])")
-            first[nid] = i
-    return names, durations, index, work, span, extra
-
-
 def _edge_problem(raw: list, index: dict[str, int], source: str) -> TraceError:
     """Return the error for the first edge that is not a pair of known node ids."""
     for i, edge in enumerate(raw):
@@ -327,8 +158,8 @@ def check_obj(obj: object, source: str) -> TraceParts:
     if type(obj) is not dict:
         raise TraceError(f"{source}: expected a JSON object at the top level, got "
                          f"{json_type(obj)}")
-    fmt = obj.get("format", _MISSING)
-    if fmt is _MISSING:
+    fmt = obj.get("format", MISSING)
+    if fmt is MISSING:
         raise TraceError(f"{source}: format: missing (expected {quote(FORMAT)})")
     if fmt != FORMAT:
         raise TraceError(f"{source}: format: expected {quote(FORMAT)}, got {quote(fmt)}")
@@ -343,11 +174,11 @@ def check_obj(obj: object, source: str) -> TraceParts:
     if "processors" in obj and (type(processors) is not int or processors < 1):
         raise TraceError(f"{source}: processors: expected a positive integer, got "
                          f"{quote(processors)}")
-    names, durations, index, work, span, extra = _check_nodes(obj["nodes"], source)
+    names, durations, index, work, span, extra = check_nodes(obj["nodes"], source)
     pairs = _check_edges(obj["edges"], index, source)
     initial = _check_initial(obj["initial"], index, source)
-    acts = obj.get("activations", _MISSING)
-    if acts is _MISSING:
+    acts = obj.get("activations", MISSING)
+    if acts is MISSING:
         acts = None
     elif type(acts) is not dict:
         raise TraceError(f"{source}: activations: expected an object mapping a node id to the "
@@ -480,7 +311,7 @@ def trace_to_obj(trace: JobTrace) -> dict:
             node["span"] = float(span[i])
         more = extra.get(i)
         if more:
-            node.update((k, v) for k, v in more.items() if k not in _NODE_FIELDS)
+            node.update((k, v) for k, v in more.items() if k not in NODE_FIELDS)
         nodes.append(node)
     obj["nodes"] = nodes
     obj["edges"] = [[names[u], names[v]] for u, kids in enumerate(g.children) for v in kids]
