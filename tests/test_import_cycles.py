@@ -131,3 +131,29 @@ def test_no_import_cycle_in_src():
 
 def test_no_import_cycle_in_src_even_for_the_type_checker():
     assert cycles(import_graph(SRC, typing_too=True)) == []
+
+
+def private_imports(src: Path) -> list[tuple[str, str, str]]:
+    """Return (module, imported module, name) for every `from levelflow... import _name`
+    in `src`: a module reaching into another's private name."""
+    mods = _modules(src)
+    found = []
+    for name, path in sorted(mods.items()):
+        for node in _imports(ast.parse(path.read_text()), typing_too=True):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("levelflow"):
+                found += [(name, node.module, a.name) for a in node.names
+                          if a.name.startswith("_") and not a.name.startswith("__")]
+    return found
+
+
+def test_the_private_import_finder_finds_one(tmp_path):
+    pkg = tmp_path / "levelflow"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def _spec():\n    pass\n")
+    (pkg / "b.py").write_text("from levelflow.a import _spec\nfrom levelflow import a\n")
+    assert private_imports(tmp_path) == [("levelflow.b", "levelflow.a", "_spec")]
+
+
+def test_no_module_of_src_imports_another_modules_private_name():
+    assert private_imports(SRC) == []

@@ -83,7 +83,7 @@ def _run(program: str, edges: pl.DataFrame, tuple_rounds: bool) -> dict:
         if "e" in task.relations:
             continue
         rules = tuple(r for r in task.rules if r.body)
-        base = fixpoint._base(rules, task.relations, decls, lower, {})
+        base = fixpoint.base_tuples(rules, task.relations, decls, lower, {})
         outcome = fixpoint.TaskOutcome(rounds=[base], rows={n: d.height for n, d in base.items()})
         rels = {n: fixpoint.Relation(decls[n], base[n]) for n in task.relations}
         recursive = [r for r in rules if fixpoint.reads_own(r, task.relations)]

@@ -22,7 +22,7 @@ import polars as pl
 
 from levelflow.engine.guard import Limit
 from levelflow.engine.plans.columnar import empty_frame
-from levelflow.engine.plans.fixpoint import Share, TaskOutcome, _base, run_task
+from levelflow.engine.plans.fixpoint import Share, TaskOutcome, base_tuples, run_task
 from levelflow.engine.plans.keys import distinct_sorted
 from levelflow.tasks.ast import Decl, Rule
 
@@ -184,7 +184,7 @@ def run_closure(rules: tuple[Rule, ...], names: tuple[str, ...], decls: Mapping[
     # its base rule; anything else (floats too) goes to the generic evaluator.
     if len(rules) != 2 or name in facts:
         return run_task(rules, names, decls, lower, facts, share, limit)
-    edges = _base(rules, names, decls, lower, facts)[name]
+    edges = base_tuples(rules, names, decls, lower, facts)[name]
     if edges.dtypes != [pl.Int64, pl.Int64]:
         return run_task(rules, names, decls, lower, facts, share, limit)
     adj = Adjacency(edges["c0"].to_numpy(), edges["c1"].to_numpy())

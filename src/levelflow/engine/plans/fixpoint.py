@@ -130,7 +130,7 @@ def _frames(rule: Rule, lower: Mapping[str, pl.DataFrame],
             for i, atom, _ in rule.body_atoms()}
 
 
-def _base(rules, names, decls, lower, facts) -> dict[str, pl.DataFrame]:
+def base_tuples(rules, names, decls, lower, facts) -> dict[str, pl.DataFrame]:
     """Return each relation's tuples that need no recursion: facts and non-recursive rules."""
     parts = {n: [facts[n]] if n in facts else [] for n in names}
     for rule in rules:
@@ -171,7 +171,7 @@ def run_task(rules: tuple[Rule, ...], names: tuple[str, ...], decls: Mapping[str
     past `limit`, TupleLimit after the round that passed it.
 
     `tuple_rounds=False`: every round over frames, even a tiny one (iterate)."""
-    base = _base(rules, names, decls, lower, facts)
+    base = base_tuples(rules, names, decls, lower, facts)
     if share is not None:
         base = {n: share(n, df) for n, df in base.items()}
     outcome = TaskOutcome(rounds=[base], rows={n: df.height for n, df in base.items()})
