@@ -95,6 +95,22 @@ within(x) :- n(x), x = range(-1, 2).
 ten(y) :- y = range(0, 10, 3).
 """
 
+# Float ranges add the step as Soufflé's C++ loop does, so rounding accumulates: 0.0 to 1.0 by
+# 0.1 gives 11 values, the last 0.9999999999999999.
+FLOAT_RANGES = """
+.decl f(x:float)
+.input f
+.decl fr(x:float, y:float)
+fr(x, y) :- f(x), y = range(x, 4.0, 0.7).
+.decl tenth(y:float)
+tenth(y) :- y = range(0.0, 1.0, 0.1).
+.decl down(y:float)
+down(y) :- y = range(1.5, -1).
+.decl still(x:float, y:float)
+still(x, y) :- f(x), y = range(x, 0.5, 0.0).
+.output tenth
+"""
+
 # Recursion through functors: a carried key (src) keeps the partitioned plan applicable.
 RECURSIVE = """
 .decl seed(src:number, t:symbol)
@@ -218,6 +234,18 @@ def test_range_generates_a_row_per_value_under_every_plan(spark, tmp_path):
                                                                     ref["zero"])
     assert ref["within"] == {(0,), (1,)}
     assert ref["ten"] == {(0,), (3,), (6,), (9,)}
+
+
+def test_float_range_accumulates_its_step_as_souffle_does(spark, tmp_path):
+    ref = _run_all_plans(spark, tmp_path, FLOAT_RANGES, FACTS)
+    tenth = sorted(y for (y,) in ref["tenth"])
+    assert len(tenth) == 11 and tenth[3] == 0.1 + 0.1 + 0.1 and tenth[-1] < 1.0
+    assert ref["down"] == {(1.5,), (0.5,), (-0.5,)}
+    assert {y for x, y in ref["fr"] if x == 3.0} == {3.0, 3.7}
+    assert not {y for x, y in ref["fr"] if x == 1e19}
+    assert {x for x, _ in ref["still"]} == {-2.5, 0.1, 3.0, 1e19}  # step 0: from, once
+    lines = (tmp_path / "out-local" / "tenth.csv").read_text().splitlines()
+    assert "0.3" in lines and "1" in lines  # %g prints 0.30000000000000004 and 0.99.. so
 
 
 def test_functors_in_recursive_rules_agree_under_every_plan(spark, tmp_path):

@@ -54,6 +54,7 @@ from levelflow.tasks.typecheck import (
     resolve_types,
     show,
 )
+from levelflow.tasks.user_functors import bind_functors
 
 
 class Problems:
@@ -91,6 +92,8 @@ def check(parsed: Parsed, file: str) -> Program:
         parsed.rules.extend(eqrel_rules(parsed, report))
     types = resolve_types(parsed.types, report)
     parsed, paths, closures = expand_paths(parsed, report, types)
+    if parsed.functors:  # a call of an undeclared one is refused by functors.call_type
+        parsed.rules = bind_functors(parsed, types, report)
     parsed = lower_aggregates(parsed, report, types)
     decls = _check_decls(parsed, types, report)
     decls, parsed.rules = lower_records(parsed, types, decls, report)
