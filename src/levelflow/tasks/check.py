@@ -35,6 +35,7 @@ from levelflow.tasks.errors import DatalogError
 from levelflow.tasks.functor_check import check_functors, number_autoinc, subterms
 from levelflow.tasks.lower import lower_rule
 from levelflow.tasks.parser import Parsed
+from levelflow.tasks.ranges import name_ranges
 from levelflow.tasks.records import lower_program as lower_records
 from levelflow.tasks.regpath import expand_paths
 from levelflow.tasks.strata import Precedence, precedence
@@ -256,6 +257,7 @@ def _check_rule(rule: Rule, decls: dict[str, Decl], report: Problems,
     for head in rule.heads:
         for arg in head.args:
             _check_constants(arg, report)
+    rule = name_ranges(rule)
     if rule.is_fact:
         return _check_fact(rule, decls, report)
     check_functors(rule, report)
