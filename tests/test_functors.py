@@ -77,6 +77,9 @@ pat(p, t) :- s(p), s(t), match(cat(p, "*"), t).
 parsed(t, to_number(t)) :- s(t).
 .decl order(lo:symbol, hi:symbol)
 order(min(a, b), max(a, b)) :- s(a), s(b).
+.decl plus(t:symbol)
+plus(a + "+" + to_string(strlen(a))) :- s(a).
+plus(to_string(3) + "." + to_string(14)).
 .output glued
 """
 
@@ -226,6 +229,8 @@ def test_string_functors_agree_under_every_plan(spark, tmp_path):
     assert not {t for p, t in ref["pat"] if p == ""}  # "*" is a bad pattern: no match, no crash
     assert {t: x for t, x in ref["parsed"]} == {"12": 12, " -3": -3}  # others: no value
     assert ("12", "b1") in ref["order"] and ("", "") in ref["order"]
+    # `+` of two symbols concatenates them, as Soufflé documents it
+    assert ("ab+2",) in ref["plus"] and ("+0",) in ref["plus"] and ("3.14",) in ref["plus"]
 
 
 def test_range_generates_a_row_per_value_under_every_plan(spark, tmp_path):

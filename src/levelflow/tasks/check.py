@@ -40,6 +40,7 @@ from levelflow.tasks.records import lower_program as lower_records
 from levelflow.tasks.regpath import expand_paths
 from levelflow.tasks.strata import Precedence, precedence
 from levelflow.tasks.subtypes import check_program_subtypes
+from levelflow.tasks.symbol_plus import concat_symbols
 from levelflow.tasks.typecheck import (
     INT64_MAX,
     INT64_MIN,
@@ -257,7 +258,7 @@ def _check_rule(rule: Rule, decls: dict[str, Decl], report: Problems,
     for head in rule.heads:
         for arg in head.args:
             _check_constants(arg, report)
-    rule = name_ranges(rule)
+    rule = name_ranges(concat_symbols(rule, decls))
     if rule.is_fact:
         return _check_fact(rule, decls, report)
     check_functors(rule, report)
