@@ -182,6 +182,18 @@ def test_a_module_that_fails_to_import_is_named(tmp_path):
         _tasks(".functor f(number): number\n", bad)
 
 
+def test_the_python_api_binds_the_module(tmp_path, module):
+    import levelflow
+
+    program = tmp_path / "p.dl"
+    program.write_text(PROGRAM)
+    pt = levelflow.load(program, functors=module)
+    (rule,) = [r for r in pt.program.rules if r.heads[0].relation == "scaled"]
+    assert rule.heads[0].args[1].name == f"@scale|number,symbol|number|{module}"
+    with pytest.raises(DatalogError, match="functor 'scale' has no binding"):
+        levelflow.load(program)
+
+
 def test_a_posted_program_is_never_bound(module):
     """serve loads posted text as a ProgramText, outside any `--functors` binding: a client
     cannot make it import code, even one naming a module on the server's disk."""
