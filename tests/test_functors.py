@@ -115,6 +115,8 @@ tenth(y) :- y = range(0.0, 1.0, 0.1).
 down(y) :- y = range(1.5, -1).
 .decl still(x:float, y:float)
 still(x, y) :- f(x), y = range(x, 0.5, 0.0).
+.decl documented(y:float)
+documented(y) :- y = range(5, 3.75, -0.5).
 .output tenth
 """
 
@@ -254,6 +256,7 @@ def test_float_range_accumulates_its_step_as_souffle_does(spark, tmp_path):
     tenth = sorted(y for (y,) in ref["tenth"])
     assert len(tenth) == 11 and tenth[3] == 0.1 + 0.1 + 0.1 and tenth[-1] < 1.0
     assert ref["down"] == {(1.5,), (0.5,), (-0.5,)}
+    assert ref["documented"] == {(5.0,), (4.5,), (4.0,)}  # Soufflé's aggregates page
     assert {y for x, y in ref["fr"] if x == 3.0} == {3.0, 3.7}
     assert not {y for x, y in ref["fr"] if x == 1e19}
     assert {x for x, _ in ref["still"]} == {-2.5, 0.1, 3.0, 1e19}  # step 0: from, once

@@ -217,7 +217,8 @@ def bind_functors(parsed, resolved: dict[str, str], report) -> list[Rule]:
 def _binding_problem(name: str, path: str | None) -> str | None:
     """Return why `name` cannot be bound to a function of the module at `path`, or None."""
     if path is None:
-        return f"pass --functors FILE.py, a Python module that defines {name}"
+        return (f"pass --functors FILE.py, a Python module that defines {name} (run, update, "
+                "shell, graph; serve never loads one)")
     try:
         fn = load(path, name)
     except Exception as e:  # noqa: BLE001 - importing the user's module runs its code
