@@ -32,6 +32,7 @@ from levelflow.tasks.choice import lower_choices
 from levelflow.tasks.directives import check_limits, ignored_note
 from levelflow.tasks.eqrel import eqrel_rules
 from levelflow.tasks.errors import DatalogError
+from levelflow.tasks.functor_binding import bind_functors
 from levelflow.tasks.functor_check import check_functors, number_autoinc, subterms
 from levelflow.tasks.lower import lower_rule
 from levelflow.tasks.parser import Parsed
@@ -56,7 +57,6 @@ from levelflow.tasks.typecheck import (
     resolve_types,
     show,
 )
-from levelflow.tasks.user_functors import bind_functors
 
 
 class Problems:

@@ -84,7 +84,6 @@ def call_type(name: str, types: list[str | None]) -> str | None:
         if "|" not in name:
             raise FunctorUnsupported(f"functor '{name}' is not declared (.functor "
                                      f"{name[1:]}(types): type)")
-        from levelflow.tasks.user_functors import signature_type
         return signature_type(name, types)
     if name in CASTS:
         allowed, result = CASTS[name]
@@ -121,6 +120,20 @@ def call_type(name: str, types: list[str | None]) -> str | None:
             _arity(name, n, 0)
         return "number"
     raise FunctorTypeError(f"unknown functor '{name}'")
+
+
+def signature_type(encoded: str, types: list[str | None]) -> str:
+    """Return a bound call's result type; raise FunctorTypeError on a wrong argument."""
+    from levelflow.tasks.user_functors import decode
+
+    name, params, result, _ = decode(encoded)
+    if len(types) != len(params):
+        raise FunctorTypeError(f"'@{name}' takes {len(params)} arguments, not {len(types)}")
+    for want, got in zip(params, types, strict=True):
+        if got is not None and got != want and not (got == "int" and want in NUMERIC):
+            shown = "number" if got == "int" else got
+            raise FunctorTypeError(f"'@{name}' takes ({', '.join(params)}), not {shown}")
+    return result
 
 
 def _arity(name: str, n: int, want: int) -> None:
