@@ -159,6 +159,8 @@ def value(term, env):
         args = [value(a, env) for a in term.args]
         if term.name.startswith("#"):
             return record_functor(term.name, args)
+        if term.name.startswith("@"):
+            return user_functor(term.name, args)
         if term.name in ("min", "max") and any(isinstance(a, float) for a in args):
             args = [float(a) for a in args]  # an integer literal among floats is a float
         return FUNCTORS[term.name](*args)
@@ -166,6 +168,26 @@ def value(term, env):
     if isinstance(a, float) or isinstance(b, float):
         a, b = float(a), float(b)
     return arith(term.op, a, b)
+
+
+def user_functor(name, args):
+    """`@f|types|result|FILE.py`: the function f of that file, imported here on its own;
+    None is no value."""
+    import importlib.util
+    fname, _, kind, path = name[1:].split("|", 3)
+    if path not in _USER_MODULES:
+        spec = importlib.util.spec_from_file_location(f"naive_functors_{len(_USER_MODULES)}",
+                                                      path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        _USER_MODULES[path] = module
+    result = getattr(_USER_MODULES[path], fname)(*args)
+    if result is None or (kind == "unsigned" and result < 0):
+        raise _NoValue
+    return float(result) if kind == "float" else int64(result)
+
+
+_USER_MODULES = {}
 
 
 def record_functor(name, args):

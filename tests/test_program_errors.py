@@ -80,7 +80,7 @@ CASES = [
     ("A(c) :- B(c, _), c = sum y : { B(c, y) }, y > 0.", 5, 43, "variable 'y' is bound only "
                                                                "inside the aggregate at 5:22"),
     ("A(c) :- S(x), c = ord(x).", 5, 19, "the functor 'ord' (Soufflé numbers symbols"),
-    ("A(x) :- B(x, _), x = @f(x).", 5, 22, "'@f' (user-defined functors) is not supported"),
+    ("A(x) :- B(x, _), x = @f(x).", 5, 22, "functor '@f' is not declared"),
     ("A(x) :- B(x, _), x = [1, 2].", 5, 20, "the type of this record or ADT term is not known"),
     ("A(x) :- B(x, _), x = $ Cons(1).", 5, 22, "'$' (counters: write autoinc()) is not "
                                                "supported"),
@@ -95,7 +95,7 @@ CASES = [
     ("A(n) :- A(m), n = range(m).", 5, 19, "'range' takes two or three arguments"),
     (".comp C { ", 5, 1, "component 'C' has no closing '}'"),
     (".init c = C", 5, 1, "component 'C' is not defined"),
-    (".functor f(x:number): number", 5, 1, "'.functor' (user functors) is not supported"),
+    (".functor f(x:number): number", 5, 1, "functor 'f' has no binding: pass --functors"),
     ('.pragma magic', 5, 9, "expected a pragma name in quotes but found 'magic'"),
     ("A(x) :- A(x).\n.plan 0:1", 6, 9, "expected '(' but found '1'"),
     (".limitsize A(m=3)", 5, 12, ".limitsize A takes one option n=N"),

@@ -13,8 +13,6 @@ HEAD = ".decl a(x:number)\n.decl b(x:number, y:symbol)\n"
 
 REFUSALS = [
     # (program after HEAD, line, col, the feature as the message names it)
-    (".functor f(x:number): number", 3, 1, "'.functor' (user functors) is not supported"),
-    ("a(x) :- a(y), x = @f(y).", 3, 19, "'@f' (user-defined functors) is not supported"),
     (".lattice L<number> { }", 3, 1, "'.lattice' (lattices) is not supported"),
     ('a(x) :- b(x, s), x = ord(s).', 3, 22, "the functor 'ord' (Soufflé numbers symbols"),
     ("a(x) :- a(y), x = y ** 2.", 3, 21, "the operator '**' is not supported"),
@@ -28,7 +26,6 @@ REFUSALS = [
      "supported"),
     ("#define F(x) #x\n", 3, 1, "#define F: '#' and '##' in a macro body are not supported"),
     ("#if 1 ? 2 : 3\n#endif\n", 3, 1, "#if: the conditional operator '?:' is not supported"),
-    ("a(x) :- x = range(1.5, 3.5).", 3, 13, "'range' over floats is not supported"),
 ]
 
 

@@ -87,6 +87,7 @@ def _table(pt: ProgramTasks) -> Table:
 
 
 @app.command("graph")
+@options.binds_functors
 def graph(
     program: Annotated[Path, typer.Argument(help="The Datalog program (.dl).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the DAG as JSON.")] = False,
@@ -94,6 +95,7 @@ def graph(
                                               metavar="FILE")] = None,
     include: options.IncludeDirs = None,
     no_preprocessor: options.NoPreprocessor = False,
+    functors: options.Functors = None,
 ) -> None:
     """Show the task DAG of a Datalog program: one task per strongly connected component."""
     pt = build_tasks(load_program(program, include or (), preprocessor=not no_preprocessor))

@@ -1,5 +1,6 @@
 """Options that the commands share: one declaration each, so their help cannot drift."""
 
+import functools
 from pathlib import Path
 from typing import Annotated
 
@@ -26,3 +27,18 @@ NoPreprocessor = Annotated[bool, typer.Option(
 KeepEpochs = Annotated[int | None, typer.Option(
     "--keep-epochs", help="Keep this many of the last epochs on disk from now on (the state "
     "remembers it; 2 unless set).")]
+Functors = Annotated[Path | None, typer.Option(
+    "--functors", metavar="FILE.py", help="A Python module defining the program's user "
+    "functors (`.functor f(number): number` calls its function f); imported by Spark's "
+    "workers too.")]
+
+
+def binds_functors(command):
+    """Return the command run with its `--functors` module bound to the programs it loads."""
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        from levelflow.tasks.user_functors import bound, check_module
+
+        with bound(check_module(kwargs.get("functors"))):
+            return command(*args, **kwargs)
+    return run

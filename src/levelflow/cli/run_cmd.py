@@ -250,6 +250,7 @@ def _evaluate(spark, program_tasks, sched, factdir, outdir, opts: dict, progress
 
 
 @app.command("run")
+@options.binds_functors
 def run_command(
     program: Annotated[Path, typer.Argument(help="The Datalog program (.dl, Soufflé syntax).")],
     factdir: Annotated[Path, typer.Option(
@@ -282,6 +283,7 @@ def run_command(
     max_tuples: MaxTuples = defaults.MAX_TUPLES,
     include: options.IncludeDirs = None,
     no_preprocessor: options.NoPreprocessor = False,
+    functors: options.Functors = None,
 ) -> None:
     """Evaluate PROGRAM from scratch on Spark; print 'ran k of N' with the wall time and its
     parts, the outputs and .printsize counts."""

@@ -191,6 +191,7 @@ def _open(spark, program_tasks, factdir: Path, state, resume: bool, flags: dict,
 
 
 @app.command("shell")
+@options.binds_functors
 def shell_command(
     program: Annotated[Path, typer.Argument(help="The Datalog program (.dl).")],
     factdir: Annotated[Path, typer.Option(
@@ -207,6 +208,7 @@ def shell_command(
     driver_memory: options.DriverMemory = defaults.DRIVER_MEMORY,
     confine: Annotated[bool, typer.Option("--confine", help=CONFINE_HELP)] = CONFINE_DEFAULT,
     max_tuples: options.MaxTuples = defaults.MAX_TUPLES,
+    functors: options.Functors = None,
 ) -> None:
     """Interactive prompt: insert / remove / commit / load / print / size / help / quit."""
     from levelflow.cli.run_cmd import scheduler_from_flag

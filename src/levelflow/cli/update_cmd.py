@@ -145,6 +145,7 @@ def _apply(spark, state, ops, program, flags: dict, progress, clock) -> None:
 
 
 @app.command("update")
+@options.binds_functors
 def update_command(
     statedir: Annotated[Path, typer.Argument(help="State directory made by `run --state`.")],
     insert: Annotated[list[Path] | None, typer.Option(
@@ -179,6 +180,7 @@ def update_command(
     max_tuples: options.MaxTuples = defaults.MAX_TUPLES,
     include: options.IncludeDirs = None,
     no_preprocessor: options.NoPreprocessor = False,
+    functors: options.Functors = None,
 ) -> None:
     """Apply the changes as one epoch; print per output relation +added -removed, 'ran k of N'.
 

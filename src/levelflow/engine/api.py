@@ -21,11 +21,14 @@ from levelflow.tasks.ast import Program
 from levelflow.tasks.tasks import ProgramTasks
 
 
-def load(path: str | os.PathLike) -> ProgramTasks:
-    """Return the program at `path` parsed, checked and condensed into tasks."""
+def load(path: str | os.PathLike, functors: str | os.PathLike | None = None) -> ProgramTasks:
+    """Return the program at `path` parsed, checked and condensed into tasks; its `.functor`s
+    bound to the Python module at `functors` (`--functors`)."""
     from levelflow.tasks import build_tasks, load_program
+    from levelflow.tasks.user_functors import bound, check_module
 
-    return build_tasks(load_program(path))
+    with bound(check_module(functors)):
+        return build_tasks(load_program(path))
 
 
 def _as_tasks(program: str | os.PathLike | Program | ProgramTasks) -> ProgramTasks:

@@ -154,7 +154,7 @@ class SparkOps(Ops):
 
     def call(self, name, args, kinds, kind):
         F = self.F
-        if name.startswith("#"):  # records and ADTs (tasks/record_values.py)
+        if name.startswith(("#", "@")):  # records, ADTs, user functors (tasks/functors.py)
             return self.by_rows(functors.apply_plain(name), args, kind)
         if name in functors.CASTS:
             return self._convert(args[0], kinds[0], kind)
@@ -190,6 +190,9 @@ class SparkOps(Ops):
 
     def generate(self, df, name, args, kind):
         F = self.F
+        if kind == "float":  # accumulated rounding: tasks/functors.py's loop, as in Polars
+            values = self.by_rows(functors.float_range, args, "array<double>")
+            return df.withColumn(name, F.explode(values))
         lo, hi = args[0], args[1]
         step = args[2] if len(args) == 3 else F.when(lo <= hi, 1).otherwise(-1).cast("bigint")
         count = (F.when(step > 0, F.call_function("div", hi - lo + step - 1, step))

@@ -159,6 +159,9 @@ class Lowering:
 
         name = f"@agg{next(self.count)}"
         body = tuple(_fresh_wildcards(lit, self.count) for lit in agg.body)
+        loose = [n for n in injected if n not in _grounded(body)]
+        if loose:  # `sum y : { c(y), y < n }`: n comes from outside only
+            body = (self._domain(loose, rule, agg.loc),) + body
         types = [self._var_type(n, body + rule.body, agg.loc) for n in injected]
         types.append(TypeRef(self._value_type(agg, rule), agg.loc))
         attrs = tuple(f"a{i}" for i in range(len(types)))
@@ -167,6 +170,23 @@ class Lowering:
                     + (Aggregate(agg.kind, agg.target, (), agg.loc),), agg.loc)
         self.rules.extend(self.rule(Rule((head,), body, agg.loc)))
         return name
+
+    def _domain(self, names: list[str], rule: Rule, loc) -> Atom:
+        """Declare `@dom<n>(names)`, the values the rest of the rule gives injected variables
+        that the aggregate's body does not bind, and queue its rule; return its atom. A set
+        of keys, so the aggregate still ranges over its own body's tuples once per group."""
+        from levelflow.tasks.ast import RawDecl
+
+        outer = tuple(lit for lit in rule.body if not any(map(_user, _terms(lit))) and (
+            isinstance(lit, Atom) or isinstance(lit, Comparison) and lit.op == "="))
+        name = f"@dom{next(self.count)}"
+        types = tuple(self._var_type(n, outer, loc) for n in names)
+        attrs = tuple(f"a{i}" for i in range(len(names)))
+        self.decls.append(RawDecl(name, attrs, types, loc, loc))
+        atom = Atom(name, tuple(Var(n, loc) for n in names), loc)
+        self.rules.append(Rule((atom,), tuple(_fresh_wildcards(lit, self.count)
+                                              for lit in outer), loc))
+        return atom
 
     def _var_type(self, name: str, lits, loc):
         """Return the TypeRef of the first atom attribute holding variable `name`."""

@@ -30,15 +30,18 @@ from levelflow.tasks.choice import lower_choices
 from levelflow.tasks.directives import check_limits, ignored_note
 from levelflow.tasks.eqrel import eqrel_rules
 from levelflow.tasks.errors import DatalogError
+from levelflow.tasks.functor_binding import bind_functors
 from levelflow.tasks.functor_check import check_functors, number_autoinc, subterms
 from levelflow.tasks.io_check import check_ios
 from levelflow.tasks.lower import lower_rule
 from levelflow.tasks.parser import Parsed
+from levelflow.tasks.ranges import name_ranges
 from levelflow.tasks.records import lower_program as lower_records
 from levelflow.tasks.regpath import expand_paths
 from levelflow.tasks.rule_graph import precedence
 from levelflow.tasks.strata import Precedence
 from levelflow.tasks.subtypes import check_program_subtypes
+from levelflow.tasks.symbol_plus import concat_symbols
 from levelflow.tasks.typecheck import (
     INT64_MAX,
     INT64_MIN,
@@ -91,6 +94,8 @@ def check(parsed: Parsed, file: str) -> Program:
         parsed.rules.extend(eqrel_rules(parsed, report))
     types = resolve_types(parsed.types, report)
     parsed, paths, closures = expand_paths(parsed, report, types)
+    if parsed.functors:  # a call of an undeclared one is refused by functors.call_type
+        parsed.rules = bind_functors(parsed, types, report)
     parsed = lower_aggregates(parsed, report, types)
     decls = _check_decls(parsed, types, report)
     decls, parsed.rules = lower_records(parsed, types, decls, report)
@@ -187,6 +192,7 @@ def _check_rule(rule: Rule, decls: dict[str, Decl], report: Problems,
     for head in rule.heads:
         for arg in head.args:
             _check_constants(arg, report)
+    rule = name_ranges(concat_symbols(rule, decls))
     if rule.is_fact:
         return _check_fact(rule, decls, report)
     check_functors(rule, report)

@@ -80,6 +80,11 @@ def call_type(name: str, types: list[str | None]) -> str | None:
     if name.startswith("#"):  # a record functor the front end wrote (tasks/records.py)
         from levelflow.tasks.record_values import result_kind
         return result_kind(name)
+    if name.startswith("@"):  # a user functor, bound by tasks/user_functors.py
+        if "|" not in name:
+            raise FunctorUnsupported(f"functor '{name}' is not declared (.functor "
+                                     f"{name[1:]}(types): type)")
+        return signature_type(name, types)
     if name in CASTS:
         allowed, result = CASTS[name]
         _arity(name, n, 1)
@@ -109,14 +114,26 @@ def call_type(name: str, types: list[str | None]) -> str | None:
     if name == "range":
         if n not in (2, 3):
             raise FunctorTypeError("'range' takes two or three arguments (from, to[, step])")
-        if "float" in types:
-            raise FunctorUnsupported("'range' over floats is not supported (integers only)")
-        return _join(name, types, INTEGRAL)
+        return _join(name, types, NUMERIC)
     if name == "autoinc":  # the checker gives it one argument: its rule's first number
         if n > 1:
             _arity(name, n, 0)
         return "number"
     raise FunctorTypeError(f"unknown functor '{name}'")
+
+
+def signature_type(encoded: str, types: list[str | None]) -> str:
+    """Return a bound call's result type; raise FunctorTypeError on a wrong argument."""
+    from levelflow.tasks.user_functors import decode
+
+    name, params, result, _ = decode(encoded)
+    if len(types) != len(params):
+        raise FunctorTypeError(f"'@{name}' takes {len(params)} arguments, not {len(types)}")
+    for want, got in zip(params, types, strict=True):
+        if got is not None and got != want and not (got == "int" and want in NUMERIC):
+            shown = "number" if got == "int" else got
+            raise FunctorTypeError(f"'@{name}' takes ({', '.join(params)}), not {shown}")
+    return result
 
 
 def _arity(name: str, n: int, want: int) -> None:
@@ -264,8 +281,37 @@ def binary(op: str, a, b, kind: str):
     raise ValueError(f"unknown operator {op}")
 
 
+MAX_FLOAT_RANGE = 10_000_000  # values of one float range: more is refused, not generated
+
+
+def float_range(lo: float, hi: float, step: float | None = None) -> list[float] | None:
+    """Return Soufflé's range over floats: lo, lo+step, ... while below hi (above, for a
+    negative step), adding step each time as its C++ loop does (so rounding accumulates the
+    same way); the step is 1 or -1 by direction; a zero step gives lo once when lo != hi.
+    None (no value) for a NaN or infinite bound or step, or more than MAX_FLOAT_RANGE values."""
+    if step is None:
+        step = 1.0 if lo <= hi else -1.0
+    if not all(map(math.isfinite, (lo, hi, step))):
+        return None
+    if step == 0:
+        return [lo] if lo != hi else []
+    if (hi - lo) / step > MAX_FLOAT_RANGE:
+        return None
+    out, x = [], lo
+    while (x < hi) if step > 0 else (hi < x):
+        if x + step == x:  # the step vanishes beside x: Soufflé's loop would never end
+            return None
+        out.append(x)
+        x += step
+    return out
+
+
 def apply_plain(name: str):
-    """Return the plain Python function of a record functor (`#pack:...`, `#get:...`)."""
+    """Return the plain Python function of a record functor (`#pack:...`, `#get:...`) or of
+    a user functor (`@f|...`, tasks/user_functors.py)."""
+    if name.startswith("@"):
+        from levelflow.tasks.user_functors import function as user_function
+        return user_function(name)
     from levelflow.tasks.record_values import function
     return function(name)
 
@@ -273,7 +319,7 @@ def apply_plain(name: str):
 def apply(name: str, args: list, source: str | None, kind: str):
     """Return functor `name` over plain values (`source`: the first argument's type, `kind`:
     the result's); None where it has no value. `range` and `autoinc` are not values."""
-    if name.startswith("#"):
+    if name.startswith(("#", "@")):
         return apply_plain(name)(*args)
     if name in CASTS:
         return convert(name, args[0], source)

@@ -51,6 +51,7 @@ from levelflow.tasks.functors import CALLS, CONSTRAINTS
 from levelflow.tasks.lexer import Source, Token, simple_fact, tokenize
 from levelflow.tasks.lower import MAX_DNF, negate_dnf
 from levelflow.tasks.record_syntax import adt_type, branch_term, record_term, record_type
+from levelflow.tasks.user_functors import parse_functor
 
 MAX_NESTING = 100  # parentheses, unary minus and body groups
 MAX_EXPR_DEPTH = 256  # a long `a + b + c ...` chain is a deep tree for every later pass
@@ -75,7 +76,6 @@ UNSUPPORTED_FUNCTORS = {
            "evaluation has no such order)",
 }
 UNSUPPORTED_DIRECTIVES = {
-    "functor": " (user functors)",
     "include": " without the preprocessor (--no-preprocessor)",
     "once": " without the preprocessor (--no-preprocessor)",
     "lattice": " (lattices)",
@@ -107,10 +107,13 @@ class Parsed:
     choices: list[tuple[str, tuple[str, ...], Loc]] = field(default_factory=list)
     # Aggregates occur in the rules (lowered by tasks/aggregates.py).
     aggregates: bool = False
+    # `.functor` declarations (tasks/user_functors.py binds them to Python functions).
+    functors: list = field(default_factory=list)
 
     def absorb(self, other: Parsed) -> None:
         """Add a component instance's statements after these."""
-        for name in ("decls", "types", "ios", "rules", "pragmas", "plans", "eqrels"):
+        for name in ("decls", "types", "ios", "rules", "pragmas", "plans", "eqrels",
+                     "functors"):
             getattr(self, name).extend(getattr(other, name))
         self.fast |= other.fast
         self.aggregates |= other.aggregates
@@ -238,6 +241,8 @@ class _Parser:
                 init_def(self)
             elif name == "override":
                 override(self)
+            elif name == "functor":
+                self.out.functors.append(parse_functor(self))
             else:
                 raise self.unsupported(f"'.{name}'{UNSUPPORTED_DIRECTIVES[name]}")
         elif tok.kind == "ident":
@@ -746,10 +751,13 @@ class _Parser:
             self.depth -= 1
             self.expect(")")
             return term, depth
-        if self.at("@"):
+        if self.at("@"):  # a user-defined functor's call (tasks/user_functors.py binds it)
             nxt = self.peek()
-            shown = "@" + nxt.text if nxt.kind == "ident" and nxt.pos == tok.pos + 1 else "@"
-            raise self.unsupported(f"'{shown}' (user-defined functors)")
+            if nxt.kind != "ident" or nxt.pos != tok.pos + 1:
+                raise self.expected("a functor name after '@'")
+            self.take()
+            call, depth = self.call()
+            return Call("@" + call.name, call.args, self.loc(tok)), depth
         if self.at("["):
             return record_term(self)
         if self.at("$"):

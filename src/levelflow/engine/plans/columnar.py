@@ -152,7 +152,7 @@ def _substr(s: pl.Expr, i: pl.Expr, n: pl.Expr) -> pl.Expr:
 
 def functor(name: str, args: list[pl.Expr], kinds: list[str], kind: str) -> pl.Expr:
     """Return the value of an intrinsic functor over Polars expressions (null: no value)."""
-    if name.startswith("#"):  # records and ADTs (tasks/record_values.py)
+    if name.startswith(("#", "@")):  # records, ADTs, user functors (tasks/functors.py)
         return by_rows(functors.apply_plain(name), args, POLARS_TYPES[kind])
     if name in functors.CASTS:
         return _convert(name, args[0], kinds[0], kind)
@@ -219,6 +219,9 @@ class PolarsOps(Ops):
         return by_rows(functors.matches, [left, right], pl.Boolean)
 
     def generate(self, df, name, args, kind):
+        if kind == "float":  # accumulated rounding: tasks/functors.py's loop, as in Spark
+            values = by_rows(functors.float_range, args, pl.List(pl.Float64))
+            return df.with_columns(values.alias(name)).explode(name).drop_nulls(name)
         return range_rows(df, name, args)
 
     def numbered(self, df, cols, name):

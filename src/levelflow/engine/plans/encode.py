@@ -24,7 +24,7 @@ TEXT_FUNCTORS = frozenset({"cat", "strlen", "substr", "to_string", "to_number", 
 
 def _reads_text(term) -> bool:
     if isinstance(term, Call):
-        return (term.name in TEXT_FUNCTORS or term.name.startswith("#")  # records' text
+        return (term.name in TEXT_FUNCTORS or term.name.startswith(("#", "@"))  # records, @user
                 or any(map(_reads_text, term.args)))
     if isinstance(term, BinOp):
         return _reads_text(term.left) or _reads_text(term.right)
