@@ -21,6 +21,7 @@ from levelflow.engine.plans.layout import Layout
 from levelflow.engine.plans.planner import Plan
 from levelflow.engine.spark_io import estimate_rows, read_input
 from levelflow.tasks.ast import Program
+from levelflow.tasks.subsume import SUB, pair_decl, subsumed
 from levelflow.tasks.tasks import Task
 
 # A fact file's rows, estimated from its size before reading it: "1\t2\n" is 4 bytes.
@@ -48,6 +49,9 @@ def _layout(program: Program, task: Task, sources, plan: Plan, parts: int,
     """Return what the workers need to run the task (rules, declarations, sources, key)."""
     decls = program.decls
     touched = set(task.relations) | set(task.reads_from)
+    pruned = {subsumed(r) for r in task.subsumes}
+    decls = {**decls, **{SUB + n: pair_decl(decls[n]) for n in pruned}}
+    touched |= {SUB + subsumed(r) for r in task.subsumes}
     facts = {}
     for name in task.relations:
         rows = fact_rows(task.rules, name)
@@ -57,7 +61,8 @@ def _layout(program: Program, task: Task, sources, plan: Plan, parts: int,
                   decls={n: decls[n] for n in touched}, sources=sources, facts=facts,
                   key=plan.key if plan.kind == "partitioned" else None,
                   parts=parts if plan.kind == "partitioned" else 1, keep=keep,
-                  closure=task.closure, ranked=ranked, limit=limit)
+                  closure=task.closure, ranked=ranked, limit=limit,
+                  subsumes=task.subsumes)
 
 
 def evaluate_planned(spark, program: Program, task: Task, relations: Mapping,
