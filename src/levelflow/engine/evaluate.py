@@ -313,6 +313,13 @@ def evaluate_task(spark: SparkSession, program: Program, task: Task,
         raise ValueError(f"checkpoint must be one of {CHECKPOINTS}, got {checkpoint!r}")
     if checkpoint == "reliable" and not spark.sparkContext.getCheckpointDir():
         raise ValueError("checkpoint='reliable' needs sparkContext.setCheckpointDir(...)")
+    if task.subsumes:  # pruned each round, in one Spark task (plans/subsume.py)
+        from levelflow.engine.plans import evaluate_planned
+        from levelflow.engine.plans.planner import Plan
+
+        return evaluate_planned(spark, program, task, relations, factdir, cancel=cancel,
+                                plan=Plan("local", "subsumptive rules"), counts=counts,
+                                ranked=ranked, checkpoint=checkpoint)
     if cancel is not None and cancel.is_set():
         raise Cancelled(f"task {task.name} cancelled before it started")
     t0 = time.perf_counter()

@@ -81,6 +81,8 @@ def evaluate_planned(spark, program: Program, task: Task, relations: Mapping,
     limit = task_limit(task, max_tuples)
     if limit is not None:
         check_products(program.file, task, counts or {}, max_tuples)
+    if task.subsumes and plan.kind != "local":  # pruned each round in one process
+        plan = Plan("local", f"subsumptive rules ({plan.kind} asked)")
     if plan.kind == "global":
         out = evaluate_task(spark, program, task, relations, factdir, checkpoint=checkpoint,
                             cancel=cancel, counts=counts, ranked=ranked, limit=limit)
