@@ -94,22 +94,52 @@ def _over_deleted(ctx, task, old: dict, lower_old: dict, minus: dict) -> dict:
     return gone
 
 
-def subsumed_update(ctx, task) -> dict:
-    """Return per own relation its Change: the pruned fixpoint repaired from the old one."""
+# Per (session, task): the Polars frames of the relations its last epoch read and produced,
+# each beside the DataFrame it equals (kept alive, compared by identity): an epoch whose
+# versions are those frames' successors applies their Δ in the driver instead of a job each.
+_HELD: dict[tuple[int, str], dict[str, tuple[object, pl.DataFrame]]] = {}
+
+
+def _held(held: dict, name: str, df, decl) -> pl.DataFrame:
+    """Return `df` as Polars: the held frame when it was made from `df`, else fetched."""
+    mark = held.get(name)
+    return mark[1] if mark is not None and mark[0] is df else _frame(df, decl)
+
+
+def _marks(ctx, name: str) -> tuple[object, object]:
+    """Return the objects that stand for a relation's old and new versions: its base facts'
+    for an input relation without rules (the snapshot keeps that very object), else its own."""
+    ver = ctx.base.get(name)
+    if ver is None or any(h.relation == name for r in ctx.program.rules if r.body
+                          for h in r.heads):
+        ver = ctx.versions[name]
+    return ver.old, ver.new
+
+
+def _lower(ctx, task, held: dict) -> tuple[dict, dict, dict]:
+    """Return the lower relations' new and old frames, and the deleted tuples per relation."""
     decls = ctx.decls
-    lower_new, lower_old, minus = {}, {}, {}
+    new, old, minus = {}, {}, {}
     for n in task.reads_from:
         ver = ctx.versions[n]
-        lower_new[n] = _frame(ver.new, decls[n])
-        lower_old[n] = lower_new[n]
+        was, now = _marks(ctx, n)
+        mark = held.get(n)
+        old[n] = new[n] = mark[1] if mark is not None and mark[0] is was \
+            else _frame(ver.old, decls[n])
         if ver.changed:
             plus, gone = _frame(ver.plus, decls[n]), _frame(ver.minus, decls[n])
-            lower_old[n] = pl.concat([lower_new[n].join(plus, on=plus.columns, how="anti"),
-                                      gone]) if plus.height else \
-                pl.concat([lower_new[n], gone])
             if gone.height:
+                new[n] = new[n].join(gone, on=gone.columns, how="anti")
                 minus[n] = gone
-    facts = {}
+            new[n] = pl.concat([new[n], plus]) if plus.height else new[n]
+        held[n] = (now, new[n])
+    return new, old, minus
+
+
+def _facts(ctx, task, minus: dict) -> dict:
+    """Return each own relation's facts (the program's and its base facts), and add its
+    deleted base facts to `minus`."""
+    decls, facts = ctx.decls, {}
     for n in task.relations:
         rows = [cast_fact(r, decls[n].types) for r in fact_rows(task.rules, n)]
         parts = [pl.DataFrame(rows, schema=empty_frame(decls[n]).schema, orient="row")]
@@ -119,7 +149,18 @@ def subsumed_update(ctx, task) -> dict:
             if base.minus_rows:
                 minus[n] = _frame(base.minus, decls[n])
         facts[n] = pl.concat(parts).unique()
-    old = {n: _frame(ctx.versions[n].old, decls[n]) for n in task.relations}
+    return facts
+
+
+def subsumed_update(ctx, task) -> dict:
+    """Return per own relation its Change: the pruned fixpoint repaired from the old one."""
+    decls = ctx.decls
+    key = (id(ctx.spark), task.name)
+    held = _HELD.pop(key, {})
+    lower_new, lower_old, minus = _lower(ctx, task, held)
+    facts = _facts(ctx, task, minus)
+    old = {n: _held(held, n, ctx.old_ranked.get(n), decls[n]) if n in ctx.old_ranked
+           else _frame(ctx.versions[n].old, decls[n]) for n in task.relations}
     seed = None
     if not _from_empty(ctx, task):
         gone = _over_deleted(ctx, task, old, lower_old, minus) if minus else {}
@@ -135,5 +176,7 @@ def subsumed_update(ctx, task) -> dict:
         plus = new.join(old[n], on=cols, how="anti")
         gone = old[n].join(new, on=cols, how="anti")
         changes[n] = _change(ctx, n, ctx.versions[n], plus, gone, cols)
+        ranked = changes[n].new if changes[n].new is not None else ctx.old_ranked.get(n)
+        held[n] = (ranked, new)
+    _HELD[key] = held
     return changes
-
