@@ -86,6 +86,8 @@ def main() -> None:
             result = s.commit()
             times.append(time.perf_counter() - start)
             jobs.append(sum(result.spark_jobs.values()))
+            print(f"epoch: {times[-1]:.2f} s, {jobs[-1]} Spark jobs, per task "
+                  f"{ {k: round(v, 2) for k, v in result.task_seconds.items()} }", flush=True)
         epoch = statistics.median(times)
         print(f"subsumption (shortest distances) over {len(edges):,} edges, {args.nodes:,} "
               f"nodes: from scratch {scratch:.2f} s; 10-edge epoch {epoch:.2f} s (median of "
