@@ -175,3 +175,25 @@ def test_bad_subsumptive_rules_are_one_line(text, fragment):
     message = str(e.value)
     assert message.startswith("bad.dl:4:") and "\n" not in message and fragment in message, \
         message
+
+
+def test_run_state_and_update_cli(cli_spark, tmp_path, capsys):
+    from levelflow.cli import main as cli_main
+
+    program = tmp_path / "d.dl"
+    program.write_text(DIST)
+    write_facts(tmp_path / "f", {"edge": EDGES})
+    with pytest.raises(SystemExit) as e:
+        cli_main(["run", str(program), "-F", str(tmp_path / "f"), "-D", str(tmp_path / "o0"),
+                  "--state", str(tmp_path / "state"), "-q"])
+    assert e.value.code == 0, capsys.readouterr()
+    assert (tmp_path / "o0" / "dist.csv").read_text().split("\n") == [
+        "1\t0", "2\t1", "3\t2", "4\t9", "5\t11", ""]
+    # 2->3 gone: 3 is reached by 1->3 (5) again, its old distance 2 no longer dominates it.
+    (tmp_path / "e.diff").write_text("-edge(2, 3, 1)\n")
+    with pytest.raises(SystemExit) as e:
+        cli_main(["update", str(tmp_path / "state"), "--insert", str(tmp_path / "e.diff"),
+                  "-D", str(tmp_path / "o1")])
+    assert e.value.code == 0, capsys.readouterr()
+    assert (tmp_path / "o1" / "dist.csv").read_text().split("\n") == [
+        "1\t0", "2\t1", "3\t5", "4\t12", "5\t14", ""]
