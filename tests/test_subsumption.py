@@ -197,3 +197,22 @@ def test_run_state_and_update_cli(cli_spark, tmp_path, capsys):
     assert e.value.code == 0, capsys.readouterr()
     assert (tmp_path / "o1" / "dist.csv").read_text().split("\n") == [
         "1\t0", "2\t1", "3\t5", "4\t12", "5\t14", ""]
+
+
+def test_a_program_change_to_the_subsumptive_rule_recomputes(spark, tmp_path):
+    write_facts(tmp_path / "f", {"edge": EDGES})
+    pt = build_tasks(parse_program(DIST, "d.dl"))
+    session = IncrementalSession.bootstrap(spark, pt, tmp_path / "f", mode="incremental")
+    try:
+        # Keep the longest distances below 12 instead of the shortest.
+        longest = DIST.replace("dist(x, d1) <= dist(x, d2) :- d2 <= d1.",
+                               "dist(x, d1) <= dist(x, d2) :- d1 <= d2.").replace(
+            "dist(y, d + w) :- dist(x, d), edge(x, y, w).",
+            "dist(y, d + w) :- dist(x, d), edge(x, y, w), d + w < 12.")
+        (tmp_path / "m.dl").write_text(longest)
+        result = session.replace_program(tmp_path / "m.dl")
+        assert result.status["dist"] == "recomputed"
+        ref = _reference(build_tasks(parse_program(longest, "m.dl")), EDGES, tmp_path / "r")
+        assert rows_of(session.relation("dist")) == ref["dist"]
+    finally:
+        session.close()
