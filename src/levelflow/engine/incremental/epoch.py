@@ -248,7 +248,7 @@ class Epoch:
             counts = count_scratch(self.ctx, task)
             fresh = {n: keep_smallest(self.program, n, *cut(counts[n])) for n in task.relations}
         else:
-            plan = plan_for(self.ctx, task) if self.arranged and not task.subsumes and \
+            plan = plan_for(self.ctx, task) if self.arranged and \
                 not limited(self.program, task.relations) else None  # held: the uncut tuples
             held = fresh_held(self.ctx, task, plan) if plan is not None else None
             sets, rounds = scratch_sets(self.ctx, task, held=held and (plan, held),

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from levelflow.engine.evaluate import (
+    SUBSUMED,
     Cancelled,
     EvalStats,
     TaskResult,
@@ -117,3 +118,13 @@ def _checked(out: TaskResult, limit: Limit | None, file: str) -> TaskResult:
     if limit is not None:
         limit.check(sum(out.stats.rows.values()), f"{file}: ")
     return out
+
+
+def _run_subsumed(spark, program: Program, task: Task, relations: Mapping, factdir, **options
+                  ) -> TaskResult:
+    """Return a task with subsumptive rules evaluated under the local plan."""
+    return evaluate_planned(spark, program, task, relations, factdir,
+                            plan=Plan("local", "subsumptive rules"), **options)
+
+
+SUBSUMED.append(_run_subsumed)
