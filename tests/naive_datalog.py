@@ -387,6 +387,9 @@ def evaluate(program_tasks, factdir):
         else:
             db[name] = read_facts(path, decl, io.option("delimiter") or "\t")
     for task in program_tasks.tasks:
+        if task.subsumes:
+            subsumed_fixpoint(task, db, program.decls)
+            continue
         changed = True
         while changed:
             changed = False
@@ -414,6 +417,44 @@ def evaluate(program_tasks, factdir):
                             db[head.relation].add(row)
                             changed = True
     return db
+
+
+def subsumed_fixpoint(task, db, decls):
+    """Evaluate a task with subsumptive rules: X = P(X ∪ T(X)) until X stays, where P drops
+    each tuple another tuple dominates (of two dominating each other, the smaller stays)."""
+    while True:
+        before = {n: frozenset(db[n]) for n in task.relations}
+        found = {n: set() for n in task.relations}
+        for rule in task.rules:
+            for env in list(solve(rule.body, db, {})):
+                head = rule.heads[0]
+                try:
+                    found[head.relation].add(tuple(
+                        _CONVERT[t](value(a, env))
+                        for a, t in zip(head.args, decls[head.relation].types, strict=True)))
+                except _NoValue:
+                    continue
+        for n in task.relations:
+            db[n] |= found[n]
+        for n in task.relations:
+            db[n] -= dominated(task, n, db, decls)
+        if all(db[n] == before[n] for n in task.relations):
+            return
+
+
+def dominated(task, name, db, decls):
+    """Return the tuples of `name` that its subsumptive rules remove from db[name]."""
+    types = decls[name].types * 2
+    pairs = set()
+    for rule in task.subsumes:
+        if rule.heads[0].relation != "@sub:" + name:
+            continue
+        for env in solve(rule.body, db, {}):
+            pairs.add(tuple(_CONVERT[t](value(a, env))
+                            for a, t in zip(rule.heads[0].args, types, strict=True)))
+    n = decls[name].arity
+    return {p[:n] for p in pairs
+            if p[:n] != p[n:] and (p[n:] + p[:n] not in pairs or p[n:] < p[:n])}
 
 
 def aggregated(rule, envs, decl):

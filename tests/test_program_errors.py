@@ -110,7 +110,9 @@ CASES = [
     (".type P = [a: number, a: symbol]", 5, 23, "field 'a' is declared twice"),
     (".type T = Leaf {x: number} | Leaf {}", 5, 30, "branch 'Leaf' is declared twice"),
     ("A(x) :- B(x, _), !(B(x, y), x > 1).", 5, 25, "variable 'y' is not grounded"),
-    ("A(x) <= A(y) :- A(x), A(y), x < y.", 5, 6, "'<=' (subsumptive rules) is not supported"),
+    ("A(x) <= B(y) :- x < y.", 5, 1, "a subsumptive rule relates tuples of one relation"),
+    ("A(x), A(z) <= A(y) :- x < y.", 5, 1, "a subsumptive rule has one dominated atom"),
+    ("A(x) <= A(y) :- x < w.", 5, 21, "variable 'w' is not grounded"),
     (".decl E(a:number, a:number)", 5, 19, "attribute 'a' of E is declared twice"),
 ]
 

@@ -143,6 +143,11 @@ def _base(spark, program: Program, task: Task, relations: Mapping[str, DataFrame
     return base
 
 
+# How a task with subsumptive rules runs: plans/run.py puts its local plan here (it imports
+# this module, so this module cannot import it).
+SUBSUMED: list = []
+
+
 def evaluate_task(spark: SparkSession, program: Program, task: Task,
                   relations: Mapping[str, DataFrame], factdir: str | Path | None = None, *,
                   checkpoint: str = "local", cancel: threading.Event | None = None,
@@ -159,6 +164,12 @@ def evaluate_task(spark: SparkSession, program: Program, task: Task,
         raise ValueError(f"checkpoint must be one of {CHECKPOINTS}, got {checkpoint!r}")
     if checkpoint == "reliable" and not spark.sparkContext.getCheckpointDir():
         raise ValueError("checkpoint='reliable' needs sparkContext.setCheckpointDir(...)")
+    if task.subsumes:  # pruned each round, in one Spark task (plans/subsume.py)
+        if not SUBSUMED:
+            raise RuntimeError("a task with subsumptive rules needs levelflow.engine.plans "
+                               "imported")
+        return SUBSUMED[0](spark, program, task, relations, factdir, cancel=cancel,
+                           counts=counts, ranked=ranked, checkpoint=checkpoint)
     if cancel is not None and cancel.is_set():
         raise Cancelled(f"task {task.name} cancelled before it started")
     t0 = time.perf_counter()

@@ -314,6 +314,8 @@ class Program:
     source: str = field(default="", compare=False, repr=False)
     # The relations' precedence graph, built once by the checker (a tasks.strata.Precedence).
     precedence: Precedence | None = field(default=None, compare=False, repr=False)
+    # Subsumptive rules, lowered to `@sub:r` pair rules (tasks/subsume.py): not in `rules`.
+    subsumptions: tuple[Rule, ...] = ()
 
     @property
     def output_directives(self) -> tuple[IO, ...]:

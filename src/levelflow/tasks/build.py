@@ -12,6 +12,7 @@ from levelflow.tasks.ast import Program, Rule
 from levelflow.tasks.graph import TaskGraph
 from levelflow.tasks.rule_graph import precedence
 from levelflow.tasks.strata import Precedence
+from levelflow.tasks.subsume import subsumed
 from levelflow.tasks.tasks import ProgramTasks, Task
 
 
@@ -51,10 +52,11 @@ def build_tasks(program: Program) -> ProgramTasks:
     for i, k in enumerate(order):
         relations = tuple(names[v] for v in prec.comps[k])
         rules = tuple(rules_of[k])
+        subs = tuple(s for s in program.subsumptions if subsumed(s) in relations)
         tasks.append(Task(i, "+".join(relations), relations, rules, prec.recursive(k),
                           any(r in program.inputs for r in relations),
-                          frozenset().union(*(r.reads() for r in rules if r.body)),
-                          len(relations) == 1 and relations[0] in program.closures))
+                          frozenset().union(*(r.reads() for r in rules + subs if r.body)),
+                          len(relations) == 1 and relations[0] in program.closures, subs))
     edges = sorted((new_id[a], new_id[b]) for a, b in comp_edges)
     graph = TaskGraph([t.name for t in tasks], edges)
     return ProgramTasks(program, tuple(tasks), graph, _initial(program, tasks),

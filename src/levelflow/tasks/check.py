@@ -40,6 +40,7 @@ from levelflow.tasks.records import lower_program as lower_records
 from levelflow.tasks.regpath import expand_paths
 from levelflow.tasks.rule_graph import precedence
 from levelflow.tasks.strata import Precedence
+from levelflow.tasks.subsume import SUB, add_pair_decls, check_strata, order_rules, subsumed
 from levelflow.tasks.subtypes import check_program_subtypes
 from levelflow.tasks.symbol_plus import concat_symbols
 from levelflow.tasks.typecheck import (
@@ -100,6 +101,9 @@ def check(parsed: Parsed, file: str) -> Program:
     decls = _check_decls(parsed, types, report)
     decls, parsed.rules = lower_records(parsed, types, decls, report)
     decls, parsed.rules = lower_choices(parsed, decls, report)
+    pair_decls = add_pair_decls(parsed.subsumptions, decls, report)
+    subs = tuple(_check_rule(rule, pair_decls, report, types) for rule in parsed.subsumptions
+                 if SUB + subsumed(rule) in pair_decls)
     ios = [io for io in parsed.ios if io.kind != "limitsize"]
     inputs, outputs, more_outputs, printsize = check_ios(ios, decls, report)
     plain, fast = plain_kinds(decls), parsed.fast
@@ -110,7 +114,10 @@ def check(parsed: Parsed, file: str) -> Program:
         check_program_subtypes(parsed, types, rules, report)
     if parsed.surface:
         rules = tuple(lower_rule(rule) for rule in rules)
-    prec = precedence(decls, rules)
+    if parsed.surface:
+        subs = tuple(lower_rule(rule) for rule in subs)
+    prec = precedence(decls, rules + tuple(order_rules(subs)))
+    check_strata(prec, subs, report)
     check_aggregated(prec, rules, report)
     _check_stratified(prec, rules, report)
     rules = number_autoinc(prec, rules, report, fast)
@@ -120,7 +127,7 @@ def check(parsed: Parsed, file: str) -> Program:
         raise error
     return Program(file, decls, inputs, outputs, printsize, rules, more_outputs,
                    paths=paths, closures=closures, precedence=prec, limits=limits,
-                   notes=ignored_note(parsed, file))
+                   notes=ignored_note(parsed, file), subsumptions=subs)
 
 
 def _check_decls(parsed: Parsed, types: dict[str, str], report: Problems) -> dict[str, Decl]:

@@ -51,6 +51,7 @@ from levelflow.tasks.functors import CALLS, CONSTRAINTS
 from levelflow.tasks.lexer import Source, Token, simple_fact, tokenize
 from levelflow.tasks.lower import MAX_DNF, negate_dnf
 from levelflow.tasks.record_syntax import adt_type, branch_term, record_term, record_type
+from levelflow.tasks.subsume import parse_subsumption
 from levelflow.tasks.user_functors import parse_functor
 
 MAX_NESTING = 100  # parentheses, unary minus and body groups
@@ -105,6 +106,8 @@ class Parsed:
     fast: set[int] = field(default_factory=set)
     # `choice-domain`: (relation, key attributes, where), lowered by tasks/choice.py.
     choices: list[tuple[str, tuple[str, ...], Loc]] = field(default_factory=list)
+    # Subsumptive rules, lowered to `@sub:r` pair rules (tasks/subsume.py).
+    subsumptions: list[Rule] = field(default_factory=list)
     # Aggregates occur in the rules (lowered by tasks/aggregates.py).
     aggregates: bool = False
     # `.functor` declarations (tasks/user_functors.py binds them to Python functions).
@@ -113,7 +116,7 @@ class Parsed:
     def absorb(self, other: Parsed) -> None:
         """Add a component instance's statements after these."""
         for name in ("decls", "types", "ios", "rules", "pragmas", "plans", "eqrels",
-                     "functors"):
+                     "functors", "subsumptions"):
             getattr(self, name).extend(getattr(other, name))
         self.fast |= other.fast
         self.aggregates |= other.aggregates
@@ -369,7 +372,7 @@ class _Parser:
             self.out.rules.append(Rule(tuple(heads), (), loc))
             return
         if self.at("<="):
-            raise self.unsupported("'<=' (subsumptive rules)")
+            return parse_subsumption(self, heads, first)
         if not self.at(":-"):
             raise self.expected("':-' or '.'" if len(heads) == 1 else "':-'")
         self.take()

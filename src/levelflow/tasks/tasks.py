@@ -20,6 +20,8 @@ class Task:
     input: bool
     reads: frozenset[str]  # relations its rules' bodies read (its own included)
     closure: bool = False  # a path expression's `e+` (Program.closures): a native operator runs it
+    # The `@sub:r` pair rules of its subsumed relations (tasks/subsume.py): pruned each round.
+    subsumes: tuple[Rule, ...] = ()
 
     @property
     def reads_from(self) -> list[str]:

@@ -45,6 +45,7 @@ from levelflow.engine.incremental.strategies.counting_spark import count_scratch
 from levelflow.engine.incremental.strategies.dred_spark import dred_update
 from levelflow.engine.incremental.strategies.in_place import EVERY_SHARE, recompute_in_place
 from levelflow.engine.incremental.strategies.recompute import diff, scratch_sets
+from levelflow.engine.incremental.strategies.subsumed import subsumed_update
 from levelflow.engine.incremental.versions import Change, TaskContext, TaskUpdate, Versions
 from levelflow.engine.limitsize import keep_smallest, limited
 from levelflow.engine.plans.planner import LOCAL_ROWS
@@ -117,6 +118,8 @@ class Epoch:
             return self._copy_base(v, t0)
         if self.mode == "scratch":
             return self._from_scratch(v, counted, t0)
+        if task.subsumes:  # repaired in the driver (strategies/subsumed.py)
+            return self._apply_sets(v, subsumed_update(self.ctx, task), "subsume", t0, 0)
         # Under a program change, a task whose rules changed is maintained with them gated
         # (on the Spark side: its executors' copy was derived by the old rules).
         gated, ctx = self.change.task_context(self, v) if self.change else (task, self.ctx)

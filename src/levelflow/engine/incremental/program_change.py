@@ -229,6 +229,9 @@ def _classify(task: Task, before: Task | None, op, np_, rebuilt, old_counted,
            for n in rels):
         return "recomputed"
     added, removed = rule_difference(before.rules, task.rules)
+    if (task.subsumes or before.subsumes) and \
+            (added or removed or any(rule_difference(before.subsumes, task.subsumes))):
+        return "recomputed"  # its pruned tuples hold no record of the rules that made them
     stay = len([r for r in task.rules if r.body]) - len([r for r in added if r.body])
     if (added or removed) and stay <= 0:
         return "recomputed"  # nothing of the old evaluation survives: scratch is cheaper

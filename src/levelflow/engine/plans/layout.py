@@ -39,3 +39,5 @@ class Layout:
     emit: bool = True
     # The task's tuple limit, checked after each round of each share (engine/guard.py).
     limit: Limit | None = None
+    # The task's `@sub:r` pair rules: its fixpoint is pruned each round (plans/subsume.py).
+    subsumes: tuple[Rule, ...] = ()

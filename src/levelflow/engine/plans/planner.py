@@ -99,6 +99,8 @@ def choose_plan(task: Task, decls: Mapping[str, Decl], rows: int, forced: str = 
     """Return the task's plan for `rows` input rows; a forced plan that does not apply raises."""
     if forced not in PLANS:
         raise PlanError(f"plan: must be one of {', '.join(PLANS)}, got {forced!r}")
+    if task.subsumes:  # pruned each round, in one process (plans/subsume.py)
+        return Plan("local", "subsumptive rules: pruned each round in one Spark task")
     if forced == "global":
         return Plan("global", "forced")
     if forced == "local":

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from levelflow.engine.evaluate import (
+    SUBSUMED,
     Cancelled,
     EvalStats,
     TaskResult,
@@ -21,6 +22,7 @@ from levelflow.engine.plans.layout import Layout
 from levelflow.engine.plans.planner import Plan
 from levelflow.engine.spark_io import estimate_rows, read_input
 from levelflow.tasks.ast import Program
+from levelflow.tasks.subsume import SUB, pair_decl, subsumed
 from levelflow.tasks.tasks import Task
 
 # A fact file's rows, estimated from its size before reading it: "1\t2\n" is 4 bytes.
@@ -48,6 +50,9 @@ def _layout(program: Program, task: Task, sources, plan: Plan, parts: int,
     """Return what the workers need to run the task (rules, declarations, sources, key)."""
     decls = program.decls
     touched = set(task.relations) | set(task.reads_from)
+    pruned = {subsumed(r) for r in task.subsumes}
+    decls = {**decls, **{SUB + n: pair_decl(decls[n]) for n in pruned}}
+    touched |= {SUB + subsumed(r) for r in task.subsumes}
     facts = {}
     for name in task.relations:
         rows = fact_rows(task.rules, name)
@@ -57,7 +62,8 @@ def _layout(program: Program, task: Task, sources, plan: Plan, parts: int,
                   decls={n: decls[n] for n in touched}, sources=sources, facts=facts,
                   key=plan.key if plan.kind == "partitioned" else None,
                   parts=parts if plan.kind == "partitioned" else 1, keep=keep,
-                  closure=task.closure, ranked=ranked, limit=limit)
+                  closure=task.closure, ranked=ranked, limit=limit,
+                  subsumes=task.subsumes)
 
 
 def evaluate_planned(spark, program: Program, task: Task, relations: Mapping,
@@ -76,6 +82,8 @@ def evaluate_planned(spark, program: Program, task: Task, relations: Mapping,
     limit = task_limit(task, max_tuples)
     if limit is not None:
         check_products(program.file, task, counts or {}, max_tuples)
+    if task.subsumes and plan.kind != "local":  # pruned each round in one process
+        plan = Plan("local", f"subsumptive rules ({plan.kind} asked)")
     if plan.kind == "global":
         out = evaluate_task(spark, program, task, relations, factdir, checkpoint=checkpoint,
                             cancel=cancel, counts=counts, ranked=ranked, limit=limit)
@@ -110,3 +118,13 @@ def _checked(out: TaskResult, limit: Limit | None, file: str) -> TaskResult:
     if limit is not None:
         limit.check(sum(out.stats.rows.values()), f"{file}: ")
     return out
+
+
+def _run_subsumed(spark, program: Program, task: Task, relations: Mapping, factdir, **options
+                  ) -> TaskResult:
+    """Return a task with subsumptive rules evaluated under the local plan."""
+    return evaluate_planned(spark, program, task, relations, factdir,
+                            plan=Plan("local", "subsumptive rules"), **options)
+
+
+SUBSUMED.append(_run_subsumed)

@@ -8,6 +8,7 @@ share and packs each relation back into the layout of in_spark.py.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from functools import partial
 
 import numpy as np
 import polars as pl
@@ -19,6 +20,7 @@ from levelflow.engine.plans.columnar import frame_schema
 from levelflow.engine.plans.encode import decode, dictionary, encode, encoded_program
 from levelflow.engine.plans.fixpoint import TaskOutcome
 from levelflow.engine.plans.layout import BASE_FACTS, COUNT_REL, STATS_REL, Layout
+from levelflow.engine.plans.subsume import run_subsumed
 
 _ARROW_TYPES = {"number": pa.int64(), "unsigned": pa.int64(), "float": pa.float64(),
                 "symbol": pa.string()}
@@ -135,12 +137,16 @@ def _run_encoded(layout: Layout, lower: dict, facts: dict, share, schema: pa.Sch
     """Yield a share's packed relations, its fixpoint run over symbols encoded as integers."""
     decls = layout.decls
     symbols = dictionary([(decls[n], df) for n, df in (*lower.items(), *facts.items())],
-                         layout.rules)
+                         layout.rules + layout.subsumes)
     coded = {n: encode(df, decls[n], symbols) for n, df in lower.items()}
     # A path expression's closure runs the native BFS operator, with the same outcome shape.
     # Without ranks (nobody reads them, nothing stays resident) it searches once per component.
     evaluate = task_evaluator(layout.closure, ranked=layout.ranked or layout.keep is not None)
-    rules, coded_decls = encoded_program(layout.rules, decls, symbols)
+    rules, coded_decls = encoded_program(layout.rules + layout.subsumes, decls, symbols)
+    if layout.subsumes:  # pruned each round (plans/subsume.py)
+        cut = len(rules) - len(layout.subsumes)
+        evaluate = partial(run_subsumed, subs=rules[cut:])
+        rules = rules[:cut]
     outcome = evaluate(rules, layout.names, coded_decls, coded,
                        {n: encode(df, decls[n], symbols) for n, df in facts.items()}, share,
                        layout.limit)

@@ -41,7 +41,7 @@ def countable(program: Program, task: Task) -> bool:
     derivations: a nullary head (one row whatever the body), a positive atom without variables
     (joined as "exists"), a body without positive atoms.
     """
-    if task.recursive or aggregate_task(task):  # a group-by: strategies/aggregates.py
+    if task.recursive or aggregate_task(task) or task.subsumes:  # group-by, pruned: own
         return False
     for rule in task.rules:
         if not rule.body:

@@ -123,8 +123,8 @@ def _cancelled(added, removed):
 def plan_for(ctx: TaskContext, task: Task):
     """Return the task's plan if its epochs can run arranged, else None."""
     decls = ctx.decls
-    if any(decls[n].arity == 0 for n in task.relations):
-        return None
+    if task.subsumes or any(decls[n].arity == 0 for n in task.relations):
+        return None  # pruned tuples: strategies/subsumed.py, in the driver
     for rule in task.rules:
         if len(rule.heads) != 1:
             return None
