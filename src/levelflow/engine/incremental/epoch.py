@@ -18,6 +18,7 @@ from functools import partial
 from pathlib import Path
 
 from levelflow.driver import drive
+from levelflow.engine.choose import chosen
 from levelflow.engine.evaluate import cut
 from levelflow.engine.guard import check_products, from_failure, task_limit
 from levelflow.engine.incremental.backends.driver_rows import LazyFrame, with_constant
@@ -111,7 +112,8 @@ class Epoch:
                            {n: self.versions[n].new_rows for n in task.reads_from},
                            self.max_tuples)
         if self.change is not None and self.change.forced(v) or \
-                limited(self.program, task.relations):  # new, regrouped, or its N kept anew
+                limited(self.program, task.relations) or \
+                chosen(self.program.decls, task.relations):  # or its N or choice kept anew
             return self._scratch(v, counted, "scratch", t0)
         if self.mode != "scratch" and uses_autoinc(task.rules):  # numbered anew each epoch
             return self._scratch(v, counted, "scratch", t0)
@@ -246,7 +248,8 @@ class Epoch:
             fresh = {n: keep_smallest(self.program, n, *cut(counts[n])) for n in task.relations}
         else:
             plan = plan_for(self.ctx, task) if self.arranged and \
-                not limited(self.program, task.relations) else None  # held: the uncut tuples
+                not limited(self.program, task.relations) and \
+                not chosen(self.program.decls, task.relations) else None  # held: uncut
             held = fresh_held(self.ctx, task, plan) if plan is not None else None
             sets, rounds = scratch_sets(self.ctx, task, held=held and (plan, held),
                                         max_tuples=self.max_tuples)
