@@ -19,8 +19,8 @@ from levelflow.tasks import build_tasks, parse_program
 PROGRAM = """
 .decl edge(x: number, y: number)
 .input edge
-.decl match(x: number, y: number) choice-domain x, y
-match(x, y) :- edge(x, y).
+.decl mate(x: number, y: number) choice-domain x, y
+mate(x, y) :- edge(x, y).
 .decl st(x: number, y: number) choice-domain y
 st(0, y) :- edge(0, y).
 st(x, y) :- st(_, x), edge(x, y).
@@ -32,7 +32,11 @@ tag(x, "a") :- edge(x, _).
 tag(y, "b") :- edge(_, y).
 .decl parent(y: number, x: number)
 parent(y, x) :- st(x, y).
-.output match
+.decl rev(y: number, x: number)
+rev(y, x) :- mate(x, y).
+.decl flip(y: number, x: number)
+flip(y, x) :- edge(x, y).
+.output mate
 .output st
 .output hops
 """
@@ -72,7 +76,7 @@ def test_hand_derived_answers_on_every_plan(spark, tmp_path, plan, monkeypatch):
         plan = "auto"
     result = _run(spark, tmp_path, pt, EDGES, plan)
     # (0,1) kept; (0,2) x taken; (1,2); (1,3) (1,4) x taken; (2,3); (2,4) x; (3,0).
-    assert rows_of(result.relation("match")) == {(0, 1), (1, 2), (2, 3), (3, 0)}
+    assert rows_of(result.relation("mate")) == {(0, 1), (1, 2), (2, 3), (3, 0)}
     # round 0: y 1, 2; round 1: (1,2) y taken, (1,3), (1,4), (2,3) (2,4) y taken; round 2: (3,0).
     assert rows_of(result.relation("st")) == {(0, 1), (0, 2), (1, 3), (1, 4), (3, 0)}
     assert rows_of(result.relation("parent")) == {(1, 0), (2, 0), (3, 1), (4, 1), (0, 3)}
@@ -92,7 +96,7 @@ def test_random_graphs_equal_the_naive_reference(spark, tmp_path, plan):
                              plan=plan)
         ref = naive_evaluate(pt, tmp_path / f"f{k}")
         assert ref["hops"] == _distances(edges)
-        for name in ("match", "st", "hops", "tag", "parent"):
+        for name in ("mate", "st", "hops", "tag", "parent"):
             assert rows_of(result.relation(name)) == ref[name], (k, name)
 
 
@@ -116,11 +120,12 @@ def test_epochs_and_a_restart_equal_from_scratch(spark, tmp_path):
             row = (rng.randrange(8), rng.randrange(8))
             session.insert("edge", row)
             edges.add(row)
-        session.commit()
+        result = session.commit()
         write_facts(tmp_path / f"ref{k}", {"edge": edges})
         ref = naive_evaluate(pt, tmp_path / f"ref{k}")
-        for name in ("match", "st", "hops", "tag", "parent"):
+        for name in ("mate", "st", "hops", "tag", "parent", "rev", "flip"):
             assert rows_of(session.relation(name)) == ref[name], (k, name)
+        assert result.strategies["flip"] == "counting" and not result.spark_jobs["flip"], k
     session.close()
 
 

@@ -47,6 +47,7 @@ from levelflow.engine.incremental.strategies.counting_spark import count_scratch
 from levelflow.engine.incremental.strategies.dred_spark import dred_update
 from levelflow.engine.incremental.strategies.in_place import EVERY_SHARE, recompute_in_place
 from levelflow.engine.incremental.strategies.recompute import diff, scratch_sets
+from levelflow.engine.incremental.strategies.renaming import renamed_update, renaming
 from levelflow.engine.incremental.versions import Change, TaskContext, TaskUpdate, Versions
 from levelflow.engine.limitsize import keep_smallest, limited
 from levelflow.engine.plans.planner import LOCAL_ROWS
@@ -121,6 +122,11 @@ class Epoch:
             return self._copy_base(v, t0)
         if self.mode == "scratch":
             return self._from_scratch(v, counted, t0)
+        copy = renaming(self.program, task, self.snap.counted) \
+            if counted and self.change is None else None
+        if copy is not None:  # the source's change, reordered: no job
+            return renamed_update(self.spark, v, self.versions[task.relations[0]],
+                                  self.versions[copy[0]], copy[1], t0)
         # Under a program change, a task whose rules changed is maintained with them gated
         # (on the Spark side: its executors' copy was derived by the old rules).
         gated, ctx = self.change.task_context(self, v) if self.change else (task, self.ctx)
