@@ -3,7 +3,10 @@
 Workload: `pick(x, y) choice-domain x` over --rows random edges (--keys keys, so about
 rows / keys candidates per key), and a relation reading the choice. Measured on one
 SparkSession: a from-scratch run (the second of two), then a 10-edge epoch (5 removed, often
-chosen ones, and 5 inserted), median of --repeat, and the ratio.
+chosen ones, and 5 inserted), median of --repeat, the Spark jobs each epoch ran, and the ratio.
+An epoch runs two jobs: `@worse_pick` and `pick` (counting in the workers that keep their
+counts); `@cand_pick` and `back` copy a relation's change reordered, with no job
+(strategies/renaming.py).
 
     .venv/bin/python bench/bench_choice.py [--rows 100000 --keys 25000]
 """
@@ -57,7 +60,7 @@ def main() -> None:
             runs.append(time.perf_counter() - start)
         scratch = runs[-1]
         s = IncrementalSession.bootstrap(spark, pt, tmp / "f0", mode="incremental")
-        times = []
+        times, jobs = [], []
         for _ in range(args.repeat):
             for row in rng.sample(sorted(edges), 5):
                 s.remove("edge", row)
@@ -67,12 +70,14 @@ def main() -> None:
                 s.insert("edge", row)
                 edges.add(row)
             start = time.perf_counter()
-            s.commit()
+            result = s.commit()
             times.append(time.perf_counter() - start)
+            jobs.append(sum(result.spark_jobs.values()))
         epoch = statistics.median(times)
         print(f"choice over {len(edges):,} edges, {args.keys:,} keys: from scratch "
-              f"{scratch:.2f} s; 10-edge epoch {epoch:.2f} s (median of {args.repeat}); "
-              f"{scratch / epoch:.1f}x")
+              f"{scratch:.2f} s; 10-edge epoch {epoch:.2f} s (median of {args.repeat}; "
+              f"each {', '.join(f'{t:.2f}' for t in times)} s; Spark jobs per epoch "
+              f"{', '.join(map(str, jobs))}); {scratch / epoch:.1f}x")
     finally:
         spark.stop()
         shutil.rmtree(tmp, ignore_errors=True)

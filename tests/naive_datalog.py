@@ -390,6 +390,9 @@ def evaluate(program_tasks, factdir):
         if task.subsumes:
             subsumed_fixpoint(task, db, program.decls)
             continue
+        if any(program.decls[n].choice for n in task.relations):
+            _chosen_rounds(task, db, program.decls)
+            continue
         changed = True
         while changed:
             changed = False
@@ -455,6 +458,39 @@ def dominated(task, name, db, decls):
     n = decls[name].arity
     return {p[:n] for p in pairs
             if p[:n] != p[n:] and (p[n:] + p[:n] not in pairs or p[n:] < p[:n])}
+
+
+
+def _chosen_rounds(task, db, decls):
+    """Evaluate a task holding a relation chosen while evaluating (several keys, or in a
+    recursive cycle): naive rounds, each deriving from the last round's whole database; a
+    chosen relation takes its new candidates in tuple order, each kept when no tuple it holds
+    shares the value of any of its keys."""
+    while True:
+        derived = {n: set() for n in task.relations}
+        for rule in task.rules:
+            for env in solve(rule.body, db, {}):
+                for head in rule.heads:
+                    try:
+                        derived[head.relation].add(tuple(
+                            _CONVERT[t](value(a, env))
+                            for a, t in zip(head.args, decls[head.relation].types, strict=True)))
+                    except _NoValue:
+                        continue
+        changed = False
+        for name, rows in derived.items():
+            keys = decls[name].choice
+            held = [{tuple(r[i] for i in g) for r in db[name]} for g in keys]
+            for row in sorted(rows - db[name]):
+                mine = [tuple(row[i] for i in g) for g in keys]
+                if any(k in h for k, h in zip(mine, held, strict=True)):
+                    continue
+                for k, h in zip(mine, held, strict=True):
+                    h.add(k)
+                db[name].add(row)
+                changed = True
+        if not changed:
+            return
 
 
 def aggregated(rule, envs, decl):

@@ -85,10 +85,8 @@ def test_epochs_rechoose_and_equal_from_scratch(spark, tmp_path):
      r"c\.dl:1:31: error: choice-domain of 'r' names 'z'"),
     (".decl r(x: number, y: number) choice-domain x\n.input r",
      r"c\.dl:1:31: error: choice-domain of 'r', an \.input relation, is not supported"),
-    (".decl r(x: number, y: number) choice-domain x\nr(1, 2).\nr(y, x) :- r(x, y).",
-     r"c\.dl:1:31: error: choice-domain of 'r', which is in a recursive cycle"),
-    (".decl r(x: number, y: number) choice-domain x, y\n",
-     r"c\.dl:1:46: error: several choice-domain keys"),
+    (".decl r(x: number, y: number) choice-domain x,\n",
+     r"c\.dl:1:46: error: expected a directive"),
 ])
 def test_choice_refusals_are_one_located_line(text, message):
     with pytest.raises(DatalogError, match=message) as info:

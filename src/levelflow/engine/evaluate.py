@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from levelflow.engine.checks import CHECKPOINTS
+from levelflow.engine.choose import choose_spark
 from levelflow.engine.compile import (
     body_frame,
     ground_value,
@@ -185,6 +186,8 @@ def evaluate_task(spark: SparkSession, program: Program, task: Task,
         parts = base[name] or [empty_relation(spark, decls[name])]
         mode = "local" if recursive_rules else checkpoint
         first[name] = cut(union_all(parts).distinct(), mode)
+        if decls[name].choice:  # choice-domain's round 0 (engine/choose.py)
+            first[name] = choose_spark(spark, decls[name], first[name][0])
     stats.per_iteration.append({n: first[n][1] for n in names})
     stats.iteration_seconds.append(time.perf_counter() - t0)
     if not recursive_rules:
@@ -272,6 +275,8 @@ def run_fixpoint(spark, program: Program, fp: Fixpoint) -> None:
             rel = rels[name]
             if to_add[name]:
                 new, rows = new_tuples(union_all(to_add[name]), rel)
+                if rows and rel.decl.choice:
+                    new, rows = choose_spark(spark, rel.decl, new, rel.full_df())
             else:
                 new, rows = empty_relation(spark, rel.decl), 0
             rel.advance(new, rows)

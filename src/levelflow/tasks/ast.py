@@ -260,6 +260,9 @@ class Decl:
     # and the record and ADT types they use (tasks/record_values.py reads and writes them).
     shapes: tuple[str, ...] = ()
     record_types: tuple = ()
+    # `choice-domain` made while evaluating (several keys, or a recursive relation): per key
+    # its attribute positions; every plan chooses per round (engine/choose.py). () when none.
+    choice: tuple[tuple[int, ...], ...] = ()
 
     @property
     def arity(self) -> int:

@@ -1,15 +1,20 @@
-"""`choice-domain`, lowered to stratified rules before checking, with one deterministic rule:
-per key, the relation keeps its smallest candidate tuple (the non-key attributes compared in
-declaration order: numbers by value, symbols by their text).
+"""`choice-domain`, with one deterministic rule: candidates are taken in the relation's order
+(attributes left to right: numbers by value, symbols by their text), and a candidate is kept
+when no tuple kept before it shares the value of any of its keys.
+
+One key (single or composite `(a, b)`) on a relation outside a recursive cycle keeps, per key,
+its smallest candidate. It is lowered to stratified rules before checking:
 
     .decl r(k: number, v: number) choice-domain k
     r(k, v) :- body.              @cand_r(k, v) :- body.
                                   r(c0, c1) :- @cand_r(c0, c1), !@worse_r(c0, c1).
                                   @worse_r(c0, c1) :- @cand_r(c0, c1), @cand_r(c0, d1), d1 < c1.
 
-A candidate that changes re-chooses only its key: the rules join on the key, so counting and
-delete-and-rederive maintain the choice as any stratified negation. A relation in a recursive
-cycle with its own candidates (Soufflé's choice depends on insertion order there) is refused.
+so a candidate that changes re-chooses only its key (counting maintains it as any stratified
+negation). Several keys (`choice-domain x, y`: no two tuples share x, none share y), or a
+relation in a recursive cycle, keep their rules; the Decl carries the keys and every plan
+chooses while evaluating (engine/choose.py): per semi-naive round, among the round's new
+candidates whose keys no earlier tuple holds, greedily in the relation's order.
 """
 
 from __future__ import annotations
@@ -24,27 +29,31 @@ if TYPE_CHECKING:
     from levelflow.tasks.typecheck import Report
 
 
-def parse_choice(p: Parser, start) -> tuple[tuple[str, ...], Loc]:
-    """Return (key attributes, where) of `choice-domain KEY` after `choice` (KEY an attribute
+def parse_choice(p: Parser, start) -> tuple[tuple[tuple[str, ...], ...], Loc]:
+    """Return (keys, where) of `choice-domain KEY, ...` after `choice` (each KEY an attribute
     or `(a, b)`)."""
     if not p.at("-") or p.peek().kind != "ident" or p.peek().text != "domain":
         raise p.expected("'choice-domain'")
     p.take()
     p.take()
-    keys: list[str] = []
-    if p.at("("):
+    groups = [_key(p)]
+    while p.at(",") and (p.peek().kind == "ident" or p.peek().text == "("):
         p.take()
-        while True:
-            keys.append(p.ident("an attribute name").text)
-            if not p.at(","):
-                break
-            p.take()
-        p.expect(")")
-    else:
+        groups.append(_key(p))
+    return tuple(groups), p.loc(start)
+
+
+def _key(p: Parser) -> tuple[str, ...]:
+    """Return one key's attributes: `a` or `(a, b)`."""
+    if not p.at("("):
+        return (p.ident("an attribute name").text,)
+    p.take()
+    keys = [p.ident("an attribute name").text]
+    while p.at(","):
+        p.take()
         keys.append(p.ident("an attribute name").text)
-    if p.at(",") and p.peek().kind == "ident" or p.at(",") and p.peek().text == "(":
-        raise p.unsupported("several choice-domain keys (one key, composite as (a, b), is)")
-    return tuple(keys), p.loc(start)
+    p.expect(")")
+    return tuple(keys)
 
 
 def _reaches(rules: list[Rule], start: str) -> bool:
@@ -71,26 +80,26 @@ def lower_choices(parsed, decls: dict, report: Report) -> tuple[dict, list[Rule]
         return decls, rules
     decls = dict(decls)
     inputs = {io.relation for io in parsed.ios if io.kind == "input"}
-    for name, keys, loc in parsed.choices:
+    for name, groups, loc in parsed.choices:
         decl = decls.get(name)
         if decl is None:
             continue
-        bad = [k for k in keys if k not in decl.attrs]
+        bad = [k for g in groups for k in g if k not in decl.attrs]
         if bad:
             report(loc, f"choice-domain of '{name}' names '{bad[0]}', not one of its attributes")
             continue
         if name in inputs:
             report(loc, f"choice-domain of '{name}', an .input relation, is not supported")
             continue
-        if _reaches(rules, name):
-            report(loc, f"choice-domain of '{name}', which is in a recursive cycle, is not "
-                        "supported (a non-recursive choice is, and is maintained)")
+        if len(groups) > 1 or _reaches(rules, name):  # chosen while evaluating
+            keys = tuple(tuple(decl.attrs.index(k) for k in g) for g in groups)
+            decls[name] = dataclasses.replace(decl, choice=keys)
             continue
         cand, worse = f"@cand_{name}", f"@worse_{name}"
         decls[cand] = dataclasses.replace(decl, name=cand)
         decls[worse] = dataclasses.replace(decl, name=worse)
         rules = [_renamed(rule, name, cand) for rule in rules]
-        rules += _choice_rules(decl, keys, cand, worse, loc)
+        rules += _choice_rules(decl, groups[0], cand, worse, loc)
     return decls, rules
 
 

@@ -17,6 +17,7 @@ import time
 from functools import partial
 
 from levelflow.driver import drive
+from levelflow.engine.choose import chosen
 from levelflow.engine.evaluate import cut
 from levelflow.engine.guard import check_products, from_failure, task_limit
 from levelflow.engine.incremental.backends.driver_rows import with_constant
@@ -45,6 +46,7 @@ from levelflow.engine.incremental.strategies.counting_spark import count_scratch
 from levelflow.engine.incremental.strategies.dred_spark import dred_update
 from levelflow.engine.incremental.strategies.in_place import EVERY_SHARE, recompute_in_place
 from levelflow.engine.incremental.strategies.recompute import diff, scratch_sets
+from levelflow.engine.incremental.strategies.renaming import renamed_update, renaming
 from levelflow.engine.incremental.strategies.subsumed import subsumed_update
 from levelflow.engine.incremental.versions import Change, TaskContext, TaskUpdate, Versions
 from levelflow.engine.limitsize import keep_smallest, limited
@@ -110,7 +112,8 @@ class Epoch:
                            {n: self.versions[n].new_rows for n in task.reads_from},
                            self.max_tuples)
         if self.change is not None and self.change.forced(v) or \
-                limited(self.program, task.relations):  # new, regrouped, or its N kept anew
+                limited(self.program, task.relations) or \
+                chosen(self.program.decls, task.relations):  # or its N or choice kept anew
             return self._scratch(v, counted, "scratch", t0)
         if self.mode != "scratch" and uses_autoinc(task.rules):  # numbered anew each epoch
             return self._scratch(v, counted, "scratch", t0)
@@ -120,6 +123,11 @@ class Epoch:
             return self._from_scratch(v, counted, t0)
         if task.subsumes:  # repaired in the driver (strategies/subsumed.py)
             return self._apply_sets(v, subsumed_update(self.ctx, task), "subsume", t0, 0)
+        copy = renaming(self.program, task, self.snap.counted) \
+            if counted and self.change is None else None
+        if copy is not None:  # the source's change, reordered: no job
+            return renamed_update(self.spark, v, self.versions[task.relations[0]],
+                                  self.versions[copy[0]], copy[1], t0)
         # Under a program change, a task whose rules changed is maintained with them gated
         # (on the Spark side: its executors' copy was derived by the old rules).
         gated, ctx = self.change.task_context(self, v) if self.change else (task, self.ctx)
@@ -247,7 +255,8 @@ class Epoch:
             fresh = {n: keep_smallest(self.program, n, *cut(counts[n])) for n in task.relations}
         else:
             plan = plan_for(self.ctx, task) if self.arranged and \
-                not limited(self.program, task.relations) else None  # held: the uncut tuples
+                not limited(self.program, task.relations) and \
+                not chosen(self.program.decls, task.relations) else None  # held: uncut
             held = fresh_held(self.ctx, task, plan) if plan is not None else None
             sets, rounds = scratch_sets(self.ctx, task, held=held and (plan, held),
                                         max_tuples=self.max_tuples)

@@ -182,7 +182,7 @@ def run_closure(rules: tuple[Rule, ...], names: tuple[str, ...], decls: Mapping[
     (name,) = names
     # Only the shape regpath generates (a base rule and a step rule, no facts) is a closure of
     # its base rule; anything else (floats too) goes to the generic evaluator.
-    if len(rules) != 2 or name in facts:
+    if len(rules) != 2 or name in facts or decls[name].choice:
         return run_task(rules, names, decls, lower, facts, share, limit)
     edges = base_tuples(rules, names, decls, lower, facts)[name]
     if edges.dtypes != [pl.Int64, pl.Int64]:

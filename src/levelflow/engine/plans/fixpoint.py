@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import polars as pl
 
+from levelflow.engine.choose import choose, chosen
 from levelflow.engine.guard import Limit
 from levelflow.engine.plans.columnar import body_rows, empty_frame, head_rows
 from levelflow.engine.plans.keys import (
@@ -172,6 +173,7 @@ def run_task(rules: tuple[Rule, ...], names: tuple[str, ...], decls: Mapping[str
 
     `tuple_rounds=False`: every round over frames, even a tiny one (iterate)."""
     base = base_tuples(rules, names, decls, lower, facts)
+    base = {n: choose(decls[n], df) for n, df in base.items()}  # choice-domain's round 0
     if share is not None:
         base = {n: share(n, df) for n, df in base.items()}
     outcome = TaskOutcome(rounds=[base], rows={n: df.height for n, df in base.items()})
@@ -193,6 +195,8 @@ def iterate(rules, rels: dict[str, Relation], decls: Mapping[str, Decl],
     A round whose delta is tiny runs one tuple at a time (tuples.py), with the same rounds;
     `tuple_rounds=False` runs every round over frames. Past `limit`, TupleLimit.
     """
+    # A chosen relation keeps per round what engine/choose.py keeps: rounds over frames only.
+    tuple_rounds = tuple_rounds and not chosen(decls, rels)
     tiny = TinyRounds(rules, rels, decls, lower, outcome) if tuple_rounds else None
     while any(rel.recent.height for rel in rels.values()):
         if limit is not None:
@@ -205,6 +209,8 @@ def iterate(rules, rels: dict[str, Relation], decls: Mapping[str, Decl],
         found = {}
         for name, rel in rels.items():
             new = rel.new_tuples(to_add[name])
+            if rel.decl.choice:  # a rejected candidate's key stays known: it never comes in
+                new = choose(rel.decl, new, rel.full())
             rel.advance(new)
             found[name] = new
             outcome.rows[name] += new.height

@@ -82,6 +82,10 @@ def static_plan(task: Task, decls: Mapping[str, Decl]) -> Plan:
     if not task.recursive:
         return Plan("global", "one pass")
     key, why = carried_key(task, decls)
+    if key is not None and not all(key[n] in g for n in task.relations
+                                   for g in decls[n].choice):
+        # Shares may not choose apart unless every choice key holds the carried key.
+        key, why = None, "a choice-domain key without the carried argument"
     if key is not None:
         return Plan("partitioned", why, key)
     return Plan("local", why)

@@ -43,6 +43,8 @@ def countable(program: Program, task: Task) -> bool:
     """
     if task.recursive or aggregate_task(task) or task.subsumes:  # group-by, pruned: own
         return False
+    if any(program.decls[n].choice for n in task.relations):  # chosen: recomputed (epoch.py)
+        return False
     for rule in task.rules:
         if not rule.body:
             continue
