@@ -4,7 +4,7 @@ When an epoch's segment, held by the driver, would put a relation's chain past t
 policy, the compaction that followed in the commit read the whole chain back through Spark and
 wrote it again (7-40 s on bench_shapes' cyclic graphs at 1M tuples, where a deletion inside a
 component re-ranks a large share of the closure). The stored files are Parquet the driver reads
-as well: base, then the chain netted in Polars (segments.net_of_chain), written by pyarrow as
+as well: base, then the chain netted in Polars (each tuple's last row), written by pyarrow as
 the epoch's new base, with no Spark job.
 """
 
@@ -16,8 +16,8 @@ import polars as pl
 import pyarrow as pa
 
 from levelflow.engine.incremental.state.segments import (
+    OP,
     chain_rows,
-    net_of_chain,
     segment_path,
     segment_schema,
 )
@@ -39,10 +39,15 @@ def local_base(epochs: Path, kind: str, name: str, entry: dict, segment: pa.Tabl
     arrow, seg_arrow = to_arrow_schema(schema), to_arrow_schema(segment_schema(schema))
     base = pl.from_arrow(pq.read_table(epochs / str(entry["epoch"]) / kind / name,
                                        schema=arrow))
-    chain = [pq.read_table(segment_path(epochs, kind, name, s["epoch"]), schema=seg_arrow)
+    chain = [pl.from_arrow(pq.read_table(segment_path(epochs, kind, name, s["epoch"]),
+                                         schema=seg_arrow))
              for s in entry.get("segments", [])]
-    touched, added = net_of_chain([*chain, segment.select(seg_arrow.names)], tuple_cols)
-    # Null-safe: a nullary relation's placeholder column holds NULL.
-    kept = base.join(touched, on=tuple_cols, how="anti", nulls_equal=True)
-    return pl.concat([kept, added.select(base.columns)], how="vertical_relaxed") \
-        .to_arrow().cast(arrow)
+    # Each tuple's last word in chain order wins, a segment's removals before its additions
+    # (a Spark-written segment's rows come in any order); the base's rows come first (_op 0).
+    events = [base.with_columns(pl.lit(0, pl.Int32).alias(OP))]
+    for seg in [*chain, pl.from_arrow(segment.select(seg_arrow.names))]:
+        events += [seg.filter(pl.col(OP) < 0), seg.filter(pl.col(OP) > 0)]
+    # One hash pass (a sort and a group-by, as net_of_chain does, took 4 s at 2M rows).
+    last = pl.concat(events, how="vertical_relaxed").unique(
+        subset=tuple_cols, keep="last", maintain_order=False)
+    return last.filter(pl.col(OP) >= 0).drop(OP).select(base.columns).to_arrow().cast(arrow)
