@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_arranged import _check, _commit, _tc_session  # noqa: E402
+from test_arranged import TC, _check, _commit, _tc_session, write_facts  # noqa: E402
 
 
 def test_a_large_deletion_recomputes_where_the_state_lives(spark, tmp_path, monkeypatch):
@@ -48,4 +48,33 @@ def test_large_insertions_recompute_on_the_spark_side(spark, tmp_path):
     _check(session, pt, edges | fresh, tmp_path / "ref")
     assert result.strategies["path"] == "bootstrap" and "path" not in result.arranged \
         or result.spark_jobs["path"] > 1
+    session.close()
+
+
+def test_a_change_past_the_chain_policy_is_written_as_a_new_base(spark, tmp_path, monkeypatch):
+    from levelflow.engine.incremental import IncrementalSession
+    from levelflow.engine.incremental.state import segments
+
+    monkeypatch.setattr(segments, "SEGMENT_FLOOR_ROWS", 0)  # the policy on a small graph
+    edges = {(i, (i + 1) % 12) for i in range(12)} | {(20 + i, 21 + i) for i in range(11)}
+    (tmp_path / "tc.dl").write_text(TC)
+    write_facts(tmp_path / "f0", {"edge": edges})
+    IncrementalSession.bootstrap(spark, tmp_path / "tc.dl", tmp_path / "f0",
+                                 statedir=tmp_path / "state").close()
+    session = IncrementalSession.open(spark, tmp_path / "state", mode="incremental")
+
+    def path_entry():
+        return session.statedir.manifest()["relations"]["path"]
+
+    _commit(session, [], [(31, 32)])  # 12 pairs more of 222: a segment on the chain
+    assert len(path_entry()["segments"]) == 1
+    result = _commit(session, [], [(11, 20)])  # 156 pairs more: past the policy
+    entry = path_entry()
+    assert entry["segments"] == [] and entry["epoch"] == result.epoch  # a new base ...
+    assert session.compact() == []  # ... and nothing left to compact
+    edges |= {(31, 32), (11, 20)}
+    _check(session, pt := session.pt, edges, tmp_path / "ref1")
+    session.close()
+    session = IncrementalSession.open(spark, tmp_path / "state")  # read back from the files
+    _check(session, pt, edges, tmp_path / "ref2")
     session.close()

@@ -171,12 +171,17 @@ def needs_compaction(entry: dict) -> bool:
                                         and rows > SEGMENT_FRACTION * base_rows)
 
 
+def chain_due(entry: dict, rows: int) -> bool:
+    """Return whether one more segment of `rows` rows would put the chain past the policy."""
+    return needs_compaction({**entry, "segments": [*entry.get("segments", []), {"rows": rows}]})
+
+
 def rewrite_whole(changed_rows: int, rows: int, parts) -> bool:
     """Return whether an epoch changing `changed_rows` of a relation of `rows` writes it as a
     new base: its segment alone would be past the compaction policy, which would then read
     it back and write the base anyway (a large epoch wrote its change twice), and the
-    segment's `parts` (removed, added) are not all rows the driver holds (those it writes
-    without a Spark job, and the compaction comes after the epoch's answer)."""
+    segment's `parts` (removed, added) are not all rows the driver holds (those are counted
+    exactly when the epoch is written: write._plan_one's chain_due)."""
     from levelflow.engine.incremental.backends.driver_rows import rows_of
 
     held = all(rows_of(df) is not None for df in parts if df is not None)

@@ -18,8 +18,10 @@ from levelflow.engine.incremental.state.integrity import (
     part_files,
     scan,
 )
+from levelflow.engine.incremental.state.local_base import local_base
 from levelflow.engine.incremental.state.row_hash import checksum
 from levelflow.engine.incremental.state.segments import (
+    chain_due,
     local_segment,
     segment_frame,
     segment_schema,
@@ -86,16 +88,32 @@ def _plan_one(program: Program, snap: Snapshot, tmp: Path, epoch: int, kind: str
             and old["epoch"] is not None and held:
         # Rows the driver holds are written from it: a Spark write is a job per segment.
         table = local_segment(*seg, schema)
-        df, obs = (table, table) if table is not None else \
-            observed(segment_frame(*seg, schema))
-        path = tmp / "seg" / kind / name  # tmp becomes epochs/<epoch>: segment_path
-        entry = {**old, "rows": rows, "base_rows": int(old.get("base_rows", old["rows"])),
-                 "segments": [*old.get("segments", []), {"epoch": epoch}]}
-        return entry, entry["segments"][-1], Stored(f"{label} (segment of epoch {epoch})", path,
-                             segment_schema(schema), -1, None, None), obs, df
+        if table is None or not chain_due(old, table.num_rows):
+            return _segment(old, epoch, rows, tmp, kind, name, label, schema, table, seg)
+        # Past the policy: the compaction that followed in the commit read the chain back
+        # to write this same base; the driver builds it from the files (local_base.py).
+        table = local_base(tmp.parent, kind, name, old, table, schema,
+                           [f.name for f in schema.fields if f.name not in (COUNT, RANK)])
+        if table is not None:
+            entry = {"epoch": epoch, "rows": rows, "base_rows": rows, "segments": []}
+            return entry, entry, Stored(label, tmp / kind / name, schema, rows, None, None), \
+                table, table
     df, obs = observed((snap.rel if kind == "rel" else snap.base)[name])
     entry = {"epoch": epoch, "rows": rows, "base_rows": rows, "segments": []}
     return entry, entry, Stored(label, tmp / kind / name, schema, rows, None, None), obs, df
+
+
+def _segment(old: dict, epoch: int, rows: int, tmp: Path, kind: str, name: str, label: str,
+             schema, table, seg) -> tuple:
+    """Return _plan_one's answer for a segment on the chain (`table`: its rows, if the driver
+    holds them all)."""
+    df, obs = (table, table) if table is not None else \
+        observed(segment_frame(*seg, schema))
+    path = tmp / "seg" / kind / name  # tmp becomes epochs/<epoch>: segment_path
+    entry = {**old, "rows": rows, "base_rows": int(old.get("base_rows", old["rows"])),
+             "segments": [*old.get("segments", []), {"epoch": epoch}]}
+    return entry, entry["segments"][-1], Stored(f"{label} (segment of epoch {epoch})", path,
+                         segment_schema(schema), -1, None, None), obs, df
 
 
 def read_back(spark, current: int, written: list) -> None:
