@@ -1,4 +1,4 @@
-"""The parser as the syntax modules it calls see it (`choice`, `directives`, `record_syntax`).
+"""The parser as the syntax modules it calls see it (choice, directives, records, subsume).
 
 They are functions of the parser `p` (tasks/parser.py) and parser.py imports them, so they name
 its type by these protocols rather than by importing it: no import cycle, even a type-only one.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from levelflow.tasks.ast import Loc, Term, TypeDef
+from levelflow.tasks.ast import Atom, Loc, Rule, Term, TypeDef
 from levelflow.tasks.errors import DatalogError
 from levelflow.tasks.lexer import Token
 
@@ -20,6 +20,7 @@ class ParsedOut(Protocol):
     pragmas: list[tuple[str, str, Loc]]
     plans: list[Loc]
     surface: bool
+    subsumptions: list[Rule]
 
 
 class TokenParser(Protocol):
@@ -50,3 +51,7 @@ class TokenParser(Protocol):
     def ident(self, what: str) -> Token: ...
 
     def terms(self, close: str) -> tuple[list[Term], int]: ...
+
+    def atom(self) -> Atom: ...
+
+    def disjunction(self) -> list[tuple]: ...

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from levelflow.tasks.ast import Atom, Decl, Rule
 
 if TYPE_CHECKING:
-    from levelflow.tasks.parser import _Parser as Parser
+    from levelflow.tasks.parser_protocol import TokenParser as Parser
     from levelflow.tasks.strata import Precedence
     from levelflow.tasks.typecheck import Report
 

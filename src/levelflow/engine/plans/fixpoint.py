@@ -142,7 +142,7 @@ def base_tuples(rules, names, decls, lower, facts) -> dict[str, pl.DataFrame]:
     return {n: pl.concat(p).unique() if p else empty_frame(decls[n]) for n, p in parts.items()}
 
 
-def _round(rules, rels: dict[str, Relation], decls, lower) -> dict[str, list[pl.DataFrame]]:
+def rule_round(rules, rels: dict[str, Relation], decls, lower) -> dict[str, list[pl.DataFrame]]:
     """Return per relation the candidate tuples one semi-naive round derives."""
     names = tuple(rels)
     to_add: dict[str, list[pl.DataFrame]] = {n: [] for n in names}
@@ -205,7 +205,7 @@ def iterate(rules, rels: dict[str, Relation], decls: Mapping[str, Decl],
             tiny.stretch()
             continue
         outcome.iterations += 1
-        to_add = _round(rules, rels, decls, lower)
+        to_add = rule_round(rules, rels, decls, lower)
         found = {}
         for name, rel in rels.items():
             new = rel.new_tuples(to_add[name])
