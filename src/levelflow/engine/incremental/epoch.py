@@ -41,7 +41,11 @@ from levelflow.engine.incremental.elastic import (
 from levelflow.engine.incremental.results import Delta, EpochError, EpochResult
 from levelflow.engine.incremental.state.snapshot import COUNT, Snapshot, next_snapshot
 from levelflow.engine.incremental.strategies import counting_polars, counting_spark
-from levelflow.engine.incremental.strategies.aggregates import aggregate_task, aggregate_update
+from levelflow.engine.incremental.strategies.aggregates import (
+    aggregate_switch,
+    aggregate_task,
+    aggregate_update,
+)
 from levelflow.engine.incremental.strategies.counting_spark import count_scratch
 from levelflow.engine.incremental.strategies.dred_spark import dred_update
 from levelflow.engine.incremental.strategies.in_place import EVERY_SHARE, recompute_in_place
@@ -134,14 +138,17 @@ class Epoch:
             if not recompute_in_place(ctx, task, plan, self.snap.arranged.get(task.name)):
                 return self._scratch(v, counted, "bootstrap", t0)
             recompute = EVERY_SHARE
+        if aggregate_task(task):
+            switch = aggregate_switch(ctx, task, self.snap.arranged.get(task.name), switch,
+                                      ctx is self.ctx)
         budget = max(switch * last, self.switch_floor) \
-            if self.mode == "elastic" and last is not None else None
+            if self.mode == "elastic" and last is not None and switch is not None else None
         with cancelled_after(self.spark.sparkContext, budget) as cancel:
             try:
                 if counted:
                     upd = self._counting(v, gated, ctx, cancel, t0)
                 elif aggregate_task(task):  # the touched groups anew
-                    upd = self._apply_sets(v, aggregate_update(ctx, task), "aggregate", t0, 0)
+                    upd = self._aggregate(v, task, ctx, t0)
                 else:
                     upd = self._dred(v, gated, ctx, plan, cancel, t0, recompute)
                 if cancel.is_set():  # finished, but the timer fired during the last job
@@ -151,6 +158,15 @@ class Epoch:
                 if not cancel.is_set():
                     raise
         return self._scratch(v, counted, "switched", t0)
+
+    def _aggregate(self, v: int, task, ctx, t0: float) -> TaskUpdate:
+        """Return aggregate task v updated, its state kept in the driver unless the task is
+        gated by a program change (its kept bindings were the old rules')."""
+        out, held = aggregate_update(ctx, task, self.snap.arranged.get(task.name),
+                                     driver=ctx is self.ctx)
+        upd = self._apply_sets(v, out, "aggregate", t0, 0)
+        upd.held = held
+        return upd
 
     def _from_scratch(self, v: int, counted: bool, t0: float) -> TaskUpdate:
         """Return task v recomputed from scratch: at a bootstrap, a small counted task without
