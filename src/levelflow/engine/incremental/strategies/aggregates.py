@@ -179,6 +179,17 @@ def aggregate_update(ctx: TaskContext, task: Task, held=None, driver: bool = Tru
     return touched_update(ctx, task, rule), None
 
 
+def kept_state(ctx: TaskContext, task: Task):
+    """Return an aggregate task's state built in the driver from its current version (one
+    job, nothing changed), or None when it keeps none."""
+    from levelflow.engine.incremental.strategies import aggregate_state as state
+
+    rule = _rule(task)
+    if not _in_driver(ctx, rule):
+        return None
+    return state.state_update(ctx, rule, None)[2]  # nothing changed: no group touched
+
+
 def _rule(task: Task) -> Rule:
     (rule,) = [r for r in task.rules if is_aggregate_rule(r)]
     return rule
