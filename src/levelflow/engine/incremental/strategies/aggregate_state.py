@@ -2,38 +2,37 @@
 
 For `@agg(g.., <kind v>) :- body.` (tasks/aggregates.py) the state is the bag of the body's
 bindings projected on the variables the head reads (g.. and v's), as derivation counts of a
-relation BODY (c.., _cnt), and the aggregate's tuples. An epoch:
+relation BODY (c.., _cnt), the aggregate's tuples and, for a body of several atoms, the
+relations it reads (as a counted task's worker keeps them: counting_share.py). An epoch:
 
-1. sums the body's signed change with counting's delta terms: in Polars when every term reads
-   rows the driver holds (counting_polars: no Spark job), else the same terms on Spark
-   (counting_spark) fetched by one job;
+1. sums the body's signed change with counting's delta terms in Polars (counting_polars), over
+   the kept relations and their change (rows the driver holds, or fetched by one Spark job);
 2. adds it to the counts (count += Σ signed 1 per binding);
 3. recomputes only the groups it touched from their counted bindings, with the
    rules.aggregate_rows every plan runs (head_rows): count, sum and mean, and min and max
    whose extreme was deleted (the next one is among the kept bindings), alike;
 4. diffs them against the touched groups' kept tuples: the relation's signed change.
 
-Without a state (after a bootstrap, a switch to a recompute, an open) one Spark job builds it:
-the body's counts over the new versions, the relation's old tuples and, unless the driver
-sums it, the signed change, fetched as one union. A global aggregate (no group) is one group.
+Without a state (after a bootstrap, a switch to a recompute) one Spark job builds it: the body's
+counts over the new versions, the relation's old tuples, the relations a body of several atoms
+reads, fetched as one union with any change the driver does not hold. A global aggregate (no
+group) is one group.
 """
 
 from __future__ import annotations
 
-import copy
 import uuid
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 
-from levelflow.engine.evaluate import union_all
-from levelflow.engine.incremental.backends.driver_rows import polars_of
+from levelflow.engine.incremental.backends.driver_rows import polars_of, rows_of
 from levelflow.engine.incremental.backends.spark_joins import heads_of
-from levelflow.engine.incremental.strategies.counting_polars import changes_in_driver
-from levelflow.engine.plans.columnar import body_rows, empty_frame, frame_schema, head_rows
+from levelflow.engine.incremental.backends.worker.counting_share import LowerRows
+from levelflow.engine.incremental.strategies.counting_polars import count_changes
+from levelflow.engine.plans.columnar import body_rows, empty_frame, head_rows
 from levelflow.engine.plans.planner import LOCAL_ROWS
 from levelflow.engine.rules import term_vars, var_col
 from levelflow.engine.types import SQL_TYPES, column_names
@@ -57,6 +56,7 @@ class AggHeld:
     logs: dict = field(default_factory=dict)
     counts: pl.DataFrame | None = None  # BODY's counted bindings (c.., _cnt), every _cnt > 0
     tuples: pl.DataFrame | None = None  # the aggregate relation's tuples (c..)
+    lower: dict = field(default_factory=dict)  # a body of several atoms: what they read
 
 
 def held_state(held) -> AggHeld | None:
@@ -110,22 +110,42 @@ def state_update(ctx: TaskContext, rule: Rule, held: AggHeld | None
     name = rule.heads[0].relation
     body_rule, names = body_projection(rule)
     decl, types = _body_decl(ctx, body_rule, names)
-    sub = copy.copy(ctx)  # the context with BODY declared, for counting's terms
-    sub.decls = {**ctx.decls, BODY: decl}
-    delta = changes_in_driver(sub, (body_rule,), (BODY,))
+    decls = {**ctx.decls, BODY: decl}
+    read = sorted({a.relation for _, a, _ in body_rule.body_atoms()})
+    # A body of one atom sums its change from the Δ alone; others join the kept relations.
+    keep = read if len(body_rule.body_atoms()) > 1 else []
+    changed = [n for n in read if ctx.versions[n].changed]
+    plus, minus, parts = {}, {}, {}
+    for n in changed:
+        ver = ctx.versions[n]
+        for sign, df, rows, into in ((1, ver.plus, ver.plus_rows, plus),
+                                     (-1, ver.minus, ver.minus_rows, minus)):
+            table = rows_of(df) if rows else None
+            if rows and table is None:
+                parts[(sign, n)] = (decls[n], df)
+            into[n] = polars_of(table, decls[n]) if table is not None else empty_frame(decls[n])
     if held is None:
-        counts, tuples, fetched = _build(sub, body_rule, name, delta is None)
-        delta = fetched if delta is None else delta
+        parts["counts"] = (decl, _bag(ctx, body_rule, decls).coalesce(1).groupBy(
+            *column_names(decl.arity)).count().withColumnRenamed("count", COUNT))
+        parts["tuples"] = (ctx.decls[name], ctx.versions[name].old)
+        parts |= {("old", n): (decls[n], ctx.versions[n].old) for n in keep}
+    got = _fetch(parts)
+    for (sign, n), df in [(k, v) for k, v in got.items() if k[0] in (1, -1)]:
+        (plus if sign > 0 else minus)[n] = df
+    lower = {n: got[("old", n)] for n in keep} if held is None else held.lower
+    rows = LowerRows(lower, plus, minus)
+    delta = count_changes((body_rule,), (BODY,), decls, rows, {})[BODY]
+    if held is None:  # the counts were fetched over the new versions
+        counts, tuples = got["counts"], got["tuples"]
     else:
-        if delta is None:
-            delta = _fetch(sub, {"delta": _signed_terms(sub, body_rule)})["delta"]
         counts, tuples = _added(held.counts, delta), held.tuples
-    plus, minus = _regrouped(ctx, rule, names, types, counts, tuples, delta)
+    plus_t, minus_t = _regrouped(ctx, rule, names, types, counts, tuples, delta)
     cols = column_names(ctx.decls[name].arity)
-    if plus.height or minus.height:
-        tuples = pl.concat([tuples.join(minus, on=cols, how="anti"), plus])
-    state = AggHeld(f"agg-{uuid.uuid4().hex[:12]}", "", 0, counts=counts, tuples=tuples)
-    return plus, minus, state
+    if plus_t.height or minus_t.height:
+        tuples = pl.concat([tuples.join(minus_t, on=cols, how="anti"), plus_t])
+    state = AggHeld(f"agg-{uuid.uuid4().hex[:12]}", "", 0, counts=counts, tuples=tuples,
+                    lower=rows.new)
+    return plus_t, minus_t, state
 
 
 def _added(counts: pl.DataFrame, delta: pl.DataFrame) -> pl.DataFrame:
@@ -164,75 +184,42 @@ def _regrouped(ctx: TaskContext, rule: Rule, names: list[str], types: dict,
     return after.join(was, on=cols, how="anti"), was.join(after, on=cols, how="anti")
 
 
-def _signed_terms(sub: TaskContext, body_rule: Rule):
-    """Return counting's signed delta terms of BODY on Spark (c.., _s), or None: none."""
-    # Here: counting_spark imports aggregates.py, which imports this module.
-    from levelflow.engine.incremental.strategies.counting_spark import _signed_changes
-
-    task = SimpleNamespace(relations=(BODY,), rules=(body_rule,))
-    frames = _signed_changes(sub, task)[0][BODY]
-    return union_all(frames) if frames else None
+def _bag(ctx: TaskContext, body_rule: Rule, decls: dict):
+    """Return BODY's bag of bindings over the new versions, on Spark."""
+    frames = {j: ctx.versions[a.relation].new for j, a, _ in body_rule.body_atoms()}
+    ((_, bag),) = heads_of(ctx, body_rule, (BODY,), frames, ctx.sizes(body_rule, True),
+                           decls=decls)
+    return bag
 
 
-def _build(sub: TaskContext, body_rule: Rule, name: str, with_delta: bool):
-    """Return BODY's counts over the new versions, the relation's old tuples and (with
-    `with_delta`) the summed signed change, fetched by one Spark job."""
+def _fetch(parts: dict) -> dict:
+    """Return the frames of `parts` (key -> (Decl, DataFrame of c.., and _cnt for BODY's
+    counts)) as Polars frames of their columns and types, fetched as one union by one job."""
     import pyspark.sql.functions as F
 
-    cols = column_names(sub.decls[BODY].arity)
-    frames = {j: sub.versions[a.relation].new for j, a, _ in body_rule.body_atoms()}
-    ((_, bag),) = heads_of(sub, body_rule, (BODY,), frames, sub.sizes(body_rule, True))
-    # One partition: its group-by needs no shuffle, which would be a job of its own.
-    counted = bag.coalesce(1).groupBy(*cols).agg(F.count(F.lit(1)).alias(COUNT))
-    parts = {"counts": counted, "tuples": sub.versions[name].old}
-    if with_delta:
-        parts["delta"] = _signed_terms(sub, body_rule)
-    got = _fetch(sub, parts, name)
-    return got["counts"], got["tuples"], got.get("delta")
-
-
-def _fetch(sub: TaskContext, parts: dict, name: str | None = None) -> dict[str, pl.DataFrame]:
-    """Return the frames `parts` (counts: BODY c.. _cnt; tuples: the relation's c..; delta:
-    BODY c.. _s, summed here into _d) as Polars, fetched as one union by one Spark job."""
-    import pyspark.sql.functions as F
-
-    body, rel = sub.decls[BODY], sub.decls.get(name)
-    fields = {f"b{c}": t for c, t in zip(column_names(body.arity), body.types, strict=True)}
-    if rel is not None:
-        fields |= {f"r{c}": t for c, t in zip(column_names(rel.arity), rel.types, strict=True)}
-    fields |= {COUNT: "number", "_s": "number"}
+    fields = {}
+    for tag, (decl, df) in enumerate(parts.values()):
+        fields |= {f"p{tag}_{c}": SQL_TYPES[t]
+                   for c, t in zip(column_names(decl.arity), decl.types, strict=True)}
+        if COUNT in df.columns:
+            fields[f"p{tag}_{COUNT}"] = "bigint"
     union = None
-    for tag, (kind, df) in enumerate(parts.items()):
-        if df is None:
-            continue
-        prefix = "r" if kind == "tuples" else "b"
-        have = {f"{prefix}{c}": F.col(c) for c in df.columns if c.startswith("c")}
-        have |= {c: F.col(c).cast("bigint") for c in (COUNT, "_s") if c in df.columns}
+    for tag, (decl, df) in enumerate(parts.values()):
+        mine = [c for c in [*column_names(decl.arity), COUNT] if c in df.columns]
+        have = {f"p{tag}_{c}": F.col(c) for c in mine}
         one = df.select(F.lit(tag).alias("_part"), *[
-            have.get(f, F.lit(None).cast(SQL_TYPES[t])).alias(f) for f, t in fields.items()])
+            have.get(f, F.lit(None)).cast(t).alias(f) for f, t in fields.items()])
         union = one if union is None else union.unionByName(one)
-    both = pl.from_arrow(union.toArrow()) if union is not None else None
+    if union is None:
+        return {}
+    both = pl.from_arrow(union.toArrow())  # the epoch's one Spark job
     out = {}
-    for tag, kind in enumerate(parts):
-        mine = both.filter(pl.col("_part") == tag) if both is not None else None
-        out[kind] = _part(kind, mine, body, rel)
+    for tag, (key, (decl, df)) in enumerate(parts.items()):
+        rows = both.filter(pl.col("_part") == tag)
+        cols = column_names(decl.arity)
+        frame = polars_of(rows.select([pl.col(f"p{tag}_{c}").alias(c) for c in cols])
+                          .to_arrow(), decl)
+        if COUNT in df.columns:
+            frame = frame.with_columns(rows[f"p{tag}_{COUNT}"].alias(COUNT))
+        out[key] = frame
     return out
-
-
-def _part(kind: str, rows: pl.DataFrame | None, body: Decl, rel: Decl | None) -> pl.DataFrame:
-    """Return one fetched part in its own columns and types."""
-    decl = rel if kind == "tuples" else body
-    prefix = "r" if kind == "tuples" else "b"
-    schema = frame_schema(decl)
-    if rows is None:
-        rows = pl.DataFrame(schema={f"{prefix}{c}": t for c, t in schema.items()} |
-                            {COUNT: pl.Int64, "_s": pl.Int64})
-    tuples = polars_of(rows.select([pl.col(f"{prefix}{c}").alias(c) for c in schema])
-                       .to_arrow(), decl)
-    if kind == "tuples":
-        return tuples
-    if kind == "counts":
-        return tuples.with_columns(rows[COUNT].alias(COUNT))
-    signed = tuples.with_columns(rows["_s"].alias("_s"))
-    return signed.group_by(list(schema)).agg(pl.col("_s").sum().alias("_d")) \
-        .filter(pl.col("_d") != 0)

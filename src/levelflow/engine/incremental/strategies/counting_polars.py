@@ -61,16 +61,6 @@ def summed_in_driver(ctx: TaskContext, task: Task) -> dict[str, pl.DataFrame] | 
         return None
 
 
-def changes_in_driver(ctx: TaskContext, rules: tuple[Rule, ...], names: tuple[str, ...]
-                      ) -> pl.DataFrame | None:
-    """Return count_changes of `rules` into the one relation of `names` (declared in
-    ctx.decls), computed in Polars; None when a term reads rows the driver does not hold."""
-    try:
-        return count_changes(rules, names, ctx.decls, _DriverRows(ctx), {})[names[0]]
-    except _NotHeld:
-        return None
-
-
 class _DriverRows:
     """Rows over an epoch's Versions, for frames made from rows the driver holds."""
 
