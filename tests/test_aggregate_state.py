@@ -12,7 +12,7 @@ from test_incremental_properties import check_against_reference, random_epochs, 
 
 from levelflow.engine.incremental import IncrementalSession
 from levelflow.engine.incremental.strategies.aggregate_state import AggHeld, body_projection
-from levelflow.engine.incremental.strategies.aggregates import aggregate_switch
+from levelflow.engine.incremental.strategies.aggregates import aggregate_limits
 from levelflow.tasks import build_tasks, parse_program
 from levelflow.tasks.aggregates import is_aggregate_rule
 
@@ -120,7 +120,8 @@ def test_a_durable_restart_rebuilds_the_state(spark, tmp_path):
 
 def test_elastic_budget_of_aggregate_tasks(spark, tmp_path):
     """A kept state's update is stopped only past the recompute's cost (5x the session's
-    fraction); building a state has no budget; a gated task keeps the fraction."""
+    fraction) and no change is large for it; building a state has no budget; a gated task
+    keeps the session's rules."""
     from levelflow.engine.incremental.backends.warm import _context
 
     pt = build_tasks(parse_program(PROGRAM, "s.dl"))
@@ -131,6 +132,6 @@ def test_elastic_budget_of_aggregate_tasks(spark, tmp_path):
     (rule,) = [r for r in task.rules if is_aggregate_rule(r)]
     assert body_projection(rule) is not None
     held = AggHeld("agg-x", "", 0)
-    assert aggregate_switch(ctx, task, held, 0.2, True) == 0.2 * 5
-    assert aggregate_switch(ctx, task, None, 0.2, True) is None
-    assert aggregate_switch(ctx, task, held, 0.2, False) == 0.2  # gated: Spark-side update
+    assert aggregate_limits(ctx, task, held, 0.05, 0.2, True) == (None, 0.2 * 5)
+    assert aggregate_limits(ctx, task, None, 0.05, 0.2, True) == (0.05, None)
+    assert aggregate_limits(ctx, task, held, 0.05, 0.2, False) == (0.05, 0.2)  # gated

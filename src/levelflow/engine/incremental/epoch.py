@@ -42,7 +42,7 @@ from levelflow.engine.incremental.results import Delta, EpochError, EpochResult
 from levelflow.engine.incremental.state.snapshot import COUNT, Snapshot, next_snapshot
 from levelflow.engine.incremental.strategies import counting_polars, counting_spark
 from levelflow.engine.incremental.strategies.aggregates import (
-    aggregate_switch,
+    aggregate_limits,
     aggregate_task,
     aggregate_update,
 )
@@ -132,15 +132,15 @@ class Epoch:
         if plan is not None:
             large = None if large is None else large * ARRANGED_LARGE_CHANGE
             switch *= ARRANGED_SWITCH
+        if aggregate_task(task):
+            large, switch = aggregate_limits(ctx, task, self.snap.arranged.get(task.name),
+                                             large, switch, ctx is self.ctx)
         recompute = None  # else where the state lives, the share recomputed (in_place.py)
         if self.mode == "elastic" and not counted and large is not None and \
                 self.change_fraction(task) >= large:
             if not recompute_in_place(ctx, task, plan, self.snap.arranged.get(task.name)):
                 return self._scratch(v, counted, "bootstrap", t0)
             recompute = EVERY_SHARE
-        if aggregate_task(task):
-            switch = aggregate_switch(ctx, task, self.snap.arranged.get(task.name), switch,
-                                      ctx is self.ctx)
         budget = max(switch * last, self.switch_floor) \
             if self.mode == "elastic" and last is not None and switch is not None else None
         with cancelled_after(self.spark.sparkContext, budget) as cancel:

@@ -201,18 +201,21 @@ def _in_driver(ctx: TaskContext, rule: Rule) -> bool:
     return state.body_projection(rule) is not None and state.driver_state_fits(ctx, rule)
 
 
-def aggregate_switch(ctx: TaskContext, task: Task, held, switch: float, driver: bool
-                     ) -> float | None:
-    """Return the elastic switch's fraction of the last from-scratch time for an aggregate
-    task: a kept state's update follows the change, so it stops only once it cost what the
-    recompute and its diff would (elastic.AGGREGATE_SWITCH); a state to build costs a
-    recompute and its diff (None: no budget, the fallback costs as much)."""
+def aggregate_limits(ctx: TaskContext, task: Task, held, large: float | None, switch: float,
+                     driver: bool) -> tuple[float | None, float | None]:
+    """Return the elastic rules' large change and fraction of the last from-scratch time for
+    an aggregate task. A kept state's update follows the change in the driver, cheaper than
+    the recompute and its diff on Spark: no change is large, and it stops only once it cost
+    what they would (elastic.AGGREGATE_SWITCH). Building a state costs the recompute: no
+    budget (None: the fallback costs as much). Without a driver state, the session's rules."""
     from levelflow.engine.incremental.elastic import AGGREGATE_SWITCH
     from levelflow.engine.incremental.strategies.aggregate_state import held_state
 
     if not driver or not _in_driver(ctx, _rule(task)):
-        return switch
-    return switch * AGGREGATE_SWITCH if held_state(held) is not None else None
+        return large, switch
+    if held_state(held) is not None:
+        return None, switch * AGGREGATE_SWITCH
+    return large, None
 
 
 def touched_update(ctx: TaskContext, task: Task, rule: Rule) -> dict[str, Change]:
