@@ -6,7 +6,7 @@ Workload (>= 1,000,000 input tuples at the default size):
   dist(y, min d : hops(y, d)) :- hops(y, _).               a min above that recursive task
 Measured, as ratios to a from-scratch run of the same engine (run_program, auto plans):
   1. a 10-tuple epoch (5 visits, 5 edges; median of 5)    goal: >= 10x faster than from scratch
-  2. Spark jobs per aggregate task per epoch               goal: 1
+  2. Spark jobs per aggregate task per epoch               goal: at most 1
 
     .venv/bin/python bench/bench_aggregates.py [--visits 1000000 --edges 60000] [--small]
 """
@@ -125,8 +125,9 @@ def main() -> None:
     session = IncrementalSession.bootstrap(spark, pt, tmp / "f0", mode=args.mode)
     print(f"bootstrap (epoch 0): {time.perf_counter() - t:.2f} s")
     scratch = _scratch_time(spark, pt, tmp / "f0")
-    print("0. a first 10-tuple epoch (ships state to the executors)")
-    _epoch(spark, session, rng, facts, args.pages, args.nodes)
+    print("0. a first 10-tuple epoch (ships state to the executors, builds the aggregates')")
+    first, _ = _epoch(spark, session, rng, facts, args.pages, args.nodes)
+    print(f"   first epoch {first:.2f} s: {scratch / first:.1f}x faster than from scratch")
     print(f"1. {args.epochs} epochs of 10 new tuples each")
     times, jobs = [], []
     for _ in range(args.epochs):
@@ -138,8 +139,8 @@ def main() -> None:
     print(f"   median epoch {median:.2f} s; from scratch {scratch:.2f} s: {ratio:.1f}x faster "
           f"(goal >= 10x) {'PASS' if ratio >= 10 else 'FAIL'}")
     per_task = sorted({n for j in jobs for n in j.values()})
-    print(f"2. Spark jobs per aggregate task per epoch: {per_task} (goal 1) "
-          f"{'PASS' if per_task == [1] else 'FAIL'}")
+    print(f"2. Spark jobs per aggregate task per epoch: {per_task} (goal at most 1) "
+          f"{'PASS' if max(per_task, default=0) <= 1 else 'FAIL'}")
     # The maintained relations equal a from-scratch evaluation's sizes.
     write_facts(tmp / "last", facts)
     from levelflow.engine.runner import run_program

@@ -28,6 +28,10 @@ LARGE_CHANGE = 0.05
 # They scale the session's settings (5% -> 25%, 0.2x -> 3x at the defaults; 0 stays 0).
 ARRANGED_LARGE_CHANGE = 5.0
 ARRANGED_SWITCH = 15.0
+# An aggregate task whose state the driver keeps (strategies/aggregate_state.py) updates in at
+# most one small job whatever its size: it stops once it cost what the fallback would, the
+# recompute and its diff (this x the session's switch: 1x the from-scratch time at 0.2).
+AGGREGATE_SWITCH = 5.0
 # A bootstrap counts a counted task in the worker that keeps its counts when it reads at most
 # this many rows: every one goes to Python, where Spark's count keeps them in the JVM (the
 # closure bench's cyclic(x) :- path(x, x) over 1M tuples: 0.9 s against 0.1 s).

@@ -41,7 +41,11 @@ from levelflow.engine.incremental.outcome import apply_counts, apply_sets, epoch
 from levelflow.engine.incremental.results import EpochError, EpochResult
 from levelflow.engine.incremental.state.snapshot import COUNT, Snapshot, next_snapshot
 from levelflow.engine.incremental.strategies import counting_polars, counting_spark
-from levelflow.engine.incremental.strategies.aggregates import aggregate_task, aggregate_update
+from levelflow.engine.incremental.strategies.aggregates import (
+    aggregate_limits,
+    aggregate_task,
+    aggregate_update,
+)
 from levelflow.engine.incremental.strategies.counting_spark import count_scratch
 from levelflow.engine.incremental.strategies.dred_spark import dred_update
 from levelflow.engine.incremental.strategies.in_place import EVERY_SHARE, recompute_in_place
@@ -137,6 +141,9 @@ class Epoch:
         if plan is not None:
             large = None if large is None else large * ARRANGED_LARGE_CHANGE
             switch *= ARRANGED_SWITCH
+        if aggregate_task(task):
+            large, switch = aggregate_limits(ctx, task, self.snap.arranged.get(task.name),
+                                             large, switch, ctx is self.ctx)
         recompute = None  # else where the state lives, the share recomputed (in_place.py)
         if self.mode == "elastic" and not counted and large is not None and \
                 self.change_fraction(task) >= large:
@@ -144,13 +151,13 @@ class Epoch:
                 return self._scratch(v, counted, "bootstrap", t0)
             recompute = EVERY_SHARE
         budget = max(switch * last, self.switch_floor) \
-            if self.mode == "elastic" and last is not None else None
+            if self.mode == "elastic" and last is not None and switch is not None else None
         with cancelled_after(self.spark.sparkContext, budget) as cancel:
             try:
                 if counted:
                     upd = self._counting(v, gated, ctx, cancel, t0)
                 elif aggregate_task(task):  # the touched groups anew
-                    upd = self._apply_sets(v, aggregate_update(ctx, task), "aggregate", t0, 0)
+                    upd = self._aggregate(v, task, ctx, t0)
                 else:
                     upd = self._dred(v, gated, ctx, plan, cancel, t0, recompute)
                 if cancel.is_set():  # finished, but the timer fired during the last job
@@ -160,6 +167,15 @@ class Epoch:
                 if not cancel.is_set():
                     raise
         return self._scratch(v, counted, "switched", t0)
+
+    def _aggregate(self, v: int, task, ctx, t0: float) -> TaskUpdate:
+        """Return aggregate task v updated, its state kept in the driver unless the task is
+        gated by a program change (its kept bindings were the old rules')."""
+        out, held = aggregate_update(ctx, task, self.snap.arranged.get(task.name),
+                                     driver=ctx is self.ctx)
+        upd = self._apply_sets(v, out, "aggregate", t0, 0)
+        upd.held = held
+        return upd
 
     def _from_scratch(self, v: int, counted: bool, t0: float) -> TaskUpdate:
         """Return task v recomputed from scratch: at a bootstrap, a small counted task without

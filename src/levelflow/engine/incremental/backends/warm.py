@@ -1,4 +1,5 @@
-"""A session just opened loads its tasks' states onto the executors before its first epoch.
+"""A session just opened loads its tasks' states onto the executors (an aggregate task's into
+the driver) before its first epoch.
 
 A state read from disk has no copy on the executors yet (a new process, or a closed session's
 forgotten one): the first epoch of an arranged task would miss it, ship the whole state and
@@ -11,6 +12,7 @@ waits for the driver's index of base facts, so the first epoch costs what the ne
 from __future__ import annotations
 
 from levelflow.engine.incremental.backends.worker.dred_job import arranged_update, plan_for
+from levelflow.engine.incremental.strategies.aggregates import aggregate_task, kept_state
 from levelflow.engine.incremental.versions import TaskContext, Versions
 from levelflow.tasks.functors import uses_autoinc
 
@@ -33,7 +35,8 @@ def warm_tasks(session, ctx: TaskContext) -> list:
     out = []
     for task in session.pt.tasks:
         if not task.rules or task.relations[0] in session.snap.counted or \
-                uses_autoinc(task.rules) or task.name in session.snap.arranged:
+                uses_autoinc(task.rules) or task.name in session.snap.arranged or \
+                aggregate_task(task):  # kept in the driver: warm_aggregates
             continue
         plan = plan_for(ctx, task)
         if plan is not None:
@@ -60,7 +63,23 @@ def warm(session, progress=None) -> list[str]:
             if any(c.plus_rows or c.minus_rows for c in changes.values()):  # a bug
                 raise RuntimeError(f"task {task.name}: its state changed while loaded")
         session.snap.arranged[task.name] = held
+    warm_aggregates(session, ctx, progress)
     if progress is not None:
         progress.phase("loading the base facts into the driver")
     session.base_index.wait()
     return [task.name for task, _ in tasks]
+
+
+def warm_aggregates(session, ctx: TaskContext, progress=None) -> None:
+    """Build the driver's state of each aggregate task that keeps one (aggregate_state.py):
+    one job each, so that the first epoch updates as the next ones do."""
+    if not session.arranged or session.mode == "scratch":
+        return
+    for task in session.pt.tasks:
+        if aggregate_task(task) and task.name not in session.snap.arranged and \
+                not uses_autoinc(task.rules):
+            if progress is not None:
+                progress.phase(f"loading the state of task {task.name} into the driver")
+            held = kept_state(ctx, task)
+            if held is not None:
+                session.snap.arranged[task.name] = held

@@ -164,9 +164,63 @@ def new_body(ctx: TaskContext, rule: Rule, touched: list[tuple]):
                       first=first, small_seed=first is not None)
 
 
-def aggregate_update(ctx: TaskContext, task: Task) -> dict[str, Change]:
-    """Return the Change of an aggregate task's relation from its inputs' change."""
+def aggregate_update(ctx: TaskContext, task: Task, held=None, driver: bool = True
+                     ) -> tuple[dict[str, Change], object]:
+    """Return the Change of an aggregate task's relation from its inputs' change, and its
+    state kept in the driver (aggregate_state.py) when it may be (`driver`), else None."""
+    from levelflow.engine.incremental.strategies import aggregate_state as state
+
+    rule = _rule(task)
+    name = rule.heads[0].relation
+    if driver and _in_driver(ctx, rule):
+        plus, minus, kept = state.state_update(ctx, rule, state.held_state(held))
+        cols = column_names(ctx.decls[name].arity)
+        return {name: _change(ctx, name, ctx.versions[name], plus, minus, cols)}, kept
+    return touched_update(ctx, task, rule), None
+
+
+def kept_state(ctx: TaskContext, task: Task):
+    """Return an aggregate task's state built in the driver from its current version (one
+    job, nothing changed), or None when it keeps none."""
+    from levelflow.engine.incremental.strategies import aggregate_state as state
+
+    rule = _rule(task)
+    if not _in_driver(ctx, rule):
+        return None
+    return state.state_update(ctx, rule, None)[2]  # nothing changed: no group touched
+
+
+def _rule(task: Task) -> Rule:
     (rule,) = [r for r in task.rules if is_aggregate_rule(r)]
+    return rule
+
+
+def _in_driver(ctx: TaskContext, rule: Rule) -> bool:
+    from levelflow.engine.incremental.strategies import aggregate_state as state
+
+    return state.body_projection(rule) is not None and state.driver_state_fits(ctx, rule)
+
+
+def aggregate_limits(ctx: TaskContext, task: Task, held, large: float | None, switch: float,
+                     driver: bool) -> tuple[float | None, float | None]:
+    """Return the elastic rules' large change and fraction of the last from-scratch time for
+    an aggregate task. A kept state's update follows the change in the driver, cheaper than
+    the recompute and its diff on Spark: no change is large, and it stops only once it cost
+    what they would (elastic.AGGREGATE_SWITCH). Building a state costs the recompute: no
+    budget (None: the fallback costs as much). Without a driver state, the session's rules."""
+    from levelflow.engine.incremental.elastic import AGGREGATE_SWITCH
+    from levelflow.engine.incremental.strategies.aggregate_state import held_state
+
+    if not driver or not _in_driver(ctx, _rule(task)):
+        return large, switch
+    if held_state(held) is not None:
+        return None, switch * AGGREGATE_SWITCH
+    return large, None
+
+
+def touched_update(ctx: TaskContext, task: Task, rule: Rule) -> dict[str, Change]:
+    """Return the Change of an aggregate task's relation with no state kept: its touched
+    groups recomputed on Spark (two jobs)."""
     name = rule.heads[0].relation
     decl = ctx.decls[name]
     old = ctx.versions[name]

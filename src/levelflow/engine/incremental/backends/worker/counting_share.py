@@ -45,7 +45,7 @@ class CountedShare:
     lower: dict[str, pl.DataFrame]  # lower relation -> its version as of the counts
 
 
-class _Lower:
+class LowerRows:
     """counting_polars.Rows over the kept lower relations and an epoch's change to them."""
 
     def __init__(self, old: dict, plus: dict, minus: dict) -> None:
@@ -103,7 +103,7 @@ def update(spec: Spec, entry: CountedShare, src: dict
            ) -> tuple[CountedShare, dict[str, pl.DataFrame]]:
     """Return the state after the epoch's change and per relation its touched tuples with
     their old and new counts (c.., _old, _new)."""
-    rows = _Lower(entry.lower, src.get("plus", {}), src.get("minus", {}))
+    rows = LowerRows(entry.lower, src.get("plus", {}), src.get("minus", {}))
     facts = {n: (src.get("fplus", {}).get(n, empty), src.get("fminus", {}).get(n, empty))
              for n in spec.names
              for empty in [pl.DataFrame(schema=frame_schema(spec.decls[n]))]}

@@ -1,0 +1,225 @@
+"""An aggregate task's state kept in the driver: its body's bindings counted, and its tuples.
+
+For `@agg(g.., <kind v>) :- body.` (tasks/aggregates.py) the state is the bag of the body's
+bindings projected on the variables the head reads (g.. and v's), as derivation counts of a
+relation BODY (c.., _cnt), the aggregate's tuples and, for a body of several atoms, the
+relations it reads (as a counted task's worker keeps them: counting_share.py). An epoch:
+
+1. sums the body's signed change with counting's delta terms in Polars (counting_polars), over
+   the kept relations and their change (rows the driver holds, or fetched by one Spark job);
+2. adds it to the counts (count += Σ signed 1 per binding);
+3. recomputes only the groups it touched from their counted bindings, with the
+   rules.aggregate_rows every plan runs (head_rows): count, sum and mean, and min and max
+   whose extreme was deleted (the next one is among the kept bindings), alike;
+4. diffs them against the touched groups' kept tuples: the relation's signed change.
+
+Without a state (after a bootstrap, a switch to a recompute) one Spark job builds it: the body's
+counts over the new versions, the relation's old tuples, the relations a body of several atoms
+reads, fetched as one union with any change the driver does not hold. A global aggregate (no
+group) is one group.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import polars as pl
+
+from levelflow.engine.incremental.backends.driver_rows import polars_of, rows_of
+from levelflow.engine.incremental.backends.spark_joins import heads_of
+from levelflow.engine.incremental.backends.worker.counting_share import LowerRows
+from levelflow.engine.incremental.strategies.counting_polars import count_changes
+from levelflow.engine.plans.columnar import body_rows, empty_frame, head_rows
+from levelflow.engine.plans.planner import LOCAL_ROWS
+from levelflow.engine.rules import term_vars, var_col
+from levelflow.engine.types import SQL_TYPES, column_names
+from levelflow.tasks.ast import Aggregate, Atom, Const, Decl, Rule, Var
+
+if TYPE_CHECKING:
+    from levelflow.engine.incremental.versions import TaskContext
+
+BODY = "@aggbody"  # a name the parser cannot produce
+COUNT = "_cnt"
+
+
+@dataclass
+class AggHeld:
+    """An aggregate task's state in the driver, with the fields snapshot.arranged's entries
+    have (dred_job.Held's), so that the session carries it like theirs."""
+
+    lineage: str
+    token: str
+    parts: int
+    logs: dict = field(default_factory=dict)
+    counts: pl.DataFrame | None = None  # BODY's counted bindings (c.., _cnt), every _cnt > 0
+    tuples: pl.DataFrame | None = None  # the aggregate relation's tuples (c..)
+    lower: dict = field(default_factory=dict)  # a body of several atoms: what they read
+
+
+def held_state(held) -> AggHeld | None:
+    """Return the driver state among a task's snapshot.arranged entry, if it is one."""
+    return held if isinstance(held, AggHeld) else None
+
+
+def body_projection(rule: Rule) -> tuple[Rule, list[str]] | None:
+    """Return the rule `BODY(g.., v..) :- body.` and the variables it keeps, or None when the
+    state cannot stand for the groups (a group key that is an expression, or one repeated)."""
+    head = rule.heads[0]
+    keys = [a.name for a in head.args if isinstance(a, Var)]
+    if len(set(keys)) != len(keys) or \
+            any(not isinstance(a, Var | Const | Aggregate) for a in head.args):
+        return None
+    agg = next(a for a in head.args if isinstance(a, Aggregate))
+    target = sorted(term_vars(agg.target) - set(keys)) if agg.target is not None else []
+    names = keys + target
+    if not names:  # `count : r(_)`: a variable of the body keeps each binding a row of its
+        # own (a head of constants only is one row in Polars, whatever the body's rows)
+        names = sorted(v for lit in rule.body if isinstance(lit, Atom)
+                       for a in lit.args for v in term_vars(a))[:1]
+    if not names:
+        return None
+    return Rule((Atom(BODY, tuple(Var(n) for n in names)),), rule.body, rule.loc), names
+
+
+def driver_state_fits(ctx: TaskContext, rule: Rule) -> bool:
+    """Return whether the state of an aggregate rule may be kept in the driver: counting's
+    delta terms count its bindings (a positive atom, each with a variable), and its body reads
+    at most LOCAL_ROWS rows (a bound on the state's size for one atom)."""
+    positive = [lit for lit in rule.body if isinstance(lit, Atom)]
+    if len(rule.heads) != 1 or not positive or \
+            any(not any(isinstance(a, Var) for a in atom.args) for atom in positive):
+        return False
+    return sum(ctx.versions[a.relation].new_rows for _, a, _ in rule.body_atoms()) <= LOCAL_ROWS
+
+
+def _body_decl(ctx: TaskContext, body_rule: Rule, names: list[str]) -> tuple[Decl, dict]:
+    """Return BODY's Decl and the variables' types (the Polars backend over empty frames)."""
+    frames = {j: empty_frame(ctx.decls[a.relation]) for j, a, _ in body_rule.body_atoms()}
+    _, types = body_rows(body_rule, ctx.decls, frames)
+    kinds = tuple(types[n] for n in names)
+    return Decl(BODY, tuple(f"a{k}" for k in range(len(kinds))), kinds), types
+
+
+def state_update(ctx: TaskContext, rule: Rule, held: AggHeld | None
+                 ) -> tuple[pl.DataFrame, pl.DataFrame, AggHeld]:
+    """Return the aggregate's added and removed tuples (Polars, c..) and its new state: at
+    most one Spark job (none when the driver holds the change and the state)."""
+    name = rule.heads[0].relation
+    body_rule, names = body_projection(rule)
+    decl, types = _body_decl(ctx, body_rule, names)
+    decls = {**ctx.decls, BODY: decl}
+    read = sorted({a.relation for _, a, _ in body_rule.body_atoms()})
+    # A body of one atom sums its change from the Δ alone; others join the kept relations.
+    keep = read if len(body_rule.body_atoms()) > 1 else []
+    changed = [n for n in read if ctx.versions[n].changed]
+    plus, minus, parts = {}, {}, {}
+    for n in changed:
+        ver = ctx.versions[n]
+        for sign, df, rows, into in ((1, ver.plus, ver.plus_rows, plus),
+                                     (-1, ver.minus, ver.minus_rows, minus)):
+            table = rows_of(df) if rows else None
+            if rows and table is None:
+                parts[(sign, n)] = (decls[n], df)
+            into[n] = polars_of(table, decls[n]) if table is not None else empty_frame(decls[n])
+    if held is None:
+        parts["counts"] = (decl, _bag(ctx, body_rule, decls).coalesce(1).groupBy(
+            *column_names(decl.arity)).count().withColumnRenamed("count", COUNT))
+        parts["tuples"] = (ctx.decls[name], ctx.versions[name].old)
+        parts |= {("old", n): (decls[n], ctx.versions[n].old) for n in keep}
+    got = _fetch(parts)
+    for (sign, n), df in [(k, v) for k, v in got.items() if k[0] in (1, -1)]:
+        (plus if sign > 0 else minus)[n] = df
+    lower = {n: got[("old", n)] for n in keep} if held is None else held.lower
+    rows = LowerRows(lower, plus, minus)
+    delta = count_changes((body_rule,), (BODY,), decls, rows, {})[BODY]
+    if held is None:  # the counts were fetched over the new versions
+        counts, tuples = got["counts"], got["tuples"]
+    else:
+        counts, tuples = _added(held.counts, delta), held.tuples
+    plus_t, minus_t = _regrouped(ctx, rule, names, types, counts, tuples, delta)
+    cols = column_names(ctx.decls[name].arity)
+    if plus_t.height or minus_t.height:
+        tuples = pl.concat([tuples.join(minus_t, on=cols, how="anti"), plus_t])
+    state = AggHeld(f"agg-{uuid.uuid4().hex[:12]}", "", 0, counts=counts, tuples=tuples,
+                    lower=rows.new)
+    return plus_t, minus_t, state
+
+
+def _added(counts: pl.DataFrame, delta: pl.DataFrame) -> pl.DataFrame:
+    """Return the counts with the signed change `delta` (c.., _d) added, zeros left out."""
+    if not delta.height:
+        return counts
+    cols = [c for c in counts.columns if c != COUNT]
+    touched = delta.join(counts, on=cols, how="left").select(
+        *cols, (pl.col(COUNT).fill_null(0) + pl.col("_d")).alias(COUNT))
+    return pl.concat([counts.join(delta.select(cols), on=cols, how="anti"),
+                      touched.filter(pl.col(COUNT) > 0)])
+
+
+def _regrouped(ctx: TaskContext, rule: Rule, names: list[str], types: dict,
+               counts: pl.DataFrame, tuples: pl.DataFrame, delta: pl.DataFrame):
+    """Return (added, removed) tuples of the groups the change touched, recomputed from their
+    counted bindings."""
+    head = rule.heads[0]
+    decl = ctx.decls[head.relation]
+    cols = column_names(decl.arity)
+    if not delta.height:
+        return tuples.clear(), tuples.clear()
+    keys = [(i, f"c{names.index(a.name)}") for i, a in enumerate(head.args)
+            if isinstance(a, Var)]
+    rows, was = counts, tuples
+    if keys:  # only the touched groups: their bindings and their old tuples
+        touched = delta.select([b for _, b in keys]).unique()
+        rows = counts.join(touched, on=[b for _, b in keys], how="semi")
+        was = tuples.join(touched.rename({b: f"c{i}" for i, b in keys}),
+                          on=[f"c{i}" for i, _ in keys], how="semi")
+    # Each binding as many times as it is counted: the aggregate ranges over the bag.
+    bag = rows[np.repeat(np.arange(rows.height), rows[COUNT].to_numpy())]
+    # Added, not selected: selecting only a literal from many rows makes one row in Polars.
+    body = bag.rename({f"c{k}": var_col(n) for k, n in enumerate(names)}).drop(COUNT)
+    after = head_rows(body, types, head, decl).unique()
+    return after.join(was, on=cols, how="anti"), was.join(after, on=cols, how="anti")
+
+
+def _bag(ctx: TaskContext, body_rule: Rule, decls: dict):
+    """Return BODY's bag of bindings over the new versions, on Spark."""
+    frames = {j: ctx.versions[a.relation].new for j, a, _ in body_rule.body_atoms()}
+    ((_, bag),) = heads_of(ctx, body_rule, (BODY,), frames, ctx.sizes(body_rule, True),
+                           decls=decls)
+    return bag
+
+
+def _fetch(parts: dict) -> dict:
+    """Return the frames of `parts` (key -> (Decl, DataFrame of c.., and _cnt for BODY's
+    counts)) as Polars frames of their columns and types, fetched as one union by one job."""
+    import pyspark.sql.functions as F
+
+    fields = {}
+    for tag, (decl, df) in enumerate(parts.values()):
+        fields |= {f"p{tag}_{c}": SQL_TYPES[t]
+                   for c, t in zip(column_names(decl.arity), decl.types, strict=True)}
+        if COUNT in df.columns:
+            fields[f"p{tag}_{COUNT}"] = "bigint"
+    union = None
+    for tag, (decl, df) in enumerate(parts.values()):
+        mine = [c for c in [*column_names(decl.arity), COUNT] if c in df.columns]
+        have = {f"p{tag}_{c}": F.col(c) for c in mine}
+        one = df.select(F.lit(tag).alias("_part"), *[
+            have.get(f, F.lit(None)).cast(t).alias(f) for f, t in fields.items()])
+        union = one if union is None else union.unionByName(one)
+    if union is None:
+        return {}
+    both = pl.from_arrow(union.toArrow())  # the epoch's one Spark job
+    out = {}
+    for tag, (key, (decl, df)) in enumerate(parts.items()):
+        rows = both.filter(pl.col("_part") == tag)
+        cols = column_names(decl.arity)
+        frame = polars_of(rows.select([pl.col(f"p{tag}_{c}").alias(c) for c in cols])
+                          .to_arrow(), decl)
+        if COUNT in df.columns:
+            frame = frame.with_columns(rows[f"p{tag}_{COUNT}"].alias(COUNT))
+        out[key] = frame
+    return out
