@@ -23,10 +23,8 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from levelflow.engine.compile import body_frame
-from levelflow.engine.evaluate import MERGE_PIECES, RANK, merge_pieces
+from levelflow.engine.incremental.backends.driver_change import among, held_change
 from levelflow.engine.incremental.backends.driver_rows import (
-    arrow_of,
-    frame_of_table,
     polars_of,
     rows_of,
     spark_frame,
@@ -121,18 +119,6 @@ def _touched_frame(ctx: TaskContext, rule: Rule, touched: list[tuple], names: li
     return bcast_small(ctx.spark.createDataFrame(touched, schema).toDF(*names), len(touched))
 
 
-def among(cols: list[str], keys: list[tuple]):
-    """Return the condition "the columns' values are one of `keys`" (a filter: no join, so
-    no broadcast job)."""
-    import pyspark.sql.functions as F
-
-    if len(cols) == 1:
-        return F.col(cols[0]).isin([k[0] for k in keys])
-    return F.struct(*cols).isin([F.struct(*[F.lit(v).alias(c) for v, c in zip(k, cols,
-                                                                            strict=True)])
-                                 for k in keys])
-
-
 def new_body(ctx: TaskContext, rule: Rule, touched: list[tuple]):
     """Return the aggregate body's rows of the touched groups (all rows without groups),
     as a plan, and the variables' types."""
@@ -175,7 +161,7 @@ def aggregate_update(ctx: TaskContext, task: Task, held=None, driver: bool = Tru
     if driver and _in_driver(ctx, rule):
         plus, minus, kept = state.state_update(ctx, rule, state.held_state(held))
         cols = column_names(ctx.decls[name].arity)
-        return {name: _change(ctx, name, ctx.versions[name], plus, minus, cols)}, kept
+        return {name: held_change(ctx, name, ctx.versions[name], plus, minus, cols)}, kept
     return touched_update(ctx, task, rule), None
 
 
@@ -241,7 +227,7 @@ def touched_update(ctx: TaskContext, task: Task, rule: Rule) -> dict[str, Change
     after = head_rows(body, types, rule.heads[0], decl)
     plus = after.unique().join(was, on=cols, how="anti")
     minus = was.join(after, on=cols, how="anti")
-    return {name: _change(ctx, name, old, plus, minus, cols)}
+    return {name: held_change(ctx, name, old, plus, minus, cols)}
 
 
 def _collect(rows, types, before, decl: Decl, used: list[str]):
@@ -271,30 +257,3 @@ def _collect(rows, types, before, decl: Decl, used: list[str]):
 def _target_vars(rule: Rule) -> set[str]:
     agg = next(a for a in rule.heads[0].args if isinstance(a, Aggregate))
     return term_vars(agg.target) if agg.target is not None else set()
-
-
-def _change(ctx: TaskContext, name: str, old, plus: pl.DataFrame, minus: pl.DataFrame,
-            cols) -> Change:
-    """Return the Change from the tuples added and removed, held in the driver: kept beside
-    their DataFrames, so that a counted task reading them may sum its terms in the driver."""
-    import pyspark.sql.functions as F
-
-    if not plus.height and not minus.height:
-        return Change(None, rows=old.old_rows, pieces=old.pieces, top=0)
-    schema = relation_schema(ctx.decls[name])
-    spark = ctx.spark
-    plus_df = frame_of_table(spark, arrow_of(plus), schema) if plus.height else None
-    minus_df = frame_of_table(spark, arrow_of(minus), schema) if minus.height else None
-    ranked = ctx.old_ranked[name]
-    if minus.height:  # a filter, not a join: no broadcast job
-        ranked = ranked.filter(~among(cols, minus.rows()))
-    rank = F.lit(0).cast(ranked.schema[RANK].dataType)
-    added = plus_df.withColumn(RANK, rank) if plus_df is not None else None
-    if added is not None:
-        ranked = ranked.unionByName(added)
-    pieces = old.pieces + 1
-    if pieces > MERGE_PIECES:
-        ranked, pieces = merge_pieces(ranked), 1
-    return Change(ranked, plus_df, plus.height, minus_df, minus.height,
-                  old.old_rows + plus.height - minus.height, pieces=pieces, top=0,
-                  stored=(minus_df, added))

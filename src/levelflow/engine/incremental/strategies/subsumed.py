@@ -22,8 +22,8 @@ from __future__ import annotations
 import polars as pl
 
 from levelflow.engine.evaluate import cast_fact, fact_rows
+from levelflow.engine.incremental.backends.driver_change import held_change
 from levelflow.engine.incremental.backends.driver_rows import polars_of, rows_of
-from levelflow.engine.incremental.strategies.aggregates import _change
 from levelflow.engine.plans.columnar import body_rows, empty_frame, head_rows
 from levelflow.engine.plans.subsume import run_subsumed
 from levelflow.engine.types import column_names
@@ -175,7 +175,7 @@ def subsumed_update(ctx, task) -> dict:
         cols = column_names(decls[n].arity)
         plus = new.join(old[n], on=cols, how="anti")
         gone = old[n].join(new, on=cols, how="anti")
-        changes[n] = _change(ctx, n, ctx.versions[n], plus, gone, cols)
+        changes[n] = held_change(ctx, n, ctx.versions[n], plus, gone, cols)
         ranked = changes[n].new if changes[n].new is not None else ctx.old_ranked.get(n)
         held[n] = (ranked, new)
     _HELD[key] = held
