@@ -85,12 +85,12 @@ def test_semi_naive_rounds_find_each_tuple_once(spark):
 
 @pytest.mark.parametrize("small, big", [(0, 1 << 62), (0, 0)])
 def test_anti_join_paths_give_the_same_rounds(spark, monkeypatch, small, big):
-    import levelflow.engine.evaluate as ev
+    import levelflow.engine.fixpoint_relations as fr
 
     # The plain anti join, then the "few candidates against a big relation" one (semi join +
     # broadcast), instead of the group-by that tiny relations take.
-    monkeypatch.setattr(ev, "SMALL_FULL_ROWS", small)
-    monkeypatch.setattr(ev, "BIG_STABLE_ROWS", big)
+    monkeypatch.setattr(fr, "SMALL_FULL_ROWS", small)
+    monkeypatch.setattr(fr, "BIG_STABLE_ROWS", big)
     pt = program("""
         .decl e(x:number, y:number)
         e(1, 2). e(2, 3). e(3, 1). e(3, 4).
