@@ -287,6 +287,21 @@ def die(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)
 
 point = sys.argv[1]
+# The command runs on the tests' JVM (PYSPARK_GATEWAY_PORT), in a session of its own over the
+# SparkContext running there: it is the process that dies, not a JVM start that is tested.
+import contextlib
+from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
+from pyspark.sql import SparkSession
+import levelflow.cli.spark as cli_spark
+
+gateway = launch_gateway()
+jvm = gateway.jvm
+running = jvm.org.apache.spark.SparkContext.getOrCreate()
+jsc = jvm.org.apache.spark.api.java.JavaSparkContext(running)
+sc = SparkContext(conf=SparkConf(_jconf=jsc.getConf()), gateway=gateway, jsc=jsc)
+spark = SparkSession(sc, jsparkSession=jvm.org.apache.spark.sql.SparkSession.active().newSession())
+cli_spark.spark_session = lambda *args, **kwargs: contextlib.nullcontext(spark)
 if point == "write":  # the epoch's segments are written, not yet read back nor named
     state.StateDir.read_back = die
 elif point == "switch":  # the epoch is complete on disk, CURRENT not yet replaced
@@ -300,12 +315,13 @@ main(sys.argv[2:])
 """
 
 
-def kill_during_update(tmp_path, state: Path, point: str, diff: Path):
-    """Run `levelflow update` in a process that SIGKILLs itself at `point`."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+def kill_during_update(spark, tmp_path, state: Path, point: str, diff: Path):
+    """Run `levelflow update` on `spark`'s JVM in a process that SIGKILLs itself at `point`."""
+    gateway = spark.sparkContext._gateway.gateway_parameters  # a JVM start takes 5-10 s
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), PYSPARK_GATEWAY_PORT=str(gateway.port),
+               PYSPARK_GATEWAY_SECRET=gateway.auth_token)
     return subprocess.run([sys.executable, "-c", KILLER, point, "update", str(state),
-                           "--insert", str(diff), "--master", "local[1]",
-                           "--strategy", "incremental"],
+                           "--insert", str(diff), "--strategy", "incremental"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -321,7 +337,7 @@ def test_a_kill_loses_nothing(spark, tmp_path, point):
     s.close()
     diff = tmp_path / "more.diff"
     diff.write_text("+edge(4,5)\n-edge(1,2)\n")
-    run = kill_during_update(tmp_path, state, point, diff)
+    run = kill_during_update(spark, tmp_path, state, point, diff)
     assert run.returncode == -signal.SIGKILL, run.stderr[-2000:]
     edges = {(2, 3), (3, 1), (3, 4), (4, 5)} if point == "compact" else {
         (1, 2), (2, 3), (3, 1), (3, 4)}
