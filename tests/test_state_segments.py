@@ -10,7 +10,6 @@ manifest's rename leaves the previous state readable and whole, and the next epo
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -26,12 +25,11 @@ from test_incremental_properties import (
     start_family,
     write_facts,
 )
+from tests_jvm import PRELUDE, env_on
 
 from levelflow.engine.incremental import IncrementalSession, StateDir, StateError
 from levelflow.engine.incremental.state import segments
 from levelflow.engine.incremental.state.snapshot import COUNT
-
-ROOT = Path(__file__).resolve().parent.parent
 
 DEGREE = """
 .decl edge(x:number, y:number)
@@ -277,7 +275,7 @@ def test_a_format_4_state_is_still_read(spark, tmp_path):
 
 # -- kills -------------------------------------------------------------------------------------
 
-KILLER = """
+KILLER = PRELUDE + """
 import os, signal, sys
 from levelflow.engine.incremental.state import compact
 from levelflow.engine.incremental.state import segments
@@ -287,21 +285,6 @@ def die(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)
 
 point = sys.argv[1]
-# The command runs on the tests' JVM (PYSPARK_GATEWAY_PORT), in a session of its own over the
-# SparkContext running there: it is the process that dies, not a JVM start that is tested.
-import contextlib
-from pyspark import SparkConf, SparkContext
-from pyspark.java_gateway import launch_gateway
-from pyspark.sql import SparkSession
-import levelflow.cli.spark as cli_spark
-
-gateway = launch_gateway()
-jvm = gateway.jvm
-running = jvm.org.apache.spark.SparkContext.getOrCreate()
-jsc = jvm.org.apache.spark.api.java.JavaSparkContext(running)
-sc = SparkContext(conf=SparkConf(_jconf=jsc.getConf()), gateway=gateway, jsc=jsc)
-spark = SparkSession(sc, jsparkSession=jvm.org.apache.spark.sql.SparkSession.active().newSession())
-cli_spark.spark_session = lambda *args, **kwargs: contextlib.nullcontext(spark)
 if point == "write":  # the epoch's segments are written, not yet read back nor named
     state.StateDir.read_back = die
 elif point == "switch":  # the epoch is complete on disk, CURRENT not yet replaced
@@ -317,12 +300,10 @@ main(sys.argv[2:])
 
 def kill_during_update(spark, tmp_path, state: Path, point: str, diff: Path):
     """Run `levelflow update` on `spark`'s JVM in a process that SIGKILLs itself at `point`."""
-    gateway = spark.sparkContext._gateway.gateway_parameters  # a JVM start takes 5-10 s
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), PYSPARK_GATEWAY_PORT=str(gateway.port),
-               PYSPARK_GATEWAY_SECRET=gateway.auth_token)
     return subprocess.run([sys.executable, "-c", KILLER, point, "update", str(state),
                            "--insert", str(diff), "--strategy", "incremental"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+                          cwd=tmp_path, env=env_on(spark), capture_output=True, text=True,
+                          timeout=300)
 
 
 @pytest.mark.parametrize("point", ["write", "switch", "compact"])
