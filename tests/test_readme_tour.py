@@ -9,8 +9,9 @@ file the tour writes is under a path .gitignore names (out/). The serve example 
 Every `levelflow` command runs as a process of its own, as written, but they share one Spark JVM
 started beforehand (PySpark connects to it through PYSPARK_GATEWAY_PORT, as under
 spark-submit): ten JVM starts cost minutes, and a command's own JVM start is tested in
-tests/test_cli_spark.py, tests/test_run.py and tests/test_serve.py. The ```python blocks start
-their own JVM (their session is never stopped, so it cannot be handed on).
+tests/test_cli_spark.py, tests/test_run.py and tests/test_serve.py. So do the ```python blocks:
+`python` runs a block as written, then stops the SparkContext the block left running (as a
+`levelflow` command does at its end), so that the next command can start its own.
 """
 
 from __future__ import annotations
@@ -63,6 +64,19 @@ def _fresh_clone(dest: Path) -> Path:
     return dest
 
 
+# `python - <<'PYTHON'`: the block (stdin) runs as __main__; its SparkContext is then stopped.
+BLOCK = """import sys
+from pyspark import SparkContext
+assert sys.argv[1:] == ["-"], sys.argv
+sys.argv, sys.path[0] = ["-"], ""  # as `python -` has them
+try:
+    exec(compile(sys.stdin.read(), "<stdin>", "exec"), {"__name__": "__main__"})
+finally:
+    if SparkContext._active_spark_context is not None:
+        SparkContext._active_spark_context.stop()
+"""
+
+
 @contextmanager
 def _one_jvm(clone: Path, log: Path):
     """Start the JVM the tour's commands share, in `clone`; yield its PySpark gateway variables."""
@@ -91,10 +105,9 @@ def test_the_tour_runs_as_written_and_leaves_no_untracked_file(tmp_path):
     clone = _fresh_clone(tmp_path / "levelflow")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    # `python` runs without the shared JVM: a block's session is never stopped.
+    (bin_dir / "block.py").write_text(BLOCK)
     for name, target in (("levelflow", f'"{sys.executable}" -m levelflow'),
-                         ("python", f'env -u PYSPARK_GATEWAY_PORT -u PYSPARK_GATEWAY_SECRET '
-                                    f'"{sys.executable}"')):
+                         ("python", f'"{sys.executable}" "{bin_dir / "block.py"}"')):
         shim = bin_dir / name
         shim.write_text(f'#!/bin/sh\nexec {target} "$@"\n')
         shim.chmod(0o755)

@@ -1,8 +1,8 @@
 """`levelflow serve`: epochs over HTTP equal from-scratch evaluation, bad requests change nothing.
 
 The fast checks run the server in this process on a free port (the tests' SparkSession); the
-kill test runs `levelflow serve` as a process that SIGKILLs itself in the middle of an epoch,
-then serves the state again and stops it with SIGTERM.
+kill test runs `levelflow serve` as a process that SIGKILLs itself in the middle of an epoch
+(on the tests' JVM), then serves the state again (a JVM of its own) and stops it with SIGTERM.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from test_incremental_properties import (
     random_epochs,
     start_family,
 )
+from tests_jvm import PRELUDE, env_on
 
 from levelflow.engine.incremental import IncrementalSession, StateDir
 from levelflow.server import EpochService, make_server
@@ -234,7 +235,7 @@ def test_a_program_change_over_http(spark, tmp_path):
     assert StateDir(state).manifest()["program"] == new_text
 
 
-KILLER = """
+KILLER = PRELUDE + """
 import os, signal, sys
 from levelflow.engine.incremental.state import directory as state
 
@@ -247,9 +248,9 @@ main(sys.argv[1:])
 """
 
 
-def start_serve(state: Path, *code: str) -> tuple[subprocess.Popen, int]:
+def start_serve(state: Path, *code: str, env=None) -> tuple[subprocess.Popen, int]:
     """Start `levelflow serve STATE --port 0` (under `code` if given); return it and its port."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    env = env or dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     argv = ["serve", str(state), "--port", "0", "--master", "local[1]"]
     cmd = [sys.executable, "-c", code[0], *argv] if code else \
         [sys.executable, "-m", "levelflow", *argv]
@@ -274,7 +275,7 @@ def post(port: int, body: str) -> tuple[int, str]:
 
 def test_serve_killed_mid_epoch_keeps_the_previous_epoch(spark, tmp_path):
     state, pt, facts, _, _ = bootstrap(spark, tmp_path, "tc", 24)
-    proc, port = start_serve(state, KILLER)
+    proc, port = start_serve(state, KILLER, env=env_on(spark))  # on the tests' JVM
     try:
         with pytest.raises((http.client.HTTPException, ConnectionError)):
             post(port, "+edge(700, 701)\n")

@@ -10,7 +10,6 @@ manifest's rename leaves the previous state readable and whole, and the next epo
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -26,12 +25,11 @@ from test_incremental_properties import (
     start_family,
     write_facts,
 )
+from tests_jvm import PRELUDE, env_on
 
 from levelflow.engine.incremental import IncrementalSession, StateDir, StateError
 from levelflow.engine.incremental.state import segments
 from levelflow.engine.incremental.state.snapshot import COUNT
-
-ROOT = Path(__file__).resolve().parent.parent
 
 DEGREE = """
 .decl edge(x:number, y:number)
@@ -277,7 +275,7 @@ def test_a_format_4_state_is_still_read(spark, tmp_path):
 
 # -- kills -------------------------------------------------------------------------------------
 
-KILLER = """
+KILLER = PRELUDE + """
 import os, signal, sys
 from levelflow.engine.incremental.state import compact
 from levelflow.engine.incremental.state import segments
@@ -300,13 +298,12 @@ main(sys.argv[2:])
 """
 
 
-def kill_during_update(tmp_path, state: Path, point: str, diff: Path):
-    """Run `levelflow update` in a process that SIGKILLs itself at `point`."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+def kill_during_update(spark, tmp_path, state: Path, point: str, diff: Path):
+    """Run `levelflow update` on `spark`'s JVM in a process that SIGKILLs itself at `point`."""
     return subprocess.run([sys.executable, "-c", KILLER, point, "update", str(state),
-                           "--insert", str(diff), "--master", "local[1]",
-                           "--strategy", "incremental"],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+                           "--insert", str(diff), "--strategy", "incremental"],
+                          cwd=tmp_path, env=env_on(spark), capture_output=True, text=True,
+                          timeout=300)
 
 
 @pytest.mark.parametrize("point", ["write", "switch", "compact"])
@@ -321,7 +318,7 @@ def test_a_kill_loses_nothing(spark, tmp_path, point):
     s.close()
     diff = tmp_path / "more.diff"
     diff.write_text("+edge(4,5)\n-edge(1,2)\n")
-    run = kill_during_update(tmp_path, state, point, diff)
+    run = kill_during_update(spark, tmp_path, state, point, diff)
     assert run.returncode == -signal.SIGKILL, run.stderr[-2000:]
     edges = {(2, 3), (3, 1), (3, 4), (4, 5)} if point == "compact" else {
         (1, 2), (2, 3), (3, 1), (3, 4)}

@@ -1,6 +1,6 @@
 """levelflow.streaming: a file-source stream's micro-batches as epochs, each applied once.
 
-A stream of 20 micro-batches (one JSON file each) of inserts and deletes is interrupted twice:
+A stream of eight micro-batches (one JSON file each) of inserts and deletes is interrupted twice:
 once just after an epoch committed (Spark replays that batch: it must be skipped), once just
 before one (Spark replays it: it must be applied). After the restarts, the state must equal a
 from-scratch run on the final facts, every batch applied exactly once, and the manifest must
@@ -24,6 +24,8 @@ from levelflow.streaming import batch_function, maintain
 
 TC = Path(__file__).parent.parent / "examples" / "tc" / "program.dl"
 SCHEMA = "x long, y long, op string"
+# The stream's batches, the one whose epoch commits before a crash, the one a crash precedes.
+BATCHES, AFTER, BEFORE = 8, 2, 5
 
 
 class Crash(Exception):
@@ -65,9 +67,9 @@ def scratch(spark, edges) -> dict:
     return {n: {tuple(r) for r in result.relation(n).collect()} for n in ("path", "cyclic")}
 
 
-def test_twenty_batches_interrupted_twice_are_each_applied_once(spark, tmp_path):
+def test_eight_batches_interrupted_twice_are_each_applied_once(spark, tmp_path):
     initial = {(1, 2), (2, 3), (3, 4)}
-    final = write_batches(tmp_path / "in", initial, 20)
+    final = write_batches(tmp_path / "in", initial, BATCHES)
     state, chk = tmp_path / "state", str(tmp_path / "chk")
     edges = spark.createDataFrame(sorted(initial), "x long, y long")
     session = IncrementalSession.bootstrap(spark, TC, statedir=state, inputs={"edge": edges})
@@ -75,20 +77,21 @@ def test_twenty_batches_interrupted_twice_are_each_applied_once(spark, tmp_path)
               .json(str(tmp_path / "in")))
     applied = []
 
-    def crash_after(batch_id, result):  # the epoch of batch 6 is committed, Spark's is not
+    def crash_after(batch_id, result):  # the epoch of batch AFTER is committed, Spark's is not
         applied.append(batch_id)
-        if batch_id == 6:
-            raise Crash("after the commit of batch 6")
+        if batch_id == AFTER:
+            raise Crash(f"after the commit of batch {AFTER}")
 
     query = maintain(stream, session, checkpoint=chk, trigger={"availableNow": True},
                      on_epoch=crash_after)
-    with pytest.raises(Exception, match="after the commit of batch 6"):
+    with pytest.raises(Exception, match=f"after the commit of batch {AFTER}"):
         query.awaitTermination()
-    assert session.epoch == 7 and StateDir(state).manifest()["streams"] == {"default": 6}
+    assert session.epoch == AFTER + 1
+    assert StateDir(state).manifest()["streams"] == {"default": AFTER}
     session.close()
 
     # Restart: a new session on the state, the documented foreachBatch form, a crash before
-    # batch 13 is applied.
+    # batch BEFORE is applied.
     session = IncrementalSession.open(spark, state)
     apply = batch_function(session, on_epoch=lambda b, _: applied.append(b))
 
@@ -96,15 +99,15 @@ def test_twenty_batches_interrupted_twice_are_each_applied_once(spark, tmp_path)
 
     def crash_before(df, batch_id):
         seen.append(batch_id)
-        if batch_id == 13:
-            raise Crash("before batch 13")
+        if batch_id == BEFORE:
+            raise Crash(f"before batch {BEFORE}")
         apply(df, batch_id)
 
     query = (stream.writeStream.foreachBatch(crash_before).option("checkpointLocation", chk)
              .trigger(availableNow=True).start())
-    with pytest.raises(Exception, match="before batch 13"):
+    with pytest.raises(Exception, match=f"before batch {BEFORE}"):
         query.awaitTermination()
-    assert seen[0] == 6 and applied.count(6) == 1  # Spark replayed batch 6: skipped
+    assert seen[0] == AFTER and applied.count(AFTER) == 1  # Spark replayed batch AFTER: skipped
     session.close()
 
     session = IncrementalSession.open(spark, state)
@@ -112,10 +115,11 @@ def test_twenty_batches_interrupted_twice_are_each_applied_once(spark, tmp_path)
     query = (stream.writeStream.foreachBatch(lambda df, b: (seen.append(b), apply(df, b)))
              .option("checkpointLocation", chk).trigger(availableNow=True).start())
     query.awaitTermination()
-    assert seen[:8] == [6, 7, 8, 9, 10, 11, 12, 13] and seen[8] == 13  # 13 replayed
-    assert applied == list(range(20))  # batch 6's replay skipped, batch 13's applied
-    assert session.epoch == 20
-    assert StateDir(state).manifest()["streams"] == {"default": 19}
+    resumed = list(range(AFTER, BEFORE + 1))
+    assert seen[:len(resumed)] == resumed and seen[len(resumed)] == BEFORE  # BEFORE replayed
+    assert applied == list(range(BATCHES))  # AFTER's replay skipped, BEFORE's applied
+    assert session.epoch == BATCHES
+    assert StateDir(state).manifest()["streams"] == {"default": BATCHES - 1}
     assert {tuple(r) for r in session.relation("edge").collect()} == final
     assert relations(session) == scratch(spark, final)
     session.close()
