@@ -92,6 +92,9 @@ only_b(x) :- b(x), !(c(x) ; d(x)).
 flag(0b11) :- true.
 flag(x) :- b(x), false.
 big(x) :- u(x), x >= 10u.
+.decl const_head(x:number, y:number)
+const_head(1, 2) :- b(x), x > 2.
+const_head(3, 4) :- b(x), x > 100.
 """
 
 
@@ -100,5 +103,7 @@ def test_rule_forms_run_from_scratch_and_incrementally(spark, tmp_path):
              "u": {(7,), (10,), (12,)}}
     # a = (b | c) minus the d's above 2: {1,2,3,4,5} - {3,5}
     expected = {"a": {(1,), (2,), (4,)}, "both": {(1,), (2,), (4,)}, "only_b": {(2,)},
-                "flag": {(3,)}, "big": {(10,), (12,)}}
+                "flag": {(3,)}, "big": {(10,), (12,)},
+                # a head of constants: one tuple while some body row holds, none without
+                "const_head": {(1, 2)}}
     check_lowered(spark, tmp_path, PROGRAM, facts, expected)

@@ -244,7 +244,10 @@ class PolarsOps(Ops):
         return df.filter(cond)
 
     def select(self, df, named):
-        return df.select([expr.alias(name) for name, expr in named])
+        # with_columns gives a constant one value per row; select alone would give one row
+        # whatever the body's height (p(1) :- b(x). derived from an empty b).
+        return df.with_columns([expr.alias(name) for name, expr in named]).select(
+            [name for name, _ in named])
 
     def with_columns(self, df, named):
         return df.with_columns([expr.alias(name) for name, expr in named])
