@@ -43,6 +43,7 @@ from levelflow.engine.incremental.state.snapshot import COUNT, Snapshot, next_sn
 from levelflow.engine.incremental.strategies import counting_polars, counting_spark
 from levelflow.engine.incremental.strategies.aggregates import (
     aggregate_limits,
+    aggregate_recompute,
     aggregate_task,
     aggregate_update,
 )
@@ -266,6 +267,13 @@ class Epoch:
         """
         task = self.pt.tasks[v]
         t1 = time.perf_counter()
+        # An aggregate task's recompute in the driver also builds the state its epochs update.
+        got = aggregate_recompute(self.ctx, task) if not counted and self.change is None \
+            else None
+        if got is not None:
+            upd = self._apply_sets(v, got[0], strategy, t0, 0)
+            upd.scratch_seconds, upd.held = time.perf_counter() - t1, got[1]
+            return upd
         if counted:
             counts = count_scratch(self.ctx, task)
             fresh = {n: keep_smallest(self.program, n, *cut(counts[n])) for n in task.relations}

@@ -13,10 +13,11 @@ relations it reads (as a counted task's worker keeps them: counting_share.py). A
    whose extreme was deleted (the next one is among the kept bindings), alike;
 4. diffs them against the touched groups' kept tuples: the relation's signed change.
 
-Without a state (after a bootstrap, a switch to a recompute) one Spark job builds it: the body's
-counts over the new versions, the relation's old tuples, the relations a body of several atoms
-reads, fetched as one union with any change the driver does not hold. A global aggregate (no
-group) is one group.
+Without a state, or in place of a from-scratch evaluation (the session's bootstrap, a large
+change, a switch), the task is recomputed in a way that builds it (state_recompute): one Spark
+job fetches the body's counts over the new versions, the relation's old tuples and the relations
+a body of several atoms reads, as one union; every group is regrouped and diffed as above. A
+global aggregate (no group) is one group.
 """
 
 from __future__ import annotations
@@ -106,14 +107,14 @@ def _body_decl(ctx: TaskContext, body_rule: Rule, names: list[str]) -> tuple[Dec
 def state_update(ctx: TaskContext, rule: Rule, held: AggHeld | None
                  ) -> tuple[pl.DataFrame, pl.DataFrame, AggHeld]:
     """Return the aggregate's added and removed tuples (Polars, c..) and its new state: at
-    most one Spark job (none when the driver holds the change and the state)."""
-    name = rule.heads[0].relation
+    most one Spark job (none when the driver holds the change and the state). Without a
+    state, the recompute that builds it (state_recompute)."""
+    if held is None:
+        return state_recompute(ctx, rule)[1:]
     body_rule, names = body_projection(rule)
     decl, types = _body_decl(ctx, body_rule, names)
     decls = {**ctx.decls, BODY: decl}
     read = sorted({a.relation for _, a, _ in body_rule.body_atoms()})
-    # A body of one atom sums its change from the Δ alone; others join the kept relations.
-    keep = read if len(body_rule.body_atoms()) > 1 else []
     changed = [n for n in read if ctx.versions[n].changed]
     plus, minus, parts = {}, {}, {}
     for n in changed:
@@ -124,28 +125,47 @@ def state_update(ctx: TaskContext, rule: Rule, held: AggHeld | None
             if rows and table is None:
                 parts[(sign, n)] = (decls[n], df)
             into[n] = polars_of(table, decls[n]) if table is not None else empty_frame(decls[n])
-    if held is None:
-        parts["counts"] = (decl, _bag(ctx, body_rule, decls).coalesce(1).groupBy(
-            *column_names(decl.arity)).count().withColumnRenamed("count", COUNT))
-        parts["tuples"] = (ctx.decls[name], ctx.versions[name].old)
-        parts |= {("old", n): (decls[n], ctx.versions[n].old) for n in keep}
-    got = _fetch(parts)
-    for (sign, n), df in [(k, v) for k, v in got.items() if k[0] in (1, -1)]:
+    for (sign, n), df in _fetch(parts).items():
         (plus if sign > 0 else minus)[n] = df
-    lower = {n: got[("old", n)] for n in keep} if held is None else held.lower
-    rows = LowerRows(lower, plus, minus)
+    # A body of one atom sums its change from the Δ alone; others join the kept relations.
+    rows = LowerRows(held.lower, plus, minus)
     delta = count_changes((body_rule,), (BODY,), decls, rows, {})[BODY]
-    if held is None:  # the counts were fetched over the new versions
-        counts, tuples = got["counts"], got["tuples"]
-    else:
-        counts, tuples = _added(held.counts, delta), held.tuples
+    counts, tuples = _added(held.counts, delta), held.tuples
     plus_t, minus_t = _regrouped(ctx, rule, names, types, counts, tuples, delta)
-    cols = column_names(ctx.decls[name].arity)
+    return plus_t, minus_t, _state(ctx, rule, counts, tuples, plus_t, minus_t, rows.new)
+
+
+def state_recompute(ctx: TaskContext, rule: Rule
+                    ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, AggHeld]:
+    """Return the aggregate recomputed from the new versions with its state built: its
+    tuples, the added and removed ones (Polars, c..) and the state. One Spark job fetches the
+    body's counts, the old tuples and, for a body of several atoms, the relations it reads;
+    every group is then regrouped in the driver, as an update regroups the touched ones."""
+    name = rule.heads[0].relation
+    body_rule, names = body_projection(rule)
+    decl, types = _body_decl(ctx, body_rule, names)
+    decls = {**ctx.decls, BODY: decl}
+    read = sorted({a.relation for _, a, _ in body_rule.body_atoms()})
+    keep = read if len(body_rule.body_atoms()) > 1 else []
+    parts = {"counts": (decl, _bag(ctx, body_rule, decls).coalesce(1).groupBy(
+        *column_names(decl.arity)).count().withColumnRenamed("count", COUNT)),
+        "tuples": (ctx.decls[name], ctx.versions[name].old)}
+    parts |= {("new", n): (decls[n], ctx.versions[n].new) for n in keep}
+    got = _fetch(parts)
+    counts, was = got["counts"], got["tuples"]
+    plus_t, minus_t = _regrouped(ctx, rule, names, types, counts, was, None)
+    state = _state(ctx, rule, counts, was, plus_t, minus_t, {n: got[("new", n)] for n in keep})
+    return state.tuples, plus_t, minus_t, state
+
+
+def _state(ctx: TaskContext, rule: Rule, counts: pl.DataFrame, tuples: pl.DataFrame,
+           plus_t: pl.DataFrame, minus_t: pl.DataFrame, lower: dict) -> AggHeld:
+    """Return the state after an epoch: the counts, the tuples with the change applied."""
+    cols = column_names(ctx.decls[rule.heads[0].relation].arity)
     if plus_t.height or minus_t.height:
         tuples = pl.concat([tuples.join(minus_t, on=cols, how="anti"), plus_t])
-    state = AggHeld(f"agg-{uuid.uuid4().hex[:12]}", "", 0, counts=counts, tuples=tuples,
-                    lower=rows.new)
-    return plus_t, minus_t, state
+    return AggHeld(f"agg-{uuid.uuid4().hex[:12]}", "", 0, counts=counts, tuples=tuples,
+                   lower=lower)
 
 
 def _added(counts: pl.DataFrame, delta: pl.DataFrame) -> pl.DataFrame:
@@ -160,18 +180,18 @@ def _added(counts: pl.DataFrame, delta: pl.DataFrame) -> pl.DataFrame:
 
 
 def _regrouped(ctx: TaskContext, rule: Rule, names: list[str], types: dict,
-               counts: pl.DataFrame, tuples: pl.DataFrame, delta: pl.DataFrame):
-    """Return (added, removed) tuples of the groups the change touched, recomputed from their
-    counted bindings."""
+               counts: pl.DataFrame, tuples: pl.DataFrame, delta: pl.DataFrame | None):
+    """Return (added, removed) tuples of the groups the change touched (every group when
+    `delta` is None), recomputed from their counted bindings."""
     head = rule.heads[0]
     decl = ctx.decls[head.relation]
     cols = column_names(decl.arity)
-    if not delta.height:
+    if delta is not None and not delta.height:
         return tuples.clear(), tuples.clear()
     keys = [(i, f"c{names.index(a.name)}") for i, a in enumerate(head.args)
             if isinstance(a, Var)]
     rows, was = counts, tuples
-    if keys:  # only the touched groups: their bindings and their old tuples
+    if keys and delta is not None:  # only the touched groups: their bindings and their old tuples
         touched = delta.select([b for _, b in keys]).unique()
         rows = counts.join(touched, on=[b for _, b in keys], how="semi")
         was = tuples.join(touched.rename({b: f"c{i}" for i, b in keys}),

@@ -23,8 +23,11 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from levelflow.engine.compile import body_frame
+from levelflow.engine.evaluate import RANK
 from levelflow.engine.incremental.backends.driver_change import among, held_change
 from levelflow.engine.incremental.backends.driver_rows import (
+    arrow_of,
+    frame_of_table,
     polars_of,
     rows_of,
     spark_frame,
@@ -163,6 +166,43 @@ def aggregate_update(ctx: TaskContext, task: Task, held=None, driver: bool = Tru
         cols = column_names(ctx.decls[name].arity)
         return {name: held_change(ctx, name, ctx.versions[name], plus, minus, cols)}, kept
     return touched_update(ctx, task, rule), None
+
+
+def aggregate_recompute(ctx: TaskContext, task: Task) -> tuple[dict[str, Change], object] | None:
+    """Return an aggregate task recomputed from scratch with its driver state built (one Spark
+    job: aggregate_state.state_recompute), or None when it keeps no state there or must be
+    evaluated whole (a limit, a choice, autoinc)."""
+    from levelflow.engine.choose import chosen
+    from levelflow.engine.incremental.strategies import aggregate_state as state
+    from levelflow.engine.limitsize import limited
+    from levelflow.tasks.functors import uses_autoinc
+
+    if not aggregate_task(task) or limited(ctx.program, task.relations) or \
+            chosen(ctx.decls, task.relations) or uses_autoinc(task.rules):
+        return None
+    rule = _rule(task)
+    if not _in_driver(ctx, rule):
+        return None
+    tuples, plus, minus, held = state.state_recompute(ctx, rule)
+    name = rule.heads[0].relation
+    return {name: _whole_change(ctx, name, tuples, plus, minus)}, held
+
+
+def _whole_change(ctx: TaskContext, name: str, tuples, plus, minus) -> Change:
+    """Return the Change of a recomputed relation: its new tuples whole (one piece, as a
+    from-scratch evaluation leaves it) and its change, held in the driver."""
+    import pyspark.sql.functions as F
+
+    old = ctx.versions[name]
+    if not plus.height and not minus.height:
+        return Change(None, rows=old.old_rows, pieces=old.pieces, top=0)
+    schema = relation_schema(ctx.decls[name])
+    rank = F.lit(0).cast("bigint")  # as a from-scratch evaluation ranks (fixpoint_relations)
+    ranked = frame_of_table(ctx.spark, arrow_of(tuples), schema).withColumn(RANK, rank)
+    plus_df = frame_of_table(ctx.spark, arrow_of(plus), schema) if plus.height else None
+    minus_df = frame_of_table(ctx.spark, arrow_of(minus), schema) if minus.height else None
+    return Change(ranked, plus_df, plus.height, minus_df, minus.height, tuples.height,
+                  pieces=1, top=0)
 
 
 def kept_state(ctx: TaskContext, task: Task):
