@@ -125,7 +125,7 @@ def main() -> None:
     session = IncrementalSession.bootstrap(spark, pt, tmp / "f0", mode=args.mode)
     print(f"bootstrap (epoch 0): {time.perf_counter() - t:.2f} s")
     scratch = _scratch_time(spark, pt, tmp / "f0")
-    print("0. a first 10-tuple epoch (ships state to the executors, builds the aggregates')")
+    print("0. a first 10-tuple epoch (ships state to the executors; aggregates': from bootstrap)")
     first, _ = _epoch(spark, session, rng, facts, args.pages, args.nodes)
     print(f"   first epoch {first:.2f} s: {scratch / first:.1f}x faster than from scratch")
     print(f"1. {args.epochs} epochs of 10 new tuples each")
