@@ -263,7 +263,7 @@ class _Parser:
         args: list[Term] = []
         if not self.at(")"):
             while True:
-                args.append(self.expr())
+                args.append(term_syntax.expr(self))
                 if not self.at(","):
                     break
                 self.take()
@@ -340,12 +340,12 @@ class _Parser:
                 raise self.expected("',', ';' or ')'")
             self.take()
             return alts
-        left = self.expr()
+        left = term_syntax.expr(self)
         op = self.tok
         if not (op.kind == "punct" and op.text in COMPARISONS):
             raise self.expected("a comparison operator")
         self.take()
-        right = self.expr()
+        right = term_syntax.expr(self)
         return [(Comparison(op.text, left, right, self.loc(op)),)]
 
 
