@@ -50,10 +50,11 @@ def reference(expr: str, edges: dict[str, set]) -> set:
     """Return expr's pairs computed directly (networkx for closures)."""
     from levelflow.tasks.lexer import Source, tokenize
     from levelflow.tasks.parser import _Parser
+    from levelflow.tasks.path_syntax import path_alt
 
     src = Source(expr + "]", "<ref>")
     toks, _ = tokenize(src)
-    return _eval(_Parser(src, toks).path_alt(), edges)
+    return _eval(path_alt(_Parser(src, toks)), edges)
 
 
 def _nodes(expr, edges) -> set:

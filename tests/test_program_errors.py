@@ -105,8 +105,8 @@ CASES = [
     ("#if 1\nA(1).", 5, 1, "#if without #endif"),
     (".decl E(x:number) eqrel", 5, 19, "eqrel relation 'E' must have two attributes of one "
                                        "type"),
-    (".decl C(x:number, y:number) choice-domain x, y", 5, 44,
-     "several choice-domain keys (one key, composite as (a, b), is) is not supported"),
+    (".decl C(x:number, y:number) choice-domain x, z", 5, 29,
+     "choice-domain of 'C' names 'z', not one of its attributes"),
     (".type P = [a: number, a: symbol]", 5, 23, "field 'a' is declared twice"),
     (".type T = Leaf {x: number} | Leaf {}", 5, 30, "branch 'Leaf' is declared twice"),
     ("A(x) :- B(x, _), !(B(x, y), x > 1).", 5, 25, "variable 'y' is not grounded"),

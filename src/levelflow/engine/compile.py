@@ -1,4 +1,4 @@
-"""One Datalog rule as a DataFrame plan: engine/rules.py's body over Spark DataFrames.
+"""One Datalog rule as a DataFrame plan: engine/rule_body.py's body over Spark DataFrames.
 
 Spark 4 runs in ANSI mode, where overflow and division by zero raise; here they yield NULL
 instead (try_add, try_mod, a guarded `div`) and the row is dropped. Float arithmetic is on
@@ -14,11 +14,11 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING
 
+from levelflow.engine.rule_body import body_rows
 from levelflow.engine.rules import (
     VALUE,
     CompileError,
     Ops,
-    body_rows,
     head_rows,
     rule_heads,
     term_vars,

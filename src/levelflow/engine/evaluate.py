@@ -201,6 +201,15 @@ def evaluate_task(spark: SparkSession, program: Program, task: Task,
     rels = {n: kind(spark, decls[n], *first[n]) for n in names}
     run_fixpoint(spark, program, Fixpoint(recursive_rules, rels, relations, counts, stats, cancel,
                                           limit))
+    out = _fixpoint_result(rels, stats, ranked, checkpoint)
+    stats.seconds = time.perf_counter() - t0
+    out.stats = stats
+    return out
+
+
+def _fixpoint_result(rels: Mapping[str, FixpointRelation], stats: EvalStats, ranked: bool,
+                     checkpoint: str) -> TaskResult:
+    """Return each relation of a finished fixpoint as one frame; count its rows in `stats`."""
     out = TaskResult()
     for name, rel in rels.items():
         pieces = rel.stable + ([rel.recent] if rel.recent_rows else [])
@@ -212,8 +221,6 @@ def evaluate_task(spark: SparkSession, program: Program, task: Task,
         else:
             out[name] = cut(union_all(pieces) if pieces else rel.recent, checkpoint)[0]
         stats.rows[name] = rel.stable_rows + rel.recent_rows
-    stats.seconds = time.perf_counter() - t0
-    out.stats = stats
     return out
 
 

@@ -144,7 +144,6 @@ def tokenize(source: Source) -> tuple[list[Token], DatalogError | None]:
     text = source.text
     tokens: list[Token] = []
     append = tokens.append
-    error: DatalogError | None = None
     start = at = 1 if text.startswith("\ufeff") else 0
     token_match, fact_match, find = _TOKEN.match, _FACT.match, text.find
     after_dot = True
@@ -168,10 +167,8 @@ def tokenize(source: Source) -> tuple[list[Token], DatalogError | None]:
             append(Token("punct", word, word, pos))
         elif kind in ("int", "hex", "bin") and len(m.group(kind)) > MAX_INT_DIGITS:
             # Python refuses to convert very long digit strings; no such literal fits anyway.
-            error = source.error(pos, f"integer constant {m.group(kind)[:20]}... does not fit "
-                                      "in 64 bits")
-            append(Token("eof", "", None, pos))
-            return tokens, error
+            return _cut_short(tokens, pos, source.error(
+                pos, f"integer constant {m.group(kind)[:20]}... does not fit in 64 bits"))
         elif kind == "int":
             # `5u` is an unsigned constant (Soufflé): it fits only unsigned attributes.
             word = m.group(kind)
@@ -183,8 +180,8 @@ def tokenize(source: Source) -> tuple[list[Token], DatalogError | None]:
             word = m.group(kind)
             value = unescape(word[1:-1]) if kind == "str" else float(word)
             error = _unstorable(source, pos, word, value)
-            if error is not None:
-                break
+            if error is not None:  # the statements before the bad token are still parsed
+                return _cut_short(tokens, pos, error)
             append(Token("string" if kind == "str" else "float", word, value, pos))
         elif kind in ("hex", "bin"):
             word = m.group(kind)
@@ -195,13 +192,17 @@ def tokenize(source: Source) -> tuple[list[Token], DatalogError | None]:
             break
         else:
             # The statements before the bad text are still parsed: an earlier problem wins.
-            append(Token("eof", "", None, pos))
-            return tokens, _bad_text(source, kind, m.group(kind), pos)
-    if error is not None:  # the statements before the bad token are still parsed
-        append(Token("eof", "", None, pos))
-        return tokens, error
+            return _cut_short(tokens, pos, _bad_text(source, kind, m.group(kind), pos))
     append(Token("eof", "", None, len(text)))
     return tokens, None
+
+
+def _cut_short(tokens: list[Token], pos: int,
+               error: DatalogError) -> tuple[list[Token], DatalogError]:
+    """Return the tokens so far, closed by an eof token at `pos`, and the error that cut them
+    short (called once, on the error path only: never per token)."""
+    tokens.append(Token("eof", "", None, pos))
+    return tokens, error
 
 
 _new_loc = tuple.__new__  # Loc(...) without its Python-level __new__

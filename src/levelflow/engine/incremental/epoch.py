@@ -138,17 +138,7 @@ class Epoch:
         gated, ctx = self.change.task_context(self, v) if self.change else (task, self.ctx)
         plan = plan_for(ctx, task) if self.arranged and not counted and ctx is self.ctx \
             else None
-        large, switch = self.large_change, self.switch
-        if plan is not None:
-            large = None if large is None else large * ARRANGED_LARGE_CHANGE
-            switch *= ARRANGED_SWITCH
-        if aggregate_task(task):
-            large, switch = aggregate_limits(ctx, task, self.snap.arranged.get(task.name),
-                                             large, switch, ctx is self.ctx)
-        if counted and self._in_worker(task, ctx):
-            # One job over at most LOCAL_ROWS rows: stopping it saves nothing, its recompute is
-            # a job at least (a 1 s budget switched bench_aggregates' dist under load).
-            switch = None
+        large, switch = self._elastic_limits(task, ctx, plan, counted)
         recompute = None  # else where the state lives, the share recomputed (in_place.py)
         if self.mode == "elastic" and not counted and large is not None and \
                 self.change_fraction(task) >= large:
@@ -172,6 +162,23 @@ class Epoch:
                 if not cancel.is_set():
                     raise
         return self._scratch(v, counted, "switched", t0)
+
+    def _elastic_limits(self, task, ctx, plan, counted: bool
+                        ) -> tuple[float | None, float | None]:
+        """Return the change fraction past which the task is recomputed and the multiple of
+        its last from-scratch time past which its update is stopped, for this task's path."""
+        large, switch = self.large_change, self.switch
+        if plan is not None:
+            large = None if large is None else large * ARRANGED_LARGE_CHANGE
+            switch *= ARRANGED_SWITCH
+        if aggregate_task(task):
+            large, switch = aggregate_limits(ctx, task, self.snap.arranged.get(task.name),
+                                             large, switch, ctx is self.ctx)
+        if counted and self._in_worker(task, ctx):
+            # One job over at most LOCAL_ROWS rows: stopping it saves nothing, its recompute is
+            # a job at least (a 1 s budget switched bench_aggregates' dist under load).
+            switch = None
+        return large, switch
 
     def _aggregate(self, v: int, task, ctx, t0: float) -> TaskUpdate:
         """Return aggregate task v updated, its state kept in the driver unless the task is

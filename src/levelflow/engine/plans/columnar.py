@@ -1,4 +1,4 @@
-"""One Datalog rule over Polars frames: engine/rules.py's body inside a Python worker.
+"""One Datalog rule over Polars frames: engine/rule_body.py's body (over rules.Ops) in a worker.
 
 A relation is a frame with positional columns c0..; the semantics are those of rules.py, as
 under Spark (compile.py), so every plan gives the same tuples. Polars wraps integers around on
@@ -16,7 +16,7 @@ from functools import partial
 import numpy as np
 import polars as pl
 
-from levelflow.engine import rules
+from levelflow.engine import rule_body, rules
 from levelflow.engine.rules import Ops
 from levelflow.tasks import functors
 from levelflow.tasks.ast import Atom, Decl, Rule
@@ -298,7 +298,7 @@ class PolarsOps(Ops):
 def body_rows(rule: Rule, decls: Mapping[str, Decl], frames: Mapping[int, pl.DataFrame],
               first: int | None = None) -> tuple[pl.DataFrame, dict[str, str]]:
     """Return the rows of a rule body (a column per variable) and the variable types."""
-    return rules.body_rows(PolarsOps(frames), rule, decls, frames, first)
+    return rule_body.body_rows(PolarsOps(frames), rule, decls, frames, first)
 
 
 def head_rows(body: pl.DataFrame, types: Mapping[str, str], head: Atom,

@@ -18,7 +18,8 @@ from types import MappingProxyType
 import polars as pl
 
 from levelflow.engine.plans.columnar import frame_schema
-from levelflow.engine.plans.tuples import Own, TupleRounds, runs_tuples
+from levelflow.engine.plans.tuple_terms import runs_tuples
+from levelflow.engine.plans.tuples import Own, TupleRounds
 from levelflow.tasks.ast import Decl
 
 ENTER = 32

@@ -5,7 +5,7 @@ of a million one-tuple rounds would take an hour. Here each rule variant is comp
 nested Python closures that probe hash indexes, so a round with a tiny delta costs microseconds.
 Same rounds as fixpoint.py: the variant whose delta atom is the k-th own atom reads `recent`
 there, `stable` (all but recent) before it and everything after it; expressions, comparisons
-and casts follow rules.py and columnar.py (checked 64-bit arithmetic: no value drops the row).
+and casts are tuple_terms.py's closures (rules.py's and columnar.py's semantics).
 Constant: the compiled variants, the lower relations' indexes. Changes: each own relation's
 tuples, its recent delta and its indexes.
 """
@@ -15,11 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from levelflow.engine import rules as R
+from levelflow.engine.plans.tuple_terms import COMPARE, ClosureOps
 from levelflow.tasks.ast import (
-    Aggregate,
     Atom,
     BinOp,
-    Call,
     Comparison,
     Const,
     Decl,
@@ -27,55 +26,8 @@ from levelflow.tasks.ast import (
     Rule,
     Var,
 )
-from levelflow.tasks.functor_check import subterms
-from levelflow.tasks.functors import c_arith
 
-_MIN, _MAX = -(2**63), 2**63 - 1
 Env = list  # one slot per variable (and per waiting expression argument)
-
-
-def _int_op(op: str, a: int, b: int) -> int | None:
-    """Return `a op b` on 64-bit integers as columnar._checked_int does; None if no value."""
-    r = c_arith(op, a, b, False)
-    return r if r is not None and _MIN <= r <= _MAX else None
-
-
-def _float_op(op: str, a: float, b: float) -> float | None:
-    """Return `a op b` on doubles; `/` and `%` by zero have no value, `%` is C's fmod."""
-    return c_arith(op, float(a), float(b), True)
-
-
-class ClosureOps(R.Ops):
-    """rules.Ops for expressions only: each is a function of the variable slots (None: no value)."""
-
-    __slots__ = ("slots",)
-
-    def __init__(self, slots: Mapping[str, int]) -> None:
-        self.slots = slots  # variable column -> slot
-
-    def lit(self, value, kind):
-        value = float(value) if kind == "float" else value
-        return lambda env: value
-
-    def col(self, name):
-        slot = self.slots[name]
-        return lambda env: env[slot]
-
-    def arith(self, op, left, right, kind):
-        fn = _float_op if kind == "float" else _int_op
-
-        def value(env):
-            a, b = left(env), right(env)
-            return None if a is None or b is None else fn(op, a, b)
-        return value
-
-    def non_negative(self, value):
-        return lambda env: (lambda v: v if v is not None and v >= 0 else None)(value(env))
-
-    def cast(self, expr, primitive):
-        if primitive == "float":
-            return lambda env: (lambda v: None if v is None else float(v))(expr(env))
-        return lambda env: (lambda v: int(v) if isinstance(v, float) else v)(expr(env))
 
 
 class Source:
@@ -282,7 +234,7 @@ class Variant:
         known = set(self.types)
         if R.term_vars(cmp.left) | R.term_vars(cmp.right) <= known:
             left, right = self._expr(cmp.left)[0], self._expr(cmp.right)[0]
-            test = _COMPARE[cmp.op]
+            test = COMPARE[cmp.op]
             return _filter(lambda env: (lambda a, b: a is not None and b is not None
                                         and test(a, b))(left(env), right(env)))
         if cmp.op != "=":
@@ -335,10 +287,6 @@ class Variant:
         return self.out
 
 
-_COMPARE = {"=": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
-            "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
-
-
 def _filter(test: Callable[[Env], bool]) -> Callable:
     def make(nxt):
         def step(env):
@@ -385,23 +333,3 @@ class TupleRounds:
         for name, rel in self.own.items():
             rel.advance(new[name])
         return new, visits
-
-
-_PLAIN_ARITH = frozenset("+-*/%")
-
-
-def runs_tuples(rules) -> bool:
-    """Return whether TupleRounds evaluates every term of `rules`: no functor, no operator
-    beyond + - * / %, no comparison beyond = != < <= > >= (else the rounds stay on frames)."""
-    terms = []
-    for rule in rules:
-        for lit in (*rule.heads, *rule.body):
-            if isinstance(lit, Comparison):
-                if lit.op not in _COMPARE:
-                    return False
-                terms += [lit.left, lit.right]
-            else:
-                terms += (lit.atom if isinstance(lit, Negation) else lit).args
-    return all(not isinstance(t, BinOp | Call | Aggregate)
-               or (isinstance(t, BinOp) and t.op in _PLAIN_ARITH)
-               for term in terms for t in subterms(term))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from levelflow.engine import rules as rule_plans
+from levelflow.engine import rule_body
 from levelflow.engine.incremental.strategies.arranged import (
     RANK,
     Arranged,
@@ -82,7 +82,7 @@ def _heads(rule: Rule, decls, frames, names, first=None, ops=None
            ) -> list[tuple[str, pl.DataFrame]]:
     """Return (relation, head tuples) for each head of `rule` among `names`."""
     body, types = (body_rows(rule, decls, frames, first=first) if ops is None
-                   else rule_plans.body_rows(ops, rule, decls, frames, first))
+                   else rule_body.body_rows(ops, rule, decls, frames, first))
     return [(h.relation, head_rows(body, types, h, decls[h.relation]))
             for h in rule_heads(rule, names)]
 

@@ -1,0 +1,83 @@
+"""The terms one-tuple-at-a-time rounds evaluate (plans/tuples.py): each a closure over the
+variable slots, with rules.py's and columnar.py's semantics (checked 64-bit arithmetic: no value,
+None, drops the row); `runs_tuples` says whether a task's rules use only such terms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from levelflow.engine import rules as R
+from levelflow.tasks.ast import Aggregate, BinOp, Call, Comparison, Negation
+from levelflow.tasks.functor_check import subterms
+from levelflow.tasks.functors import c_arith
+
+_MIN, _MAX = -(2**63), 2**63 - 1
+
+
+def _int_op(op: str, a: int, b: int) -> int | None:
+    """Return `a op b` on 64-bit integers as columnar._checked_int does; None if no value."""
+    r = c_arith(op, a, b, False)
+    return r if r is not None and _MIN <= r <= _MAX else None
+
+
+def _float_op(op: str, a: float, b: float) -> float | None:
+    """Return `a op b` on doubles; `/` and `%` by zero have no value, `%` is C's fmod."""
+    return c_arith(op, float(a), float(b), True)
+
+
+class ClosureOps(R.Ops):
+    """rules.Ops for expressions only: each is a function of the variable slots (None: no value)."""
+
+    __slots__ = ("slots",)
+
+    def __init__(self, slots: Mapping[str, int]) -> None:
+        self.slots = slots  # variable column -> slot
+
+    def lit(self, value, kind):
+        value = float(value) if kind == "float" else value
+        return lambda env: value
+
+    def col(self, name):
+        slot = self.slots[name]
+        return lambda env: env[slot]
+
+    def arith(self, op, left, right, kind):
+        fn = _float_op if kind == "float" else _int_op
+
+        def value(env):
+            a, b = left(env), right(env)
+            return None if a is None or b is None else fn(op, a, b)
+        return value
+
+    def non_negative(self, value):
+        return lambda env: (lambda v: v if v is not None and v >= 0 else None)(value(env))
+
+    def cast(self, expr, primitive):
+        if primitive == "float":
+            return lambda env: (lambda v: None if v is None else float(v))(expr(env))
+        return lambda env: (lambda v: int(v) if isinstance(v, float) else v)(expr(env))
+
+
+# The comparisons a variant tests (Variant._compare); any other keeps a task on frames.
+COMPARE = {"=": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+           "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+
+_PLAIN_ARITH = frozenset("+-*/%")
+
+
+def runs_tuples(rules) -> bool:
+    """Return whether TupleRounds evaluates every term of `rules`: no functor, no operator
+    beyond + - * / %, no comparison beyond = != < <= > >= (else the rounds stay on frames)."""
+    terms = []
+    for rule in rules:
+        for lit in (*rule.heads, *rule.body):
+            if isinstance(lit, Comparison):
+                if lit.op not in COMPARE:
+                    return False
+                terms += [lit.left, lit.right]
+            else:
+                terms += (lit.atom if isinstance(lit, Negation) else lit).args
+    return all(not isinstance(t, BinOp | Call | Aggregate)
+               or (isinstance(t, BinOp) and t.op in _PLAIN_ARITH)
+               for term in terms for t in subterms(term))
