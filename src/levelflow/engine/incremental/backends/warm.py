@@ -7,6 +7,9 @@ build its indexes there (10-13x a warm epoch on bench_shapes, and past the elast
 which then recomputed the task and wrote it whole). `warm` runs that shipping job once per
 task when the session opens, where the user already waits, with the state unchanged, and
 waits for the driver's index of base facts, so the first epoch costs what the next ones do.
+A bootstrap and an open also keep each subsumptive task's frames in the driver and count each
+counted task in the worker that keeps its counts (`warm_driver_and_counts`): a bootstrap past
+BOOTSTRAP_WORKER_ROWS counted on the Spark side, and the first epoch shipped everything again.
 """
 
 from __future__ import annotations
