@@ -30,6 +30,7 @@ from levelflow.engine.incremental.state.base_index import BaseIndex, read_small
 from levelflow.engine.incremental.state.directory import StateDir, StateError
 from levelflow.engine.incremental.state.snapshot import empty_snapshot
 from levelflow.engine.incremental.strategies.counting_spark import counted_relations
+from levelflow.engine.incremental.strategies.subsumed import rekey_frames
 from levelflow.engine.incremental.updates import Op, coerce_row, parse_literal
 from levelflow.engine.incremental.versions import Versions
 from levelflow.engine.plans.resident import check_root
@@ -90,6 +91,7 @@ class IncrementalSession:
         """
         from levelflow.engine.checks import check_fact_files
         from levelflow.engine.facts import input_path
+        from levelflow.engine.incremental.backends.warm import warm_driver_and_counts
         from levelflow.engine.spark_io import frame_kind, read_input, with_frames
 
         pt, text = load_tasks(program)
@@ -125,6 +127,9 @@ class IncrementalSession:
             state.hold_readers_lock()
         with session._writing():
             session.last = session._run_epoch(base, bootstrap=True, progress=progress)
+        # What the first epoch would load (a subsumptive task's frames, a counted task's
+        # counts in its worker), loaded now while the user waits anyway.
+        warm_driver_and_counts(session, progress=progress)
         session.base_index.seed(session.snap.epoch, indexed)
         session.base_index.prefetch(session.snap, prog.decls)
         return session
@@ -266,8 +271,9 @@ class IncrementalSession:
             done = compact(self.spark, self.statedir, self.program, force=force,
                            before_swap=before_swap)
             if done:  # read the new bases from now on; then the old chains may go
-                held = self.snap.arranged
+                held, before = self.snap.arranged, self.snap
                 self.snap = self.statedir.load(self.spark, self.program, check=False)
+                rekey_frames(self.spark, before, self.snap)
                 self.snap.arranged = _restarted(held)
                 self.statedir.collect_garbage()
         return done
@@ -305,11 +311,12 @@ class IncrementalSession:
         if self.statedir is not None:
             if progress is not None:
                 progress.phase(f"writing epoch {snap.epoch} to the state")
-            held = snap.arranged
+            held, before = snap.arranged, snap
             marks = {"streams": {**self.streams, **streams}} if streams else None
             snap = self.statedir.commit(self.spark, self.program, self.program_text, snap,
                                         changed, changed_base, before_switch=before_switch,
                                         collect=False, extra=marks)
+            rekey_frames(self.spark, before, snap)  # the driver's frames hold the same tuples
             # The files hold the same tuples as the executors' copies; the Spark-side logs
             # start again from them (their old bases may be files of collected epochs).
             snap.arranged = _restarted(held)

@@ -7,13 +7,22 @@ build its indexes there (10-13x a warm epoch on bench_shapes, and past the elast
 which then recomputed the task and wrote it whole). `warm` runs that shipping job once per
 task when the session opens, where the user already waits, with the state unchanged, and
 waits for the driver's index of base facts, so the first epoch costs what the next ones do.
+A bootstrap and an open also keep each subsumptive task's frames in the driver and count each
+counted task in the worker that keeps its counts (`warm_driver_and_counts`): a bootstrap past
+BOOTSTRAP_WORKER_ROWS counted on the Spark side, and the first epoch shipped everything again.
 """
 
 from __future__ import annotations
 
+from levelflow.engine.choose import chosen
+from levelflow.engine.incremental.backends.worker.counting_job import counted_update
 from levelflow.engine.incremental.backends.worker.dred_job import arranged_update, plan_for
 from levelflow.engine.incremental.strategies.aggregates import aggregate_task, kept_state
+from levelflow.engine.incremental.strategies.renaming import renaming
+from levelflow.engine.incremental.strategies.subsumed import hold_frames
 from levelflow.engine.incremental.versions import TaskContext, Versions
+from levelflow.engine.limitsize import limited
+from levelflow.engine.plans.planner import LOCAL_ROWS
 from levelflow.tasks.functors import uses_autoinc
 
 
@@ -64,6 +73,7 @@ def warm(session, progress=None) -> list[str]:
                 raise RuntimeError(f"task {task.name}: its state changed while loaded")
         session.snap.arranged[task.name] = held
     warm_aggregates(session, ctx, progress)
+    warm_driver_and_counts(session, ctx, progress)
     if progress is not None:
         progress.phase("loading the base facts into the driver")
     session.base_index.wait()
@@ -83,3 +93,44 @@ def warm_aggregates(session, ctx: TaskContext, progress=None) -> None:
             held = kept_state(ctx, task)
             if held is not None:
                 session.snap.arranged[task.name] = held
+
+
+def _kept_in_worker(session, task) -> bool:
+    """Return whether a counted task's epochs count in the worker that keeps its counts
+    (epoch.py `_in_worker`) and run a job: not copied by renaming, not recomputed each epoch."""
+    snap, program = session.snap, session.program
+    if not any(r.body for r in task.rules) or task.relations[0] not in snap.counted or \
+            task.subsumes or uses_autoinc(task.rules) or limited(program, task.relations) or \
+            chosen(program.decls, task.relations) or \
+            renaming(program, task, snap.counted) is not None:
+        return False
+    rows = sum(snap.rows[n] for n in task.reads_from) + \
+        sum(snap.base_rows[n] for n in task.relations if n in snap.base_rows)
+    return rows <= LOCAL_ROWS
+
+
+def warm_driver_and_counts(session, ctx: TaskContext | None = None, progress=None) -> None:
+    """Keep each subsumptive task's frames in the driver (strategies/subsumed.py) and count
+    each counted task in the worker that keeps its counts (counting_job.py), with nothing
+    changed: after a bootstrap or an open, so that the first epoch runs as the next ones do."""
+    if not session.arranged or session.mode == "scratch":
+        return
+    ctx = ctx or _context(session)
+    for task in session.pt.tasks:
+        if task.subsumes and not uses_autoinc(task.rules):
+            if progress is not None:
+                progress.phase(f"loading the state of task {task.name} into the driver")
+            hold_frames(ctx, task)
+        elif _kept_in_worker(session, task):
+            if progress is not None:
+                progress.phase(f"counting task {task.name} in the worker that keeps it")
+            held = session.snap.arranged.get(task.name)
+            # Without counts in a worker: a job that ships the old versions and counts them.
+            # Then one as a warm epoch runs (direct: nothing changed), so that the Python
+            # worker the first epoch lands on has imported the modules and read the counts
+            # (a fresh one cost 4-6 s of a 5-7 s first epoch on bench_subsume).
+            for _ in range(1 if held is not None else 2):
+                changes, held = counted_update(ctx, task, held)
+                if any(c.plus_rows or c.minus_rows for c in changes.values()):  # a bug
+                    raise RuntimeError(f"task {task.name}: its counts changed while loaded")
+            session.snap.arranged[task.name] = held

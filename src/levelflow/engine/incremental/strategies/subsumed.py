@@ -152,6 +152,32 @@ def _facts(ctx, task, minus: dict) -> dict:
     return facts
 
 
+def hold_frames(ctx, task) -> None:
+    """Keep a subsumptive task's frames in the driver as an epoch with nothing changed would
+    leave them (its lower relations' and its own, one job each), so that the next epoch over
+    `ctx`'s versions finds them held."""
+    held: dict = {}
+    _lower(ctx, task, held)
+    for n in task.relations:
+        ranked = ctx.old_ranked.get(n)
+        held[n] = (ranked, _frame(ranked if ranked is not None else ctx.versions[n].old,
+                                  ctx.decls[n]))
+    _HELD[(id(ctx.spark), task.name)] = held
+
+
+def rekey_frames(spark, old, new) -> None:
+    """Mark the held frames of snapshot `old`'s relations and base facts with `new`'s objects:
+    a compaction read the same tuples back, so the frames still hold."""
+    for (sid, _), held in _HELD.items():
+        if sid != id(spark):
+            continue
+        for name, (mark, frame) in list(held.items()):
+            if mark is not None and mark is old.rel.get(name):
+                held[name] = (new.rel[name], frame)
+            elif mark is not None and mark is old.base.get(name):
+                held[name] = (new.base[name], frame)
+
+
 def subsumed_update(ctx, task) -> dict:
     """Return per own relation its Change: the pruned fixpoint repaired from the old one."""
     decls = ctx.decls
