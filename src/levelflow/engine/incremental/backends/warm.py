@@ -109,10 +109,12 @@ def _kept_in_worker(session, task) -> bool:
     return rows <= LOCAL_ROWS
 
 
-def warm_driver_and_counts(session, ctx: TaskContext | None = None, progress=None) -> None:
+def warm_driver_and_counts(session, ctx: TaskContext | None = None, progress=None,
+                           bootstrap: bool = False) -> None:
     """Keep each subsumptive task's frames in the driver (strategies/subsumed.py) and count
     each counted task in the worker that keeps its counts (counting_job.py), with nothing
-    changed: after a bootstrap or an open, so that the first epoch runs as the next ones do."""
+    changed: after a bootstrap or an open, so that the first epoch runs as the next ones do.
+    After a bootstrap that already counted a task in its worker, nothing is run for it."""
     if not session.arranged or session.mode == "scratch":
         return
     ctx = ctx or _context(session)
@@ -122,9 +124,13 @@ def warm_driver_and_counts(session, ctx: TaskContext | None = None, progress=Non
                 progress.phase(f"loading the state of task {task.name} into the driver")
             hold_frames(ctx, task)
         elif _kept_in_worker(session, task):
+            held = session.snap.arranged.get(task.name)
+            if bootstrap and held is not None:
+                # Its worker has just counted it: the warm-up job below would cost every
+                # bootstrap a job per counted task for a possibly fresh worker's first epoch.
+                continue
             if progress is not None:
                 progress.phase(f"counting task {task.name} in the worker that keeps it")
-            held = session.snap.arranged.get(task.name)
             # Without counts in a worker: a job that ships the old versions and counts them.
             # Then one as a warm epoch runs (direct: nothing changed), so that the Python
             # worker the first epoch lands on has imported the modules and read the counts
