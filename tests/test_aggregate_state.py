@@ -58,7 +58,7 @@ def test_random_epochs_with_kept_state_equal_from_scratch(spark, tmp_path):
     write_facts(tmp_path / "f0", facts)
     session = IncrementalSession.bootstrap(spark, pt, tmp_path / "f0", mode="incremental")
     jobs = []
-    for k, ops in enumerate(random_epochs(rng, GENS, facts, 6), 1):
+    for k, ops in enumerate(random_epochs(rng, GENS, facts, 4), 1):  # 3 on kept states
         _apply(session, ops)
         result = session.commit()
         assert {s for t, s in result.strategies.items() if t.startswith("@agg")} <= \
