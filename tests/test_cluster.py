@@ -1,8 +1,9 @@
 """`levelflow run --master spark://...` on a real standalone cluster gives the local run's outputs.
 
 A Spark standalone master and one worker (1 core, 1g) are started on 127.0.0.1 from the pyspark
-installation; the run happens in a subprocess because this test session already owns a local
-SparkContext in-process. Both daemons are stopped whatever happens.
+installation; the runs happen in one driver subprocess (each `levelflow run` in turn on its
+session) because this test session already owns a local SparkContext in-process. The daemons
+and the driver are stopped whatever happens.
 """
 
 from __future__ import annotations
@@ -100,55 +101,104 @@ def _sorted_lines(directory: Path) -> dict[str, list[str]]:
     return {p.name: sorted(p.read_text().splitlines()) for p in sorted(directory.glob("*.csv"))}
 
 
-def _cluster_run(example: Path, outdir: Path, master_url: str, *flags: str):
-    """Start `levelflow run` of an example on the cluster in a subprocess; return the process."""
-    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)  # executors' Python = this venv's
-    return subprocess.Popen(
-        [sys.executable, "-m", "levelflow", "run", str(example / "program.dl"),
-         "-F", str(example / "facts"), "-D", str(outdir), "--master", master_url,
-         "--driver-memory", "1g", "-j", "2", "--quiet", *flags],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+# One driver for the module's runs (its JVM start is tests/test_cli_spark.py's subject): the
+# CLI's own spark_session starts the cluster application once; each line on stdin is one
+# `levelflow` command run on it, answered by a JSON line [exit code, stdout, stderr].
+DRIVER = """
+import contextlib, io, json, sys
+from pathlib import Path
+import levelflow.cli.spark as cli_spark
+from levelflow.cli import main
+
+with cli_spark.spark_session(sys.argv[1], "1g", Path(sys.argv[2])) as spark:
+    cli_spark.spark_session = lambda *args, **kwargs: contextlib.nullcontext(spark)
+    for line in sys.stdin:
+        out, err, code = io.StringIO(), io.StringIO(), 0
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main(json.loads(line))
+            except SystemExit as e:
+                code = e.code if isinstance(e.code, int) else 1
+        print(json.dumps([code, out.getvalue(), err.getvalue()]), flush=True)
+"""
+
+
+class ClusterDriver:
+    """A driver process on the standalone master that runs `levelflow run` commands in turn."""
+
+    def __init__(self, master_url: str, logs: Path):
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable)  # executors' Python = this venv's
+        self.master_url = master_url
+        self.proc = subprocess.Popen([sys.executable, "-c", DRIVER, master_url,
+                                      str(logs / "spark.log")],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=open(logs / "stderr.log", "w"), text=True, env=env)
+
+    def send(self, example: Path, outdir: Path, *flags: str) -> None:
+        """Start `levelflow run` of an example (its program.dl and facts/) on the cluster."""
+        argv = ["run", str(example / "program.dl"), "-F", str(example / "facts"), "-D",
+                str(outdir), "--master", self.master_url, "--driver-memory", "1g", "-j", "2",
+                "--quiet", *flags]
+        self.proc.stdin.write(json.dumps(argv) + "\n")
+        self.proc.stdin.flush()
+
+    def receive(self) -> tuple[int, str, str]:
+        """Return the last command's exit code, stdout and stderr."""
+        line = self.proc.stdout.readline()
+        assert line, f"the cluster driver ended (exit {self.proc.wait(60)})"
+        code, out, err = json.loads(line)
+        return code, out, err
+
+
+@pytest.fixture(scope="module")
+def cluster_driver(standalone_master, tmp_path_factory):
+    """Yield a ClusterDriver on the standalone master; it is ended whatever happens."""
+    driver = ClusterDriver(standalone_master[0], tmp_path_factory.mktemp("driver"))
+    try:
+        yield driver
+    finally:
+        driver.proc.stdin.close()
+        try:
+            driver.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            driver.proc.kill()
+            driver.proc.wait()
 
 
 @pytest.mark.parametrize("example,plan", [("tc", "partitioned"), ("tc", "global")])
-def test_each_plan_runs_on_standalone_cluster(standalone_master, tmp_path, example, plan):
-    master_url, _ = standalone_master
-    proc = _cluster_run(ROOT / "examples" / example, tmp_path, master_url, "--plan", plan)
-    _, stderr = proc.communicate(timeout=300)
-    assert proc.returncode == 0, stderr
+def test_each_plan_runs_on_standalone_cluster(cluster_driver, tmp_path, example, plan):
+    cluster_driver.send(ROOT / "examples" / example, tmp_path, "--plan", plan)
+    code, _, stderr = cluster_driver.receive()
+    assert code == 0, stderr
     assert _sorted_lines(tmp_path) == _sorted_lines(ROOT / "examples" / example / "expected")
 
 
-def test_run_on_standalone_cluster_matches_local_run(standalone_master, spark, tmp_path):
-    master_url, master_ui = standalone_master
+def test_run_on_standalone_cluster_matches_local_run(standalone_master, cluster_driver, spark,
+                                                     tmp_path):
+    master_ui = standalone_master[1]
     from levelflow.engine.api import load
     from levelflow.engine.runner import run_program
 
     cluster_out = tmp_path / "cluster"
-    proc = _cluster_run(EXAMPLE, cluster_out, master_url)
-    try:
-        # The local run happens in-process while the cluster run is going.
-        local_out = tmp_path / "local"
-        local = run_program(spark, load(EXAMPLE / "program.dl"), EXAMPLE / "facts", local_out,
-                            scheduler="levelbased", jobs=2)
-        stdout, stderr = proc.communicate(timeout=300)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 0, stderr
+    cluster_driver.send(EXAMPLE, cluster_out)
+    # The local run happens in-process while the cluster run is going.
+    local_out = tmp_path / "local"
+    local = run_program(spark, load(EXAMPLE / "program.dl"), EXAMPLE / "facts", local_out,
+                        scheduler="levelbased", jobs=2)
+    code, stdout, stderr = cluster_driver.receive()
+    assert code == 0, stderr
 
     cluster_files = _sorted_lines(cluster_out)
     assert cluster_files == _sorted_lines(local_out)
     assert cluster_files == _sorted_lines(EXAMPLE / "expected")
     assert f"ran {local.ran} of {local.total} tasks" in stdout
     assert f"vpt\t{len(cluster_files['vpt.csv'])}" in stdout.splitlines()
-    # The work really went to the cluster: the master saw the application finish.
-    apps = _master_status(master_ui).get("completedapps", [])
+    # The work really went to the cluster: the master runs the driver's application.
+    apps = _master_status(master_ui).get("activeapps", [])
     assert any(app.get("name") == "levelflow" for app in apps), apps
 
 
-def test_counted_closure_on_standalone_cluster(standalone_master, spark, tmp_path):
+def test_counted_closure_on_standalone_cluster(cluster_driver, spark, tmp_path):
     """A closure only `.printsize`d comes back from the executors as its count (one job) and
     matches the local run's."""
     from levelflow.engine.runner import run_program
@@ -161,9 +211,9 @@ def test_counted_closure_on_standalone_cluster(standalone_master, spark, tmp_pat
                                      ".printsize t\n")
     (prog / "facts" / "e.facts").write_text("".join(f"{i}\t{(i * 5 + 1) % 30}\n"
                                                     for i in range(45)))
-    proc = _cluster_run(prog, tmp_path / "out", standalone_master[0], "--plan", "partitioned")
-    stdout, stderr = proc.communicate(timeout=300)
-    assert proc.returncode == 0, stderr
+    cluster_driver.send(prog, tmp_path / "out", "--plan", "partitioned")
+    code, stdout, stderr = cluster_driver.receive()
+    assert code == 0, stderr
     local = run_program(spark, build_tasks(load_program(prog / "program.dl")), prog / "facts",
                         None, plan="partitioned")
     assert local.printsize["t"] > 45 and f"t\t{local.printsize['t']}" in stdout.splitlines()

@@ -18,14 +18,16 @@ from pathlib import Path
 
 import pytest
 from test_incremental_properties import FAMILIES
-from test_serve import ROOT, Served, bootstrap
+from test_serve import Served, bootstrap
 from test_serve_protocol import exchange, post, responses
+from tests_jvm import PRELUDE, env_on
 
 from levelflow.cli import main as cli_main
 from levelflow.engine.incremental import IncrementalSession, StateDir
 
 TC = FAMILIES["tc"][0]
 WHY = "(levelflow serve confines files; --no-confine lifts it)"
+ON_THE_TESTS_JVM = PRELUDE + "import sys\nfrom levelflow.cli import main\nmain(sys.argv[1:])\n"
 
 
 @pytest.fixture(scope="module")
@@ -139,11 +141,11 @@ def test_a_bad_serve_flag_is_one_line(tree, capsys, flag, value, message):
 def test_serve_no_confine_warns_and_takes_the_request_timeout(spark, tmp_path):
     state, *_ = bootstrap(spark, tmp_path, "tc", 44)
     (tmp_path / "secret.facts").write_text("4242\n")
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    proc = subprocess.Popen([sys.executable, "-m", "levelflow", "serve", str(state), "--port",
-                             "0", "--master", "local[1]", "--no-confine", "--request-timeout",
-                             "1"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    # The command runs on the tests' JVM: this test is about serve's flags, not Spark's start.
+    proc = subprocess.Popen([sys.executable, "-c", ON_THE_TESTS_JVM, "serve", str(state),
+                             "--port", "0", "--master", "local[1]", "--no-confine",
+                             "--request-timeout", "1"], env=env_on(spark),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr.readline() == (
             "levelflow serve: warning: --no-confine: a client's program may read any file "

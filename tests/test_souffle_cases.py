@@ -104,8 +104,8 @@ b(x + 1) :- a(x), x < {top}.
 def test_a_deep_one_tuple_chain_under_epochs(spark, tmp_path, options):
     """Eighty one-tuple rounds (run one tuple at a time in a worker): the chain from the
     seed, then from a later seed, then from the first again. On the Spark side each round is
-    a job of its own: 30 rounds there (a deletion still runs through the whole chain)."""
-    top = 15 if options.get("arranged") is False else 40
+    a job of its own: 18 rounds there (a deletion still runs through the whole chain)."""
+    top = 9 if options.get("arranged") is False else 40
     pt = build_tasks(parse_program(DEEP.replace("{top}", str(top)), "deep.dl"))
     write_facts(tmp_path, {"seed": {(0,)}})
     session = IncrementalSession.bootstrap(spark, pt, tmp_path, **options)
