@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from levelflow.errors import LevelflowError
+from levelflow.pyfile import import_file
 from levelflow.scheduler.base import Scheduler
 from levelflow.tasks.graph import TaskGraph
 
@@ -74,22 +75,12 @@ def _known() -> str:
 
 def _import_file(file: str, spec: str):
     """Return the module of the Python file `file` (loaded once per process)."""
-    import importlib.util
 
     path = Path(file).resolve()
     if not path.is_file():
         raise SchedulerSpecError(f"scheduler {spec!r}: no such file {file}")
     name = f"levelflow_user.{path.stem}_{abs(hash(str(path))):x}"
-    if name not in sys.modules:  # a second load would register its names twice
-        module_spec = importlib.util.spec_from_file_location(name, path)
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[name] = module
-        try:
-            module_spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[name]
-            raise
-    return sys.modules[name]
+    return import_file(str(path), name)
 
 
 def _import_path(path: str, spec: str) -> type[Scheduler]:

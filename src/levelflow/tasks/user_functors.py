@@ -14,15 +14,14 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import hashlib
-import importlib.util
 import math
 import os
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
 from levelflow.errors import LevelflowError
+from levelflow.pyfile import import_file
 from levelflow.tasks.ast import (
     Aggregate,
     Atom,
@@ -120,20 +119,7 @@ def decode(encoded: str) -> tuple[str, tuple[str, ...], str, str]:
 @lru_cache(maxsize=32)
 def _module(path: str):
     """Return the module at `path`, imported once per process under a name of its own."""
-    key = "levelflow_functors_" + hashlib.sha1(path.encode()).hexdigest()[:12]
-    if key in sys.modules:
-        return sys.modules[key]
-    spec = importlib.util.spec_from_file_location(key, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"{path} is not a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[key] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[key]
-        raise
-    return module
+    return import_file(path, "levelflow_functors_" + hashlib.sha1(path.encode()).hexdigest()[:12])
 
 
 def load(path: str, name: str) -> Callable | None:
