@@ -57,7 +57,7 @@ def test_epochs_above_and_below_recursion_equal_from_scratch(spark, tmp_path):
     session, pt = _session(spark, tmp_path, LAYERED, facts)
     check_against_reference(session, pt, facts, tmp_path / "ref0")
     strategies = set()
-    for k, ops in enumerate(random_epochs(rng, GENS, facts, 4), 1):
+    for k, ops in enumerate(random_epochs(rng, GENS, facts, 3), 1):
         for sign, name, row in ops:
             (session.insert if sign > 0 else session.remove)(name, row)
         result = session.commit()
@@ -71,7 +71,7 @@ KINDS = ["count : {BODY}", "sum y : {BODY}", "min y : {BODY}", "max y : {BODY}",
 BODIES = ["a(x, y)", "a(x, y), b(y)", "a(x, y), !b(y)", "a(x, y), y > 2", "b(y), a(y, x)"]
 
 
-@settings(max_examples=5, deadline=None,
+@settings(max_examples=3, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(kind=st.sampled_from(KINDS), body=st.sampled_from(BODIES),
        grouped=st.booleans(), seed=st.integers(0, 10_000))

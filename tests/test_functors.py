@@ -15,11 +15,12 @@ from naive_datalog import format_row
 from test_incremental_properties import rows_of, write_facts
 
 from levelflow.engine.incremental import IncrementalSession
+from levelflow.engine.plans.planner import choose_plan
 from levelflow.engine.runner import run_program
 from levelflow.tasks import build_tasks, parse_program
 from levelflow.tasks.errors import DatalogError
 
-PLANS = ("local", "partitioned", "global")
+PLANS = ("local", "global", "partitioned")  # partitioned last: a repeat of global unless recursive
 
 ARITH = """
 .decl n(x:number)
@@ -161,13 +162,28 @@ def _tasks(text: str):
     return build_tasks(parse_program(text, "f.dl"))
 
 
+def _distinct_plans(pt) -> list[str]:
+    """Return the plans of PLANS that give some task another plan than the ones before do.
+
+    A forced `partitioned` leaves a non-recursive task its one `global` pass (plans/planner.py),
+    so on a program without recursion it runs exactly what `global` runs: a pure repeat.
+    """
+    decls, seen, plans = pt.program.decls, set(), []
+    for plan in PLANS:
+        kinds = tuple(choose_plan(t, decls, 0, plan).kind for t in pt.tasks)
+        if kinds not in seen:
+            seen.add(kinds)
+            plans.append(plan)
+    return plans
+
+
 def _run_all_plans(spark, tmp_path, text: str, facts: dict) -> dict:
-    """Return the naive reference after asserting every plan derives exactly it."""
+    """Return the naive reference after asserting every distinct plan derives exactly it."""
     pt = _tasks(text)
     used = {n: rows for n, rows in facts.items() if n in pt.program.inputs}
     write_facts(tmp_path, used)
     expected = naive_evaluate(pt, tmp_path)
-    for plan in PLANS:
+    for plan in _distinct_plans(pt):
         out = tmp_path / f"out-{plan}"
         result = run_program(spark, pt, tmp_path, out, jobs=2, plan=plan)
         for name in pt.program.decls:
