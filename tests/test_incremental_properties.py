@@ -189,7 +189,7 @@ def test_epochs_match_from_scratch(spark, tmp_path, family, seed):
     from test_incremental_ranks import assert_ranks_valid  # it imports this module
     session, pt, facts, gens, rng = start_family(spark, tmp_path, family, seed)
     check_against_reference(session, pt, facts, tmp_path / "ref0")
-    for k, ops in enumerate(random_epochs(rng, gens, facts, 3), 1):
+    for k, ops in enumerate(random_epochs(rng, gens, facts, 2), 1):
         for sign, name, row in ops:
             (session.insert if sign > 0 else session.remove)(name, row)
         result = session.commit()
