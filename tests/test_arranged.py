@@ -250,7 +250,7 @@ def test_a_missing_executor_copy_is_shipped_again(spark, tmp_path):
     rng = random.Random(5)
     edges = {(rng.randrange(20), rng.randrange(20)) for _ in range(40)}
     session, pt = _tc_session(spark, tmp_path, edges)
-    for k, (gone, fresh, now) in enumerate(_epochs(rng, edges, 20, 4), 1):
+    for k, (gone, fresh, now) in enumerate(_epochs(rng, edges, 20, 3), 1):
         edges = now
         held = session.snap.arranged.get("path")
         if held is not None:  # a version no executor has: every share misses
@@ -275,10 +275,10 @@ def test_partitioned_shares_and_a_restart(spark, tmp_path, monkeypatch):
     edges = {(rng.randrange(40), rng.randrange(40)) for _ in range(90)}
     state = tmp_path / "state"
     session, pt = _tc_session(spark, tmp_path, edges, statedir=state)
-    epochs = list(_epochs(rng, edges, 40, 6))
+    epochs = list(_epochs(rng, edges, 40, 4))
     for k, (gone, fresh, now) in enumerate(epochs, 1):
         edges = now
-        if k == 4:  # close, open, continue: the executors' copy is not trusted across opens
+        if k == 3:  # close, open, continue: the executors' copy is not trusted across opens
             old = session.snap.arranged["path"].lineage
             session.close()
             session = IncrementalSession.open(spark, state, mode="incremental")

@@ -180,7 +180,7 @@ def test_the_live_line_counts_the_running_spark_tasks(spark):
     tracker = spark.sparkContext.statusTracker()
     assert progress_mod.spark_stages(tracker) == ""  # nothing running
     job = threading.Thread(target=lambda: spark.sparkContext.parallelize(range(2), 2)
-                           .map(lambda x: time.sleep(3) or x).collect())
+                           .map(lambda x: time.sleep(1.5) or x).collect())
     job.start()
     seen = ""
     deadline = time.monotonic() + 30

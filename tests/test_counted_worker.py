@@ -190,20 +190,27 @@ def _facts(rng: random.Random) -> dict:
             "r": {(1, 1), (1, 2)}}
 
 
-def test_a_counted_view_runs_one_job_per_epoch(spark, tmp_path):
+def test_a_counted_view_runs_one_job_per_epoch_and_a_missing_copy_is_shipped_again(
+        spark, tmp_path):
+    """One job per epoch; at epoch 3 the worker's copy goes missing (a version no worker has:
+    it answers MISS), the old versions are shipped, and epoch 4 finds that copy: one job."""
     rng = random.Random(7)
     facts = _facts(rng)
     session = _session(spark, tmp_path, facts)
     jobs = []
-    for k, ops in enumerate(_mixed(rng, facts, 6), 1):
+    for k, ops in enumerate(_mixed(rng, facts, 4), 1):
+        if k == 3:
+            held = session.snap.arranged["r"]
+            session.snap.arranged["r"] = Held(held.lineage, "9999999999-none", 1)
         result = _commit(session, ops)
         _check(session, facts, tmp_path / f"ref{k}")
         assert result.strategies.get("r") == "counting", k
         assert "r" in result.arranged, k  # its counts live in a worker now
         jobs.append(result.spark_jobs["r"])
     # With program facts the bootstrap counts on the Spark side, then leaves the counts in a
-    # worker (backends/warm.py): the first epoch finds them there as every later one does.
-    assert jobs == [1] * len(jobs), jobs
+    # worker (backends/warm.py): the first epoch finds them there as every later one does;
+    # the miss takes a second job that ships the old versions.
+    assert jobs[:2] == [1, 1] and jobs[2] >= 2 and jobs[3] == 1, jobs
 
 
 def test_a_bootstrap_leaves_the_counts_in_a_worker(spark, tmp_path):
@@ -214,21 +221,7 @@ def test_a_bootstrap_leaves_the_counts_in_a_worker(spark, tmp_path):
     session = _session(spark, tmp_path, facts, TC_VIEW.replace("r(1, 2).\n", ""))
     assert "r" in session.snap.arranged
     _check(session, facts, tmp_path / "ref0")
-    for k, ops in enumerate(_mixed(rng, facts, 3), 1):
+    for k, ops in enumerate(_mixed(rng, facts, 2), 1):
         result = _commit(session, ops)
         _check(session, facts, tmp_path / f"ref{k}")
         assert result.spark_jobs["r"] == 1, k
-
-
-def test_a_missing_worker_copy_is_shipped_again(spark, tmp_path):
-    rng = random.Random(8)
-    facts = _facts(rng)
-    session = _session(spark, tmp_path, facts)
-    for k, ops in enumerate(_mixed(rng, facts, 4), 1):
-        held = session.snap.arranged.get("r")
-        if held is not None:  # a version no worker has: it answers MISS
-            session.snap.arranged["r"] = Held(held.lineage, "9999999999-none", 1)
-        result = _commit(session, ops)
-        _check(session, facts, tmp_path / f"ref{k}")
-        if held is not None:  # the miss, then the job with the old versions shipped
-            assert result.spark_jobs["r"] >= 2, k

@@ -9,7 +9,6 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
 from test_incremental_properties import rows_of, write_facts
 
 from levelflow.engine.incremental import IncrementalSession
@@ -48,12 +47,13 @@ EPOCHS = [
 ]
 
 
-@pytest.mark.parametrize("options", [{"mode": "incremental"}, {"large_change": None}])
-def test_nullary_heads_follow_insertions_and_removals(spark, tmp_path, options):
+def test_nullary_heads_follow_insertions_and_removals(spark, tmp_path):
     pt = build_tasks(parse_program(NULLARY, "nullary.dl"))
     facts = {"e": set(EDGES), "on": set()}
     write_facts(tmp_path / "f0", facts)
-    session = IncrementalSession.bootstrap(spark, pt, tmp_path / "f0", **options)
+    # Incremental mode: every epoch goes through DRed. (Elastic mode without large-change
+    # recomputes takes the same path, only under a timer: not run again here.)
+    session = IncrementalSession.bootstrap(spark, pt, tmp_path / "f0", mode="incremental")
     strategies = set()
     for k, ops in enumerate(EPOCHS, 1):
         for sign, name, row in ops:
