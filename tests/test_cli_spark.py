@@ -129,12 +129,12 @@ def test_silent_master_gives_up_in_bounded_time(tmp_path):
     t0 = time.monotonic()
     try:
         proc = _levelflow(_run_args(tmp_path, "--master", url),
-                          _env(LEVELFLOW_MASTER_TIMEOUT="4"), timeout=120)
+                          _env(LEVELFLOW_MASTER_TIMEOUT="2"), timeout=120)
     finally:
         server.close()
     assert proc.returncode == 1, proc.stderr
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
-    assert f"the Spark master {url} did not accept the application within 4 s" in proc.stderr
+    assert f"the Spark master {url} did not accept the application within 2 s" in proc.stderr
     assert time.monotonic() - t0 < 60
 
 
@@ -210,7 +210,7 @@ def _assert_aborted(rc: int, err: str, kids: list[int], reacted: float) -> None:
 
 @pytest.mark.parametrize("after, state", [
     (0.0, False),   # the JVM is still being launched
-    (8.0, True),    # Spark is starting or the program runs, under --state
+    (5.0, True),    # Spark is starting or the program runs, under --state
 ])
 def test_ctrl_c_ends_the_jvm_and_says_aborted(tmp_path, after, state):
     args = ["run", str(TC / "program.dl"), "-F", str(_long_facts(tmp_path)),
