@@ -62,7 +62,7 @@ def test_views_over_random_epochs_equal_networkx(spark, tmp_path):
     write_facts(tmp_path / "f0", edges)
     pt = build_tasks(parse_program(views_program(), "views.dl"))
     session = IncrementalSession.bootstrap(spark, pt, tmp_path / "f0", mode="incremental")
-    for _ in range(3):
+    for _ in range(2):
         for sign, label, row in random_ops(rng, edges):
             (session.insert if sign > 0 else session.remove)(label, row)
         result = session.commit()
