@@ -85,11 +85,11 @@ def test_hand_derived_answers_on_every_plan(spark, tmp_path, plan, monkeypatch):
     assert rows_of(result.relation("tag")) == {(0, "a"), (1, "b")}
 
 
-@pytest.mark.parametrize("plan", ["local", "global"])
-def test_random_graphs_equal_the_naive_reference(spark, tmp_path, plan):
+def test_random_graphs_equal_the_naive_reference(spark, tmp_path):
     pt = _tasks()
     rng = random.Random(3)
-    for k in range(3):
+    # The global plan (a Spark job per round) is slow: one graph; the local plan two.
+    for k, plan in enumerate(["global", "local", "local"]):
         edges = {(rng.randrange(9), rng.randrange(9)) for _ in range(25)}
         write_facts(tmp_path / f"f{k}", {"edge": edges})
         result = run_program(spark, pt, tmp_path / f"f{k}", tmp_path / f"o{k}", jobs=2,
@@ -97,7 +97,7 @@ def test_random_graphs_equal_the_naive_reference(spark, tmp_path, plan):
         ref = naive_evaluate(pt, tmp_path / f"f{k}")
         assert ref["hops"] == _distances(edges)
         for name in ("mate", "st", "hops", "tag", "parent"):
-            assert rows_of(result.relation(name)) == ref[name], (k, name)
+            assert rows_of(result.relation(name)) == ref[name], (k, plan, name)
 
 
 def test_epochs_and_a_restart_equal_from_scratch(spark, tmp_path):
@@ -109,7 +109,7 @@ def test_epochs_and_a_restart_equal_from_scratch(spark, tmp_path):
     state = tmp_path / "state"
     session = IncrementalSession.bootstrap(spark, tmp_path / "p.dl", tmp_path / "f0", state,
                                            mode="incremental")
-    for k in range(1, 4):  # an epoch on the bootstrapped session, two on the reopened one
+    for k in range(1, 3):  # an epoch on the bootstrapped session, one on the reopened one
         if k == 2:  # the chosen tuples come back from disk
             session.close()
             session = IncrementalSession.open(spark, state, mode="incremental")

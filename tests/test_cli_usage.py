@@ -46,8 +46,16 @@ class Keyboard:
         return line + "\n"
 
 
-def test_ctrl_c_at_the_prompt_cancels_the_line_and_keeps_the_session(spark, monkeypatch):
+@pytest.fixture(scope="module")
+def tc_session(spark):
+    """One bootstrapped session of examples/tc for the shell's Ctrl-C tests (neither commits)."""
     session = IncrementalSession.bootstrap(spark, TC / "program.dl", TC / "facts")
+    yield session
+    session.close()
+
+
+def test_ctrl_c_at_the_prompt_cancels_the_line_and_keeps_the_session(tc_session):
+    session = tc_session
     size = session.size("path")
     previous = signal.signal(signal.SIGINT, on_sigint)  # as cli.main installs it
     Interrupted.seen = False
@@ -63,15 +71,13 @@ def test_ctrl_c_at_the_prompt_cancels_the_line_and_keeps_the_session(spark, monk
     assert session.size("path") == size and session.relation("path").count() == size
 
 
-def test_ctrl_c_in_a_piped_script_still_ends_the_shell(spark):
-    session = IncrementalSession.bootstrap(spark, TC / "program.dl", TC / "facts")
-
+def test_ctrl_c_in_a_piped_script_still_ends_the_shell(tc_session):
     class Interrupting:
         def readline(self):
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        Shell(session, io.StringIO(), io.StringIO(), source="<stdin>").loop(Interrupting())
+        Shell(tc_session, io.StringIO(), io.StringIO(), source="<stdin>").loop(Interrupting())
 
 
 def test_a_failed_run_removes_the_output_folder_it_made(tmp_path, capsys):
@@ -91,13 +97,16 @@ def test_a_failed_run_removes_the_output_folder_it_made(tmp_path, capsys):
 
 
 def test_the_python_api_takes_runs_options(spark, tmp_path):
-    forced = levelflow.run(TC / "program.dl", TC / "facts", tmp_path / "g", spark=spark,
+    # A 3-cycle: the global plan runs a Spark job per round, few rounds on a short graph.
+    (tmp_path / "f").mkdir()
+    (tmp_path / "f" / "edge.facts").write_text("1\t2\n2\t3\n3\t1\n")
+    forced = levelflow.run(TC / "program.dl", tmp_path / "f", tmp_path / "g", spark=spark,
                            plan="global", local_rows=10)
-    auto = levelflow.run(TC / "program.dl", TC / "facts", spark=spark)
+    auto = levelflow.run(TC / "program.dl", tmp_path / "f", spark=spark)
     path_task = [t.id for t in levelflow.load(TC / "program.dl").tasks if t.recursive][0]
     assert forced.task_stats[path_task].plan == "global"
     assert auto.task_stats[path_task].plan == "local"
-    assert forced.relation("path").count() == auto.relation("path").count() > 0
+    assert forced.relation("path").count() == auto.relation("path").count() == 9
     with pytest.raises(LevelflowError, match="local_rows: must be a number of rows >= 0"):
         levelflow.run(TC / "program.dl", TC / "facts", spark=spark, local_rows=-5)
     with pytest.raises(LevelflowError, match="plan: must be one of"):

@@ -19,7 +19,7 @@ B(a) :- f(n - 1, a), g(a, n).
 r(4, 1).
 r(n, a) :- r(n - 1, a), g(a, n).
 fib(0, 0). fib(1, 1).
-fib(n, v1 + v2) :- fib(n - 1, v1), fib(n - 2, v2), fib(m, _), n = m + 1, n <= 10.
+fib(n, v1 + v2) :- fib(n - 1, v1), fib(n - 2, v2), fib(m, _), n = m + 1, n <= 6.
 """
 
 
@@ -34,7 +34,9 @@ def test_a_variable_bound_by_another_atom_grounds_an_expression(spark):
     assert sorted(tuple(r) for r in rels["B"].collect()) == [(1,), (2,)]  # f(4,1)+g(1,5) ...
     assert sorted(tuple(r) for r in rels["A"].collect()) == [(4,), (5,)]
     assert sorted(tuple(r) for r in rels["r"].collect()) == [(4, 1), (5, 1)]  # the delta atom
-    assert dict(tuple(r) for r in rels["fib"].collect())[10] == 55
+    # fib(n) bound by fib(m) one round later: a Spark round each, so a few suffice
+    assert dict(tuple(r) for r in rels["fib"].collect()) == {0: 0, 1: 1, 2: 1, 3: 2, 4: 3,
+                                                              5: 5, 6: 8}
 
 
 TAK = """
