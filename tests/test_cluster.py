@@ -127,7 +127,9 @@ class ClusterDriver:
     """A driver process on the standalone master that runs `levelflow run` commands in turn."""
 
     def __init__(self, master_url: str, logs: Path):
-        env = dict(os.environ, PYSPARK_PYTHON=sys.executable)  # executors' Python = this venv's
+        # The executors' Python is this venv's; a busy machine (CI) may take the master more
+        # than the default 30 s to accept the application.
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, LEVELFLOW_MASTER_TIMEOUT="180")
         self.master_url = master_url
         self.proc = subprocess.Popen([sys.executable, "-c", DRIVER, master_url,
                                       str(logs / "spark.log")],
@@ -165,12 +167,13 @@ def cluster_driver(standalone_master, tmp_path_factory):
             driver.proc.wait()
 
 
-@pytest.mark.parametrize("example,plan", [("tc", "partitioned"), ("tc", "global")])
-def test_each_plan_runs_on_standalone_cluster(cluster_driver, tmp_path, example, plan):
-    cluster_driver.send(ROOT / "examples" / example, tmp_path, "--plan", plan)
+def test_the_global_plan_runs_on_standalone_cluster(cluster_driver, tmp_path):
+    # The partitioned plan runs on the cluster in test_counted_closure_on_standalone_cluster,
+    # the auto plan (pointsto) in test_run_on_standalone_cluster_matches_local_run.
+    cluster_driver.send(ROOT / "examples" / "tc", tmp_path, "--plan", "global")
     code, _, stderr = cluster_driver.receive()
     assert code == 0, stderr
-    assert _sorted_lines(tmp_path) == _sorted_lines(ROOT / "examples" / example / "expected")
+    assert _sorted_lines(tmp_path) == _sorted_lines(ROOT / "examples" / "tc" / "expected")
 
 
 def test_run_on_standalone_cluster_matches_local_run(standalone_master, cluster_driver, spark,
