@@ -238,12 +238,12 @@ def test_a_recomputed_row_removed_before_comes_back_in_the_spark_side_copy(
     rng = random.Random(13)
     edges = {(rng.randrange(15), rng.randrange(15)) for _ in range(30)}
     session, pt = _tc_session(spark, tmp_path, edges)
-    # 7 epochs: rows removed earlier come back from the second on (measured: 6 of 7 epochs)
-    for k, (gone, fresh, now) in enumerate(_epochs(rng, edges, 15, 7), 1):
+    # 5 epochs: rows removed earlier come back in the 1st and 3rd recomputes (measured)
+    for k, (gone, fresh, now) in enumerate(_epochs(rng, edges, 15, 5), 1):
         edges = now
         _commit(session, gone, fresh)
         _check(session, pt, edges, tmp_path / f"ref{k}")
-    assert sum(cancelled) >= 3
+    assert sum(cancelled) >= 2
 
 
 def test_a_missing_executor_copy_is_shipped_again(spark, tmp_path):
