@@ -73,15 +73,16 @@ def assert_ranks_valid(session, pt) -> int:
     return checked
 
 
-# One seed per family (a second pointsto seed was a repeat): test_incremental_properties
-# checks the same invariant after every epoch of its own random runs, on other seeds.
-@pytest.mark.parametrize("family,seed", [("tc", 5), ("sg", 6), ("pointsto", 7), ("negation", 8)])
+# One seed per family (a second pointsto seed was a repeat), three epochs each:
+# test_incremental_properties checks the same invariant after every epoch of its own random
+# runs, on other seeds. Negation's seed 21 keeps 11-14 ranked tuples (seed 8 kept 6-8).
+@pytest.mark.parametrize("family,seed", [("tc", 5), ("sg", 6), ("pointsto", 7), ("negation", 21)])
 def test_every_tuple_has_a_derivation_from_lower_ranks(spark, tmp_path, family, seed):
     session, pt, facts, gens, rng = start_family(spark, tmp_path, family, seed)
     recursive = [t for t in pt.tasks if t.recursive]
     assert recursive
     checked = 0
-    for ops in random_epochs(rng, gens, facts, 4):
+    for ops in random_epochs(rng, gens, facts, 3):
         for sign, name, row in ops:
             (session.insert if sign > 0 else session.remove)(name, row)
         session.commit()
