@@ -53,9 +53,14 @@ def has_lower_derivation(task, name, row, rank, ranks, db) -> bool:
 
 def assert_ranks_valid(session, pt) -> int:
     """Assert the rank invariant for every recursive task; return the tuples checked."""
-    db = {n: rows_of(session.relation(n)) for n in pt.program.decls}
+    recursive = [t for t in pt.tasks if t.recursive]
+    # Only what their rules read (a relation missing here would be a KeyError, not a pass):
+    # one collect per relation, and negation's family has eleven of them.
+    read = {n for t in recursive for r in t.rules for n in r.reads()}
+    db = {n: rows_of(session.relation(n)) for n in read | {n for t in recursive
+                                                           for n in t.relations}}
     checked = 0
-    for task in (t for t in pt.tasks if t.recursive):
+    for task in recursive:
         ranks = {n: ranked_rows(session, n) for n in task.relations}
         for name in task.relations:
             base = rows_of(session.snap.base[name]) if name in pt.program.inputs else set()
@@ -68,14 +73,16 @@ def assert_ranks_valid(session, pt) -> int:
     return checked
 
 
-@pytest.mark.parametrize("family,seed", [("tc", 5), ("sg", 6), ("pointsto", 7), ("pointsto", 9),
-                                         ("negation", 8)])
+# One seed per family (a second pointsto seed was a repeat), three epochs each:
+# test_incremental_properties checks the same invariant after every epoch of its own random
+# runs, on other seeds. Negation's seed 21 keeps 11-14 ranked tuples (seed 8 kept 6-8).
+@pytest.mark.parametrize("family,seed", [("tc", 5), ("sg", 6), ("pointsto", 7), ("negation", 21)])
 def test_every_tuple_has_a_derivation_from_lower_ranks(spark, tmp_path, family, seed):
     session, pt, facts, gens, rng = start_family(spark, tmp_path, family, seed)
     recursive = [t for t in pt.tasks if t.recursive]
     assert recursive
     checked = 0
-    for ops in random_epochs(rng, gens, facts, 4):
+    for ops in random_epochs(rng, gens, facts, 3):
         for sign, name, row in ops:
             (session.insert if sign > 0 else session.remove)(name, row)
         session.commit()

@@ -44,10 +44,11 @@ def test_a_counter_loop_of_over_300_rounds_runs_in_one_spark_job(spark):
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-@pytest.mark.parametrize("seed", [11, 12])
-def test_random_families_agree_across_plans(spark, tmp_path, family, seed):
+def test_random_families_agree_across_plans(spark, tmp_path, family):
+    # One seed per family: the families are the distinct rule shapes; a second seed ran the
+    # same plans over other random facts (test_incremental_properties draws more of those).
     text, gens = FAMILIES[family]
-    rng = random.Random(seed)
+    rng = random.Random(11)
     facts = {name: {gen(rng) for _ in range(SIZES[name] * 3)} for name, gen in gens.items()}
     write_facts(tmp_path, facts)
     pt = _tasks(text)

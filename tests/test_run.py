@@ -84,6 +84,28 @@ def _rows(df) -> set:
     return {tuple(r) if len(r) > 1 else r[0] for r in df.collect()}
 
 
+class BranchRuns:
+    """The branch program run once on one worker and once on two (outputs, trace, schedule)."""
+
+    def __init__(self, spark, tmp: Path):
+        path, factdir = _program(tmp, BRANCH, {"a": "1\n2\n3\n", "b": ""})
+        self.pt, self.out = load(path), tmp / "out"
+        self.trace_path, self.schedule_path = tmp / "run.json", tmp / "run.csv"
+        self.one = run_program(spark, self.pt, factdir, scheduler="levelbased", jobs=1)
+        self.two = run_program(spark, self.pt, factdir, self.out, scheduler="levelbased",
+                               jobs=2, trace_out=self.trace_path,
+                               schedule_out=self.schedule_path)
+        # Read now: tests of this module that run in between start other runs.
+        self.rows_one = {n: _rows(self.one.relation(n)) for n in self.pt.program.decls}
+        self.rows_two = {n: _rows(self.two.relation(n)) for n in self.pt.program.decls}
+
+
+@pytest.fixture(scope="module")
+def branch_runs(spark, tmp_path_factory) -> BranchRuns:
+    """Return the branch program's two runs, which several read-only tests below share."""
+    return BranchRuns(spark, tmp_path_factory.mktemp("branch"))
+
+
 def _sorted_lines(directory: Path) -> dict[str, list[str]]:
     return {p.name: sorted(p.read_text().splitlines()) for p in sorted(directory.glob("*.csv"))}
 
@@ -98,16 +120,15 @@ def test_initial_tasks_are_input_facts_and_atom_free_rules(branch):
     assert sorted(names) == ["a", "b", "k", "m"]
 
 
-def test_branch_with_empty_input_is_not_run(spark, branch, tmp_path):
-    pt, factdir = branch
-    result = run_program(spark, pt, factdir, tmp_path / "out", scheduler="levelbased", jobs=2)
+def test_branch_with_empty_input_is_not_run(branch_runs):
+    result = branch_runs.two
     assert (result.ran, result.total) == (8, 10)
     assert sorted(result.ran_tasks) == ["a", "b", "c", "f", "g", "k", "m", "z"]
     assert result.summary().startswith("ran 8 of 10 tasks in ")
     for name, expected in BRANCH_EXPECTED.items():
-        assert _rows(result.relation(name)) == expected, name
+        assert branch_runs.rows_two[name] == expected, name
     # Tasks that did not run still have (empty) relations and output files.
-    assert (tmp_path / "out" / "e.csv").read_text() == ""
+    assert (branch_runs.out / "e.csv").read_text() == ""
     assert result.printsize == {"f": 2, "e": 0}
     names = result.task_names
     seconds = dict(zip(names, result.task_seconds, strict=True))
@@ -115,9 +136,9 @@ def test_branch_with_empty_input_is_not_run(spark, branch, tmp_path):
     assert all(seconds[n] > 0 for n in result.ran_tasks)
 
 
-def test_activations_follow_nonempty_relations(spark, branch):
-    pt, factdir = branch
-    result = run_program(spark, pt, factdir, scheduler="levelbased", jobs=1)
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_activations_follow_nonempty_relations(branch_runs, jobs):
+    result = branch_runs.one if jobs == 1 else branch_runs.two
     names = result.task_names
     acts = {names[v]: sorted(names[c] for c in cs) for v, cs in result.trace.activations.items()}
     # b is empty: it activates nothing; z is empty: nothing to activate anyway.
@@ -129,12 +150,9 @@ def test_activations_follow_nonempty_relations(spark, branch):
 # Concurrency
 
 
-def test_one_and_two_workers_give_the_same_relations(spark, branch):
-    pt, facts = branch
-    one = run_program(spark, pt, facts, scheduler="levelbased", jobs=1)
-    two = run_program(spark, pt, facts, scheduler="levelbased", jobs=2)
-    for name in pt.program.decls:
-        assert _rows(one.relation(name)) == _rows(two.relation(name)), name
+def test_one_and_two_workers_give_the_same_relations(branch_runs):
+    one, two = branch_runs.one, branch_runs.two
+    assert branch_runs.rows_one == branch_runs.rows_two
     assert (one.ran, one.total) == (two.ran, two.total) == (8, 10)
 
     def overlaps(schedule):
@@ -237,13 +255,11 @@ def test_a_spark_failure_is_one_line_naming_the_task(spark, branch, monkeypatch)
 # Trace and schedule
 
 
-def test_trace_out_is_a_valid_jobtrace_of_the_run(spark, branch, tmp_path):
+def test_trace_out_is_a_valid_jobtrace_of_the_run(branch_runs):
     from levelflow.traces import check_schedule, load_trace, read_schedule
 
-    pt, factdir = branch
-    trace_path, schedule_path = tmp_path / "run.json", tmp_path / "run.csv"
-    result = run_program(spark, pt, factdir, scheduler="levelbased", jobs=2,
-                         trace_out=trace_path, schedule_out=schedule_path)
+    pt, result = branch_runs.pt, branch_runs.two
+    trace_path, schedule_path = branch_runs.trace_path, branch_runs.schedule_path
     trace = load_trace(trace_path)
     names = trace.graph.names
     assert list(names) == [t.name for t in pt.tasks]  # ALL tasks, ids = task names
@@ -262,13 +278,12 @@ def test_trace_out_is_a_valid_jobtrace_of_the_run(spark, branch, tmp_path):
     assert check_schedule(trace, read_schedule(schedule_path, trace)) == []
 
 
-def test_recorded_trace_replays_in_the_simulator(spark, branch):
+def test_recorded_trace_replays_in_the_simulator(branch_runs):
     from levelflow.simulator import simulate
 
-    pt, factdir = branch
-    result = run_program(spark, pt, factdir, scheduler="levelbased", jobs=2)
-    sim = simulate(result.trace, "levelbased", processors=2)
-    assert sim.tasks == result.ran
+    for result in (branch_runs.one, branch_runs.two):
+        sim = simulate(result.trace, "levelbased", processors=2)
+        assert sim.tasks == result.ran
 
 
 # ---------------------------------------------------------------------------------------------
