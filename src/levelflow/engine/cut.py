@@ -17,9 +17,9 @@ def cut(df: DataFrame, checkpoint: str = "local") -> tuple[DataFrame, int]:
 
     The count is observed while the checkpoint job runs, which saves a job per delta.
     """
-    import pyspark.sql.functions as F
+    from levelflow.engine.sql_text import exprs
 
-    df, seen = cut_observed(df, [F.count(F.lit(1)).alias("rows")], checkpoint)
+    df, seen = cut_observed(df, exprs("count(1) AS `rows`"), checkpoint)
     return df, int(seen["rows"])
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from levelflow.engine.sql_text import quoted
 from levelflow.engine.types import SQL_TYPES
 from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import IO
@@ -235,9 +236,7 @@ def named(decl: Decl, df: DataFrame) -> DataFrame:
         ok = a and a not in seen and a.lower() not in {s.lower() for s in seen}
         names.append(a if ok else f"c{i}")
         seen.add(names[-1])
-    import pyspark.sql.functions as F
-
-    return df.select(*[F.col(f"c{i}").alias(n) for i, n in enumerate(names)])
+    return df.selectExpr(*[f"c{i} AS {quoted(n)}" for i, n in enumerate(names)])
 
 
 def read_input(spark: SparkSession, decl: Decl, io: IO, factdir) -> DataFrame:

@@ -19,6 +19,8 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from levelflow.engine.sql_text import quoted
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -85,8 +87,9 @@ def rows_frame(spark: SparkSession, decl: Decl, rows: list[tuple]) -> DataFrame:
     if len(rows) > LITERAL_ROWS:
         return spark.createDataFrame(rows, schema)
     if not rows:
-        return spark.range(0).select(*[F.lit(None).cast(f.dataType).alias(f.name)
-                                       for f in schema.fields])
+        return spark.range(0).selectExpr(*[  # SQL text: one JVM call a column, not four
+            f"CAST(NULL AS {f.dataType.simpleString()}) AS {quoted(f.name)}"
+            for f in schema.fields])
     names = schema.fieldNames()
     text = json.dumps([dict(zip(names, row, strict=True)) for row in rows])
     parsed = F.from_json(F.lit(text), ArrayType(schema), {"allowNonNumericNumbers": "true"})

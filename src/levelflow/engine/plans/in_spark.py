@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from levelflow.engine.plans.layout import COUNT_REL, STATS_REL, Layout
+from levelflow.engine.sql_text import exprs, quoted
 from levelflow.engine.types import relation_schema
 
 
@@ -39,10 +40,10 @@ def pack_inputs(spark, layout: Layout, frames: Sequence):
     """Return one frame holding every source's rows (`_src`, `s<src>_c<j>`), plus a marker row."""
     import pyspark.sql.functions as F
 
-    packed = spark.range(1).select(F.lit(-1).alias("_src"))  # every share gets a row
-    for s, df in enumerate(frames):
-        cols = [F.col(c).alias(f"s{s}_{c}") for c in df.columns]
-        packed = packed.unionByName(df.select(F.lit(s).alias("_src"), *cols),
+    packed = spark.range(1).selectExpr("-1 AS _src")  # every share gets a row
+    for s, df in enumerate(frames):  # SQL text: one JVM call per column, not three
+        cols = [f"{quoted(c)} AS {quoted(f's{s}_{c}')}" for c in df.columns]
+        packed = packed.unionByName(df.selectExpr(f"{s} AS _src", *cols),
                                     allowMissingColumns=True)
     packed = packed.coalesce(1)
     if layout.parts == 1:
@@ -91,13 +92,9 @@ def cached_cut(df, observed: str):
 
 def _packed_metrics(layout: Layout) -> list:
     """Return the metrics observed over a packed result: rows per relation, then rounds."""
-    import pyspark.sql.functions as F
-
-    rel = F.col("_rel")
-    metrics = [F.sum(F.when(rel == r, 1).otherwise(0)).alias(f"r{r}")
-               for r in range(len(layout.names))]
-    metrics.append(F.max(F.when(rel == STATS_REL, F.col("_it"))).alias("rounds"))
-    return metrics
+    return exprs(*[f"sum(CASE WHEN _rel = {r} THEN 1 ELSE 0 END) AS r{r}"
+                   for r in range(len(layout.names))],
+                 f"max(CASE WHEN _rel = {STATS_REL} THEN _it END) AS rounds")
 
 
 def _evaluated(spark, layout: Layout, frames: Sequence):
@@ -142,13 +139,9 @@ def run_packed(spark, layout: Layout, frames: Sequence, checkpoint: str = "local
 
 def unpack(packed, layout: Layout, ranked: bool) -> dict:
     """Return each relation of the task as a frame over the checkpointed packed result."""
-    import pyspark.sql.functions as F
-
     out = {}
-    for r, name in enumerate(layout.names):
-        decl = layout.decls[name]
-        cols = [F.col(f"o{r}_{f.name}").alias(f.name) for f in relation_schema(decl).fields]
-        if ranked:
-            cols.append(F.col("_it"))
-        out[name] = packed.filter(F.col("_rel") == r).select(*cols)
+    for r, rel in enumerate(layout.names):
+        cols = [f"{quoted(f'o{r}_{f.name}')} AS {quoted(f.name)}"
+                for f in relation_schema(layout.decls[rel]).fields]
+        out[rel] = packed.filter(f"_rel = {r}").selectExpr(*cols, *(["_it"] if ranked else []))
     return out

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from levelflow.engine.sql_text import exprs, quoted_list
+
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
@@ -36,20 +38,17 @@ class Stored:
     files: dict | None  # file name -> [bytes, rows, checksum hex]
 
 
-def _halves(df: DataFrame) -> tuple[Column, Column]:
-    """Return the low and high 32 bits of each row's xxhash64 (each sum fits a long)."""
-    import pyspark.sql.functions as F
-
-    h = F.xxhash64(*[F.col(c) for c in df.columns])
-    return h.bitwiseAND(F.lit(_LOW)), F.shiftrightunsigned(h, 32)
+def _halves(columns) -> tuple[str, str]:
+    """Return SQL for the low and high 32 bits of each row's xxhash64 (each sum fits a long)."""
+    h = f"xxhash64({quoted_list(columns)})"
+    return f"{h} & {_LOW}", f"shiftrightunsigned({h}, 32)"
 
 
-def _aggregates(df: DataFrame) -> list[Column]:
-    """Return the count and the two hash-half sums of a relation, as aggregate columns."""
-    import pyspark.sql.functions as F
-
-    lo, hi = _halves(df)
-    return [F.count(F.lit(1)).alias("n"), F.sum(lo).alias("lo"), F.sum(hi).alias("hi")]
+def _aggregates(df: DataFrame, columns=None) -> list[Column]:
+    """Return the count and the two hash-half sums of a relation, as aggregate columns
+    (`columns`: df's column names, when the caller knows them without asking the JVM)."""
+    lo, hi = _halves(df.columns if columns is None else columns)
+    return exprs("count(1) AS n", f"sum({lo}) AS lo", f"sum({hi}) AS hi")
 
 
 def _hex(lo, hi) -> str:
@@ -57,12 +56,13 @@ def _hex(lo, hi) -> str:
     return f"{((hi or 0) << 32) + (lo or 0):x}"
 
 
-def observed(df: DataFrame):
-    """Return (df, observation): writing df also computes its count and checksum, no extra job."""
+def observed(df: DataFrame, columns=None):
+    """Return (df, observation): writing df also computes its count and checksum, no extra job
+    (`columns`: df's column names, when the caller knows them without asking the JVM)."""
     from pyspark.sql import Observation
 
     obs = Observation("levelflow-checksum")
-    return df.observe(obs, *_aggregates(df)), obs
+    return df.observe(obs, *_aggregates(df, columns)), obs
 
 
 def observed_result(obs) -> tuple[int, str]:
@@ -99,22 +99,19 @@ def scan(spark: SparkSession, items: list[Stored]) -> dict[int, dict[str, tuple[
     """Return per item index, per part file, (rows, checksum) as read now: one Spark job."""
     import functools
 
-    import pyspark.sql.functions as F
-
     if not items:
         return {}
     parts = []
     for i, item in enumerate(items):  # one row shape for every item, then one aggregate: an
         # aggregate per item before the union ran a job per item (adaptive execution)
-        df = spark.read.schema(item.schema).parquet(str(item.path))
-        lo, hi = _halves(df)
-        parts.append(df.select(F.lit(i).alias("item"), F.col("_metadata.file_name")
-                               .alias("file"), lo.alias("lo"), hi.alias("hi")))
+        lo, hi = _halves(item.schema.fieldNames())
+        parts.append(spark.read.schema(item.schema).parquet(str(item.path)).selectExpr(
+            f"{i} AS `item`", "_metadata.file_name AS `file`", f"{lo} AS lo", f"{hi} AS hi"))
     rows = functools.reduce(lambda a, b: a.unionByName(b), parts)
     if sum(sum(part_files(item.path).values()) for item in items) <= ONE_TASK_BYTES:
         rows = rows.coalesce(1)  # one partition: the aggregate needs no shuffle, so one job
-    rows = rows.groupBy("item", "file").agg(
-        F.count(F.lit(1)).alias("n"), F.sum("lo").alias("lo"), F.sum("hi").alias("hi"))
+    rows = rows.groupBy("item", "file").agg(*exprs("count(1) AS n", "sum(lo) AS lo",
+                                                   "sum(hi) AS hi"))
     out: dict[int, dict[str, tuple[int, str]]] = {i: {} for i in range(len(items))}
     for r in rows.collect():
         out[r["item"]][r["file"]] = (int(r["n"]), _hex(r["lo"], r["hi"]))
@@ -147,7 +144,7 @@ def unreadable(spark: SparkSession, items: list[Stored]) -> list[str]:
         for path in sorted(item.path.glob("*.parquet")):
             try:
                 df = spark.read.schema(item.schema).parquet(str(path))
-                df.agg(*_aggregates(df)).collect()
+                df.agg(*_aggregates(df, item.schema.fieldNames())).collect()
             except Exception as e:  # noqa: BLE001 - any reader failure is this file's damage
                 out.append(f"{path}: error: {item.label}: part file cannot be read "
                            f"({cause(e)})")

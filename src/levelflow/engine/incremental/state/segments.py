@@ -23,6 +23,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from levelflow.engine.sql_text import quoted
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
@@ -42,13 +44,13 @@ def segment_schema(schema):
 
 def segment_frame(removed: DataFrame | None, added: DataFrame | None, schema) -> DataFrame:
     """Return one frame of a segment's rows: `removed` tagged -1, `added` tagged +1."""
-    import pyspark.sql.functions as F
-
     def cols(df):  # removed rows may come without their count or rank: NULL then
-        return [F.col(f.name) if f.name in df.columns else F.lit(None).cast(f.dataType)
-                .alias(f.name) for f in schema.fields]
+        have = set(df.columns)
+        return [quoted(f.name) if f.name in have else
+                f"CAST(NULL AS {f.dataType.simpleString()}) AS {quoted(f.name)}"
+                for f in schema.fields]
 
-    parts = [df.select(*cols(df), F.lit(sign).cast("int").alias(OP))
+    parts = [df.selectExpr(*cols(df), f"CAST({sign} AS int) AS {quoted(OP)}")
              for sign, df in ((-1, removed), (1, added)) if df is not None]
     out = parts[0]
     for p in parts[1:]:
@@ -88,17 +90,22 @@ def segment_path(epochs: Path, kind: str, name: str, epoch: int) -> Path:
 def apply_segment(current: DataFrame, seg: DataFrame, tuple_cols: list[str],
                   rows: int) -> DataFrame:
     """Return `current` minus the segment's removed tuples, plus its added rows."""
-    import pyspark.sql.functions as F
 
     from levelflow.engine.compile import BROADCAST_ROWS
 
-    gone = seg.filter(F.col(OP) < 0).select(*[F.col(c).alias(f"_r{c}") for c in tuple_cols])
-    if rows <= BROADCAST_ROWS:
-        gone = F.broadcast(gone)
-    # Null-safe: a nullary relation's placeholder column holds NULL.
-    cond = [current[c].eqNullSafe(gone[f"_r{c}"]) for c in tuple_cols]
-    kept = current.join(gone, cond, "left_anti")
-    return kept.unionByName(seg.filter(F.col(OP) > 0).drop(OP))
+    kept = _without(current, seg.filter(f"{quoted(OP)} < 0"), tuple_cols, rows <= BROADCAST_ROWS)
+    return kept.unionByName(seg.filter(f"{quoted(OP)} > 0").drop(OP))
+
+
+def _without(current: DataFrame, gone: DataFrame, tuple_cols: list[str], broadcast: bool):
+    """Return `current` without the tuples (`tuple_cols`) that `gone` holds."""
+    import pyspark.sql.functions as F
+
+    gone = gone.selectExpr(*[f"{quoted(c)} AS {quoted('_r' + c)}" for c in tuple_cols])
+    # Null-safe: a nullary relation's placeholder column holds NULL. SQL text: one JVM call.
+    cond = [F.expr(" AND ".join(f"{quoted(c)} <=> {quoted('_r' + c)}" for c in tuple_cols))
+            ] if tuple_cols else []
+    return current.join(F.broadcast(gone) if broadcast else gone, cond, "left_anti")
 
 
 def net_of_chain(tables: list, tuple_cols: list[str]):
@@ -138,7 +145,6 @@ def _netted(spark: SparkSession, base: DataFrame, paths: list[Path], schema,
             tuple_cols: list[str]) -> DataFrame:
     """Return base with a chain's net change (net_of_chain of its files) applied."""
     import pyarrow.parquet as pq
-    import pyspark.sql.functions as F
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StructType
 
@@ -149,10 +155,8 @@ def _netted(spark: SparkSession, base: DataFrame, paths: list[Path], schema,
     fields = {f.name: f for f in schema.fields}
     keys = StructType([fields[c] for c in tuple_cols])
     gone = spark_frame(spark, arrow_of(touched).cast(to_arrow_schema(keys)), keys)
-    gone = F.broadcast(gone.select(*[F.col(c).alias(f"_r{c}") for c in tuple_cols]))
-    cond = [base[c].eqNullSafe(gone[f"_r{c}"]) for c in tuple_cols]
     new = spark_frame(spark, arrow_of(added).cast(to_arrow_schema(schema)), schema)
-    return base.join(gone, cond, "left_anti").unionByName(new)
+    return _without(base, gone, tuple_cols, True).unionByName(new)
 
 
 def chain_rows(entry: dict) -> int:

@@ -108,7 +108,7 @@ def _segment(old: dict, epoch: int, rows: int, tmp: Path, kind: str, name: str, 
     """Return _plan_one's answer for a segment on the chain (`table`: its rows, if the driver
     holds them all)."""
     df, obs = (table, table) if table is not None else \
-        observed(segment_frame(*seg, schema))
+        observed(segment_frame(*seg, schema), segment_schema(schema).fieldNames())
     path = tmp / "seg" / kind / name  # tmp becomes epochs/<epoch>: segment_path
     entry = {**old, "rows": rows, "base_rows": int(old.get("base_rows", old["rows"])),
              "segments": [*old.get("segments", []), {"epoch": epoch}]}

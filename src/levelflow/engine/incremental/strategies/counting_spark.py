@@ -18,6 +18,7 @@ from levelflow.engine.incremental.state.snapshot import COUNT
 from levelflow.engine.incremental.strategies.aggregates import aggregate_task
 from levelflow.engine.incremental.strategies.counting import SIGNS, delta_terms
 from levelflow.engine.incremental.versions import Change, TaskContext
+from levelflow.engine.sql_text import exprs, quoted
 from levelflow.engine.types import column_names, empty_relation, relation_schema
 from levelflow.tasks.ast import Atom, Program, Var
 
@@ -204,27 +205,17 @@ def _touched(dc: DataFrame, rows: int, old_c: DataFrame, cols: list[str]):
 
 def _observed(upd: DataFrame):
     """Return (upd cut, its sizes: rows, plus (count became positive), minus), or (None, _)."""
-    import pyspark.sql.functions as F
-
-    upd, seen = cut_observed(upd, [F.count(F.lit(1)).alias("rows"),
-                                   F.sum(F.when(_gained(), 1).otherwise(0)).alias("plus"),
-                                   F.sum(F.when(_lost(), 1).otherwise(0)).alias("minus")])
+    upd, seen = cut_observed(upd, exprs("count(1) AS `rows`",
+                                        f"sum(CASE WHEN {GAINED} THEN 1 ELSE 0 END) AS plus",
+                                        f"sum(CASE WHEN {LOST} THEN 1 ELSE 0 END) AS minus"))
     sizes = {k: int(v or 0) for k, v in seen.items()}
     return (upd if sizes["rows"] else None), sizes
 
 
-def _gained():
-    """Return the condition of a touched tuple whose count became positive (a Δ+ tuple)."""
-    import pyspark.sql.functions as F
-
-    return (F.col("_old") <= 0) & (F.col("_new") > 0)
-
-
-def _lost():
-    """Return the condition of a touched tuple whose count fell to zero (a Δ- tuple)."""
-    import pyspark.sql.functions as F
-
-    return (F.col("_old") > 0) & (F.col("_new") <= 0)
+# As SQL text (one JVM call where Column pieces made one each): the condition of a touched
+# tuple whose count became positive (a Δ+ tuple), and of one whose count fell to zero (Δ-).
+GAINED = "_old <= 0 AND _new > 0"
+LOST = "_old > 0 AND _new <= 0"
 
 
 def counts_change(old_c, old, cols: list[str], upd: DataFrame, sizes: dict) -> Change:
@@ -232,13 +223,13 @@ def counts_change(old_c, old, cols: list[str], upd: DataFrame, sizes: dict) -> C
     import pyspark.sql.functions as F
 
     # Δ+ and Δ- are filters of the cut `upd`, their sizes observed while it was cut.
-    plus, minus = upd.filter(_gained()).select(*cols), upd.filter(_lost()).select(*cols)
+    plus, minus = upd.filter(GAINED).select(*cols), upd.filter(LOST).select(*cols)
     ukeys = upd.select(*cols)
     ukeys = F.broadcast(ukeys) if sizes["rows"] <= BROADCAST_ROWS else ukeys
-    added = upd.filter(F.col("_new") > 0).select(*cols, F.col("_new").alias(COUNT))
+    added = upd.filter("_new > 0").selectExpr(*map(quoted, cols), f"_new AS {quoted(COUNT)}")
     new_c = old_c.join(ukeys, cols, "left_anti").unionByName(added)
     # The segment: the touched tuples' old rows go, their new counts come (upd is cut).
-    stored = (upd.filter(F.col("_old") > 0).select(*cols), added)
+    stored = (upd.filter("_old > 0").select(*cols), added)
     return Change(new_c, plus, sizes["plus"], minus, sizes["minus"],
                   old.old_rows + sizes["plus"] - sizes["minus"], dirty=True, stored=stored)
 

@@ -32,6 +32,7 @@ from levelflow.engine.incremental.backends.worker.share_job import (
 from levelflow.engine.incremental.strategies.counting_spark import counts_change
 from levelflow.engine.incremental.versions import Change, TaskContext
 from levelflow.engine.plans.in_spark import packed_schema
+from levelflow.engine.sql_text import quoted
 from levelflow.engine.types import column_names, relation_schema
 
 if TYPE_CHECKING:
@@ -85,7 +86,6 @@ def _run(ctx: TaskContext, spec, frames):
 
 def _change(ctx: TaskContext, n: str, out, r: int, seen) -> Change:
     """Return relation n's Change from the epoch's output: its touched tuples' counts."""
-    import pyspark.sql.functions as F
     from pyspark.sql.types import LongType, StructField, StructType
 
     old_c, old = ctx.old_counts[n], ctx.versions[n]
@@ -94,8 +94,8 @@ def _change(ctx: TaskContext, n: str, out, r: int, seen) -> Change:
         return Change(old_c, rows=old.old_rows)
     cols = column_names(ctx.decls[n].arity)
     if not isinstance(out, pl.DataFrame):
-        upd = out.filter(F.col("_rel") == r).select(
-            *[F.col(f"o{r}_{c}").alias(c) for c in cols], "_old", "_new")
+        upd = out.filter(f"_rel = {r}").selectExpr(
+            *[f"{quoted(f'o{r}_{c}')} AS {quoted(c)}" for c in cols], "_old", "_new")
         return counts_change(old_c, old, cols, upd, sizes)
     mine = out.filter(pl.col("_rel") == r).select(
         *[pl.col(f"o{r}_{c}").alias(c) for c in cols], "_old", "_new")

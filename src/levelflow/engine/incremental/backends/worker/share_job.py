@@ -24,6 +24,8 @@ from levelflow.engine.incremental.strategies.dred_polars import RECOMPUTE_ROWS
 from levelflow.engine.incremental.versions import TaskContext
 from levelflow.engine.plans import resident
 from levelflow.engine.plans.in_spark import pack_inputs
+from levelflow.engine.sql_text import col as sql_col
+from levelflow.engine.sql_text import exprs, quoted
 
 if TYPE_CHECKING:
     from levelflow.tasks.tasks import Task
@@ -33,27 +35,23 @@ DIRECT_ROWS = 50_000
 
 def run_job(ctx: TaskContext, spec, frames, partition, schema, observed):
     """Return (checkpointed output, observed counts) after one Spark job: the packed
-    `frames` through `partition(spec, batches)`, observed as `observed(F.col)` says."""
-    import pyspark.sql.functions as F
+    `frames` through `partition(spec, batches)`, observed as `observed(sql_text.col)` says."""
 
     def run(batches):
         return partition(spec, batches)
 
     out = pack_inputs(ctx.spark, spec, frames).mapInArrow(run, schema)
-    return cut_observed(out, metrics(F, F.col, observed))
+    return cut_observed(out, exprs(*[  # SQL text: one JVM call per aggregate
+        f"sum(CASE WHEN {cond} THEN 1 ELSE 0 END) AS {quoted(name)}" if kind == "rows" else
+        f"max(CASE WHEN {cond} THEN _it END) AS {quoted(name)}"
+        for name, cond, kind in observed(sql_col)]))
 
 
-def metrics(lib, col, observed) -> list:
-    """Return the aggregates of `observed(col)` in Spark (lib F) or Polars (lib pl)."""
-    out = []
-    for name, cond, kind in observed(col):
-        if lib is pl:
-            out.append((cond.sum() if kind == "rows" else col("_it").filter(cond).max())
-                       .alias(name))
-        else:
-            out.append((lib.sum(lib.when(cond, 1).otherwise(0)) if kind == "rows"
-                        else lib.max(lib.when(cond, col("_it")))).alias(name))
-    return out
+def metrics(observed) -> list:
+    """Return the aggregates of `observed(pl.col)` in Polars (run_job has Spark's)."""
+    col = pl.col
+    return [(cond.sum() if kind == "rows" else col("_it").filter(cond).max()).alias(name)
+            for name, cond, kind in observed(col)]
 
 
 def run_or_ship(ctx: TaskContext, task: Task, spec, frames, sources, runs, cancel):
@@ -104,7 +102,7 @@ def run_direct(ctx: TaskContext, spec, packed: bytes, share_rows, observed):
 
     shares = sc.parallelize(range(spec.parts), spec.parts).mapPartitionsWithIndex(run).collect()
     out = pl.concat([pl.read_ipc_stream(b) for b in shares])
-    return out, out.select(metrics(pl, pl.col, observed)).row(0, named=True)
+    return out, out.select(metrics(observed)).row(0, named=True)
 
 
 @dataclass(frozen=True, slots=True)
