@@ -31,3 +31,16 @@ def test_sql_conditions_count_what_column_conditions_count(spark):
     got = df.agg(*exprs(*[f"sum(CASE WHEN {c} THEN 1 ELSE 0 END) AS k{i}"
                           for i, c in enumerate(conds(col))])).collect()
     assert got == want and list(want[0]) == [2, 1, 2]
+
+
+def test_a_condition_refuses_an_operand_it_would_misread():
+    """A str would be pasted in as a column name and a float could lose digits: refused."""
+    import pytest
+
+    from levelflow.engine.sql_text import col
+
+    text = str((col("a") == 3) & (col("b") <= col("c")))  # Sql's == makes SQL, str's compares
+    assert text == "((`a` = 3) AND (`b` <= `c`))"
+    for bad in ("x", 1.5, True):
+        with pytest.raises(TypeError):
+            col("a") == bad  # noqa: B015

@@ -41,6 +41,9 @@ class Sql(str):
     __hash__ = str.__hash__
 
     def _op(self, op: str, other) -> Sql:
+        # Only SQL text and integers are written as they are: a str would be read as a name.
+        if not isinstance(other, Sql) and (type(other) is not int):
+            raise TypeError(f"Sql {op} {type(other).__name__}: not SQL text or an integer")
         return Sql(f"({self} {op} {other})")
 
     def __eq__(self, other):
