@@ -34,35 +34,37 @@ def exprs(*texts: str) -> list:
     return [Column(parse(t)) for t in texts]
 
 
+def count_where(condition: str, name: str) -> str:
+    """Return SQL for the aggregate counting the rows that meet `condition`, named `name`."""
+    return f"sum(CASE WHEN {condition} THEN 1 ELSE 0 END) AS {quoted(name)}"
+
+
+def null_of(field) -> str:
+    """Return SQL for a NULL of a pyspark StructField's type, named as the field."""
+    return f"CAST(NULL AS {field.dataType.simpleString()}) AS {quoted(field.name)}"
+
+
+def _operator(op: str):
+    """Return the Sql method writing `self op other` as SQL text."""
+    def apply(self, other) -> Sql:
+        # Only SQL text and integers are written as they are: a str would be read as a name.
+        if not isinstance(other, Sql) and (type(other) is not int):
+            raise TypeError(f"Sql {op} {type(other).__name__}: not SQL text or an integer")
+        return Sql(f"({self} {op} {other})")
+    return apply
+
+
 class Sql(str):
     """SQL text that composes with the Column operators a condition uses (==, &, <, <=, >,
     >=) into more SQL text, so code written for Columns builds one expression in Python."""
 
     __hash__ = str.__hash__
-
-    def _op(self, op: str, other) -> Sql:
-        # Only SQL text and integers are written as they are: a str would be read as a name.
-        if not isinstance(other, Sql) and (type(other) is not int):
-            raise TypeError(f"Sql {op} {type(other).__name__}: not SQL text or an integer")
-        return Sql(f"({self} {op} {other})")
-
-    def __eq__(self, other):
-        return self._op("=", other)
-
-    def __and__(self, other):
-        return self._op("AND", other)
-
-    def __lt__(self, other):
-        return self._op("<", other)
-
-    def __le__(self, other):
-        return self._op("<=", other)
-
-    def __gt__(self, other):
-        return self._op(">", other)
-
-    def __ge__(self, other):
-        return self._op(">=", other)
+    __eq__ = _operator("=")
+    __and__ = _operator("AND")
+    __lt__ = _operator("<")
+    __le__ = _operator("<=")
+    __gt__ = _operator(">")
+    __ge__ = _operator(">=")
 
 
 def col(column: str) -> Sql:

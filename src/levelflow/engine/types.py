@@ -19,7 +19,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from levelflow.engine.sql_text import quoted
+from levelflow.engine.sql_text import null_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -88,7 +88,7 @@ def rows_frame(spark: SparkSession, decl: Decl, rows: list[tuple]) -> DataFrame:
         return spark.createDataFrame(rows, schema)
     if not rows:
         return spark.range(0).selectExpr(*[  # SQL text: one JVM call a column, not four
-            f"CAST(NULL AS {f.dataType.simpleString()}) AS {quoted(f.name)}"
+            null_of(f)
             for f in schema.fields])
     names = schema.fieldNames()
     text = json.dumps([dict(zip(names, row, strict=True)) for row in rows])

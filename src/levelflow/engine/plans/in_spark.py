@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from levelflow.engine.plans.layout import COUNT_REL, STATS_REL, Layout
-from levelflow.engine.sql_text import exprs, quoted
+from levelflow.engine.sql_text import count_where, exprs, quoted
 from levelflow.engine.types import relation_schema
 
 
@@ -92,7 +92,7 @@ def cached_cut(df, observed: str):
 
 def _packed_metrics(layout: Layout) -> list:
     """Return the metrics observed over a packed result: rows per relation, then rounds."""
-    return exprs(*[f"sum(CASE WHEN _rel = {r} THEN 1 ELSE 0 END) AS r{r}"
+    return exprs(*[count_where(f"_rel = {r}", f"r{r}")
                    for r in range(len(layout.names))],
                  f"max(CASE WHEN _rel = {STATS_REL} THEN _it END) AS rounds")
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from levelflow.engine.sql_text import quoted
+from levelflow.engine.sql_text import null_of, quoted
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -46,9 +46,7 @@ def segment_frame(removed: DataFrame | None, added: DataFrame | None, schema) ->
     """Return one frame of a segment's rows: `removed` tagged -1, `added` tagged +1."""
     def cols(df):  # removed rows may come without their count or rank: NULL then
         have = set(df.columns)
-        return [quoted(f.name) if f.name in have else
-                f"CAST(NULL AS {f.dataType.simpleString()}) AS {quoted(f.name)}"
-                for f in schema.fields]
+        return [quoted(f.name) if f.name in have else null_of(f) for f in schema.fields]
 
     parts = [df.selectExpr(*cols(df), f"CAST({sign} AS int) AS {quoted(OP)}")
              for sign, df in ((-1, removed), (1, added)) if df is not None]

@@ -18,7 +18,7 @@ from levelflow.engine.incremental.state.snapshot import COUNT
 from levelflow.engine.incremental.strategies.aggregates import aggregate_task
 from levelflow.engine.incremental.strategies.counting import SIGNS, delta_terms
 from levelflow.engine.incremental.versions import Change, TaskContext
-from levelflow.engine.sql_text import exprs, quoted
+from levelflow.engine.sql_text import count_where, exprs, quoted
 from levelflow.engine.types import column_names, empty_relation, relation_schema
 from levelflow.tasks.ast import Atom, Program, Var
 
@@ -206,8 +206,8 @@ def _touched(dc: DataFrame, rows: int, old_c: DataFrame, cols: list[str]):
 def _observed(upd: DataFrame):
     """Return (upd cut, its sizes: rows, plus (count became positive), minus), or (None, _)."""
     upd, seen = cut_observed(upd, exprs("count(1) AS `rows`",
-                                        f"sum(CASE WHEN {GAINED} THEN 1 ELSE 0 END) AS plus",
-                                        f"sum(CASE WHEN {LOST} THEN 1 ELSE 0 END) AS minus"))
+                                        count_where(GAINED, "plus"),
+                                        count_where(LOST, "minus")))
     sizes = {k: int(v or 0) for k, v in seen.items()}
     return (upd if sizes["rows"] else None), sizes
 

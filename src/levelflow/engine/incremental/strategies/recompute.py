@@ -10,7 +10,7 @@ from levelflow.engine.evaluate import cut_observed
 from levelflow.engine.incremental.versions import TaskContext
 from levelflow.engine.plans import choose_plan, evaluate_planned
 from levelflow.engine.plans.layout import BASE_FACTS as BASE
-from levelflow.engine.sql_text import exprs, quoted
+from levelflow.engine.sql_text import count_where, exprs, quoted
 from levelflow.tasks.ast import Atom, Decl, Rule, Var
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def diff(old: DataFrame, old_rows: int, new: DataFrame, new_rows: int, cols) -> 
     # over that cut (a cut per side cost two more jobs, 0.5 s and more each under load).
     changed, seen = cut_observed(
         tagged.groupBy(*cols).agg(*exprs("sum(_in) AS _in")).filter("_in != 3"),
-        exprs(*[f"sum(CASE WHEN _in = {side} THEN 1 ELSE 0 END) AS in{side}"
+        exprs(*[count_where(f"_in = {side}", f"in{side}")
                 for side in (1, 2)]))
     plus_rows, minus_rows = int(seen["in2"] or 0), int(seen["in1"] or 0)
     plus = changed.filter("_in = 2").select(*cols) if plus_rows else None

@@ -25,7 +25,7 @@ from levelflow.engine.incremental.versions import TaskContext
 from levelflow.engine.plans import resident
 from levelflow.engine.plans.in_spark import pack_inputs
 from levelflow.engine.sql_text import col as sql_col
-from levelflow.engine.sql_text import exprs, quoted
+from levelflow.engine.sql_text import count_where, exprs, quoted
 
 if TYPE_CHECKING:
     from levelflow.tasks.tasks import Task
@@ -42,7 +42,7 @@ def run_job(ctx: TaskContext, spec, frames, partition, schema, observed):
 
     out = pack_inputs(ctx.spark, spec, frames).mapInArrow(run, schema)
     return cut_observed(out, exprs(*[  # SQL text: one JVM call per aggregate
-        f"sum(CASE WHEN {cond} THEN 1 ELSE 0 END) AS {quoted(name)}" if kind == "rows" else
+        count_where(cond, name) if kind == "rows" else
         f"max(CASE WHEN {cond} THEN _it END) AS {quoted(name)}"
         for name, cond, kind in observed(sql_col)]))
 
