@@ -168,6 +168,7 @@ def test_the_tasks_of_a_direct_job_claim_every_share_once_a_held_one_first(root)
     assert sorted(p.name for p in (root / "claims").iterdir()) == [f"lin.{_token(3)}-j2.0"]
     resident.forget(["lin"])
     assert not list((root / "claims").iterdir())
+    assert resident.lookup("lin", 2, _token(1)) is None  # nor kept in this process's memory
 
 
 def test_tasks_claiming_at_once_from_several_processes_get_distinct_shares(root):

@@ -379,7 +379,11 @@ def _sweep(root: Path) -> None:
 
 
 def forget(lineages: Iterable[str]) -> None:
-    """Delete the files of the given lineages (this machine's; a session closing)."""
+    """Delete the files of the given lineages (this machine's; a session closing), and what
+    this process keeps of them in memory (the driver keeps counted tasks' states)."""
+    lineages = set(lineages)
+    for key in [k for k in _MEMORY if k[0] in lineages]:
+        del _MEMORY[key]
     for lineage in lineages:
         for path in [*_root().glob(f"{lineage}-*"), *_root().glob(f"claims/{lineage}.*")]:
             with contextlib.suppress(OSError):
