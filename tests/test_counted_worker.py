@@ -1,9 +1,10 @@
-"""Epochs of counted tasks run in the Python worker that keeps their counts (counted_*.py).
+"""Epochs of counted tasks run where their counts are kept: a Python worker or the driver
+(counting_*.py).
 
-The worker's update against counts from scratch over random epochs (negation with wildcards,
+The share's update against counts from scratch over random epochs (negation with wildcards,
 deletions crossing zero, own base and program facts), in process; then through Spark: a counted
-view over a recursive task, one job per epoch, and a missing worker copy shipped again, each
-against the naive reference.
+view over a recursive task, whose counts move from the worker that counted them to the driver
+(no job per epoch), and a missing copy shipped again, each against the naive reference.
 """
 
 from __future__ import annotations
@@ -190,10 +191,11 @@ def _facts(rng: random.Random) -> dict:
             "r": {(1, 1), (1, 2)}}
 
 
-def test_a_counted_view_runs_one_job_per_epoch_and_a_missing_copy_is_shipped_again(
+def test_a_counted_view_runs_no_job_per_epoch_and_a_missing_copy_is_shipped_again(
         spark, tmp_path):
-    """One job per epoch; at epoch 3 the worker's copy goes missing (a version no worker has:
-    it answers MISS), the old versions are shipped, and epoch 4 finds that copy: one job."""
+    """No job per epoch (the counts are in the driver); at epoch 3 the driver's copy goes
+    missing (a version nobody has: MISS), the old versions are brought over in a job, and
+    epoch 4 finds that copy: no job."""
     rng = random.Random(7)
     facts = _facts(rng)
     session = _session(spark, tmp_path, facts)
@@ -205,17 +207,18 @@ def test_a_counted_view_runs_one_job_per_epoch_and_a_missing_copy_is_shipped_aga
         result = _commit(session, ops)
         _check(session, facts, tmp_path / f"ref{k}")
         assert result.strategies.get("r") == "counting", k
-        assert "r" in result.arranged, k  # its counts live in a worker now
+        assert session.snap.arranged["r"].in_driver, k  # its counts live in the driver
         jobs.append(result.spark_jobs["r"])
     # With program facts the bootstrap counts on the Spark side, then leaves the counts in a
-    # worker (backends/warm.py): the first epoch finds them there as every later one does;
-    # the miss takes a second job that ships the old versions.
-    assert jobs[:2] == [1, 1] and jobs[2] >= 2 and jobs[3] == 1, jobs
+    # worker, which the driver reads (backends/warm.py): the first epoch finds them as every
+    # later one does; the miss takes the job that brings the old versions over.
+    assert jobs[:2] == [0, 0] and jobs[2] >= 1 and jobs[3] == 0, jobs
 
 
 def test_a_bootstrap_leaves_the_counts_in_a_worker(spark, tmp_path):
     """Without program facts (which the worker counts as old ones), the bootstrap counts in
-    the worker: the first epoch finds the counts there and runs one job too."""
+    the worker: the first epoch reads the counts the worker left (a local master shares its
+    files with the driver) and runs no job, as the next one."""
     rng = random.Random(9)
     facts = _facts(rng)
     session = _session(spark, tmp_path, facts, TC_VIEW.replace("r(1, 2).\n", ""))
@@ -224,4 +227,4 @@ def test_a_bootstrap_leaves_the_counts_in_a_worker(spark, tmp_path):
     for k, ops in enumerate(_mixed(rng, facts, 2), 1):
         result = _commit(session, ops)
         _check(session, facts, tmp_path / f"ref{k}")
-        assert result.spark_jobs["r"] == 1, k
+        assert result.spark_jobs["r"] == 0, k

@@ -217,10 +217,10 @@ class Epoch:
         return upd
 
     def _counting(self, v: int, task, ctx, cancel, t0: float) -> TaskUpdate:
-        """Return task v updated by counting: in the worker that keeps the task's counts when
-        the task is small and not gated, unless the driver holds every row the terms read and
-        they sum to nothing (no job at all); else in the driver or on the Spark side. The last
-        two leave no counts in a worker (held None)."""
+        """Return task v updated by counting: where the task's counts are kept (a worker or
+        the driver: counting_job.py) when the task is small and not gated, unless the driver
+        holds every row the terms read and they sum to nothing (no job at all); else summed
+        in the driver or on the Spark side. The last two keep no counts (held None)."""
         summed = counting_polars.summed_in_driver(ctx, task)
         # Sums in the driver still take a job joining them to the old counts, and one per
         # broadcast in it (5 on views1): the worker's epoch is one job and keeps its copy.
@@ -241,7 +241,7 @@ class Epoch:
 
     def _worker_counts(self, v: int, task, ctx, cancel, t0: float, strategy: str
                        ) -> TaskUpdate:
-        """Return task v updated by counting in the worker that keeps its counts."""
+        """Return task v updated by counting where its counts are kept (counting_job.py)."""
         out, held = counted_update(ctx, task, self.snap.arranged.get(task.name), cancel)
         upd = self._apply_counts(v, out, strategy, t0, lazy=True)
         upd.held = held

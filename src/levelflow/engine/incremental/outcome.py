@@ -27,7 +27,9 @@ def apply_counts(epoch, v, out, strategy, t0, lazy: bool = False) -> TaskUpdate:
         ver = Versions(epoch.program.decls[n], old.old, old.old_rows)
         if ch.dirty:
             new_c = ch.new
-            if lazy and old.pieces < LOG_PIECES:  # no job: a plan one epoch deeper
+            if ch.whole:  # built from counts the driver holds: no plan to bound
+                pass
+            elif lazy and old.pieces < LOG_PIECES:  # no job: a plan one epoch deeper
                 ver.pieces = old.pieces + 1
             elif strategy == "counting":
                 new_c = cut(new_c)[0]

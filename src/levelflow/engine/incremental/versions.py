@@ -109,6 +109,7 @@ class Change:
     pieces: int = 1
     top: int = 0
     stored: tuple | None = None  # (removed, added) stored rows, when known cheaply: TaskUpdate
+    whole: bool = False  # counting: `new` is built from counts the driver holds, not a plan
 
 
 @dataclass

@@ -164,7 +164,8 @@ def aggregate_update(ctx: TaskContext, task: Task, held=None, driver: bool = Tru
     if driver and _in_driver(ctx, rule):
         plus, minus, kept = state.state_update(ctx, rule, state.held_state(held))
         cols = column_names(ctx.decls[name].arity)
-        return {name: held_change(ctx, name, ctx.versions[name], plus, minus, cols)}, kept
+        return {name: held_change(ctx, name, ctx.versions[name], plus, minus, cols,
+                                  kept.tuples)}, kept
     return touched_update(ctx, task, rule), None
 
 

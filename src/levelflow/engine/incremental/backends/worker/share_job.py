@@ -76,6 +76,21 @@ def direct_input(frames) -> bytes | None:
     tables = [rows_of(df) for df in frames]
     if any(t is None for t in tables) or sum(t.num_rows for t in tables) > DIRECT_ROWS:
         return None
+    return _packed(tables)
+
+
+def driver_input(spark, spec, frames) -> bytes:
+    """Return the packed input of direct_input, the frames' rows brought to the driver in one
+    Spark job when it does not hold them all."""
+    tables = [rows_of(df) for df in frames]
+    if all(t is not None for t in tables):
+        return _packed(tables)
+    packed = pl.from_arrow(pack_inputs(spark, spec, frames).toArrow())
+    return packed.write_ipc_stream(None).getvalue()
+
+
+def _packed(tables: list) -> bytes:
+    """Return Arrow tables packed as one frame (`_src`, `s<src>_<c>`), as an IPC stream."""
     sources = [pl.from_arrow(t).select(pl.lit(s, pl.Int32).alias("_src"),
                                        *[pl.col(c).alias(f"s{s}_{c}") for c in t.column_names])
                for s, t in enumerate(tables)]
@@ -105,15 +120,24 @@ def run_direct(ctx: TaskContext, spec, packed: bytes, share_rows, observed):
     return out, out.select(metrics(observed)).row(0, named=True)
 
 
+def run_in_driver(spec, packed: bytes, share_rows, observed):
+    """Return (the one share's output rows, observed counts) of `share_rows(spec, packed, 0)`
+    run here, in the driver's process: no Spark job. The share's state stays in this
+    process's memory (plans/resident.py), the driver's own file behind it."""
+    out = pl.read_ipc_stream(share_rows(spec, packed, 0))
+    return out, out.select(metrics(observed)).row(0, named=True)
+
+
 @dataclass(frozen=True, slots=True)
 class Held:
-    """Where a task's state lives on the executors (lineage, version token, shares), and its
-    Spark-side copy per relation."""
+    """Where a task's state lives on the executors or in the driver (lineage, version token,
+    shares), and its Spark-side copy per relation."""
 
     lineage: str
     token: str
     parts: int
     logs: dict = field(default_factory=dict)  # relation -> Log
+    in_driver: bool = False  # the one share lives in the driver's process, not an executor
 
 
 def packed_sources(ctx: TaskContext, task: Task, lower: tuple[str, str] | None,
