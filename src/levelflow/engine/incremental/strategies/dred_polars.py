@@ -250,10 +250,7 @@ class PolarsDRed:
         return not frame.height
 
     def check_cancel(self) -> None:
-        # A worker's update is cancelled with its Spark job; here it stops past its budget.
-        if self.budget is not None and \
-                sum(old.suspects.height for old in self.olds.values()) > self.budget:
-            raise OverBudget
+        pass  # a worker's update is cancelled with its Spark job
 
     def removed_facts(self, name: str) -> list[pl.DataFrame]:
         return [self.inp.facts_minus[name]] if name in self.inp.facts_minus else []
@@ -280,6 +277,10 @@ class PolarsDRed:
         if kept and lost.height:
             lost = lost.join(pl.concat(kept).unique(), on=lost.columns, how="anti")
         self.olds[name].mark(lost)
+        # Past its budget the update stops here, before the joins the next round would run.
+        if self.budget is not None and \
+                sum(old.suspects.height for old in self.olds.values()) > self.budget:
+            raise OverBudget
         return lost
 
     def through_suspect(self, rule: Rule, pos: int, fresh: pl.DataFrame):
