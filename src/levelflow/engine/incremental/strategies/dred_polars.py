@@ -31,10 +31,10 @@ from levelflow.engine.incremental.strategies.arranged_lookups import (
     Members,
     member_lookups,
 )
-from levelflow.engine.incremental.strategies.closure_search import (
-    Search,
+from levelflow.engine.incremental.strategies.closure_epoch import (
+    ClosureEpoch,
     closure_edges,
-    planned_search,
+    planned_epoch,
 )
 from levelflow.engine.incremental.strategies.dred import delete_and_rederive
 from levelflow.engine.incremental.strategies.rewrites import (
@@ -62,10 +62,6 @@ class Inputs:
     facts_plus: Mapping[str, pl.DataFrame]
     facts_minus: Mapping[str, pl.DataFrame]
     share: Share | None = None
-
-
-class OverBudget(Exception):
-    """Delete-and-rederive found more suspects than its budget: another way is cheaper."""
 
 
 @dataclass(slots=True)
@@ -231,9 +227,8 @@ class PolarsDRed:
     """DRed's operations over one share's Polars frames (dred.DRedOps): its old tuples marked
     suspect in place (arranged.OldTuples), every step a local join."""
 
-    def __init__(self, state: Arranged, inp: Inputs, budget: int | None = None) -> None:
+    def __init__(self, state: Arranged, inp: Inputs) -> None:
         self.inp, self.names, self.rules = inp, inp.names, inp.rules
-        self.budget = budget
         self.olds = {n: OldTuples(state.ranked[n], state.keys[n], state.rows[n])
                      for n in inp.names}
         self.old = {**{n: _old_version(inp, n) for n in inp.lower_new},
@@ -277,10 +272,6 @@ class PolarsDRed:
         if kept and lost.height:
             lost = lost.join(pl.concat(kept).unique(), on=lost.columns, how="anti")
         self.olds[name].mark(lost)
-        # Past its budget the update stops here, before the joins the next round would run.
-        if self.budget is not None and \
-                sum(old.suspects.height for old in self.olds.values()) > self.budget:
-            raise OverBudget
         return lost
 
     def through_suspect(self, rule: Rule, pos: int, fresh: pl.DataFrame):
@@ -314,20 +305,15 @@ def update(state: Arranged, inp: Inputs, recompute_rows: int = RECOMPUTE_ROWS) -
     """Return the share's state after the epoch's change, with what it removed and added."""
     if _recompute_cheaper(state, inp, recompute_rows):
         return _recomputed(state, inp)
-    search = _search_plan(state, inp)
-    if search is None:
-        return _dred(state, inp)
-    try:  # DRed while its suspects cost less than searching again would
-        return _dred(state, inp, search.cost // SEARCH_STEPS_PER_SUSPECT)
-    except OverBudget:
-        return Outcome(*search.run())
+    closure = _closure_epoch(state, inp)
+    return _dred(state, inp) if closure is None else Outcome(*closure.run())
 
 
-def _dred(state: Arranged, inp: Inputs, budget: int | None = None) -> Outcome:
-    """Return the epoch by delete-and-rederive (OverBudget past `budget` suspects)."""
+def _dred(state: Arranged, inp: Inputs) -> Outcome:
+    """Return the epoch by delete-and-rederive over the share's frames."""
     names = inp.names
     top = state.top()
-    ops = PolarsDRed(state, inp, budget)
+    ops = PolarsDRed(state, inp)
     seeds, rounds = delete_and_rederive(ops)
     split, kept = ops.split, ops.kept
     rels = {}
@@ -347,17 +333,12 @@ def _dred(state: Arranged, inp: Inputs, budget: int | None = None) -> Outcome:
     return Outcome(state, {n: split[n][1] for n in names}, added, rounds + found.iterations)
 
 
-# A left-linear closure's deletion through a cycle searches again from the sources it touches
-# (closure_search) once DRed's suspects pass its cost over this: a suspect costs DRed about
-# 5.7 us (support checks, re-derivation, the resumed rounds), a search step 0.02-0.05 us
-# (1M-pair graphs: random, 40-57k suspects 0.26 s, search 0.19 s; rings of components,
-# 140-530k suspects 0.5-0.9 s against 0.2 s; R-MAT, 1-3k suspects 0.11 s against 0.25 s).
-SEARCH_STEPS_PER_SUSPECT = 250
-
-
-def _search_plan(state: Arranged, inp: Inputs) -> Search | None:
-    """Return the epoch of a left-linear closure by search from the sources it touches, when a
-    deleted edge lies on a cycle; else None."""
+def _closure_epoch(state: Arranged, inp: Inputs) -> ClosureEpoch | None:
+    """Return the epoch of a left-linear closure over dense tables of the sources it touches
+    (closure_epoch), when a deleted edge lies on a cycle; else None. There DRed over frames
+    costs 2-7x more (1M pairs: random graph, 40-57k suspects, 0.2-0.28 s against 0.07-0.17;
+    rings of components, 140-530k, 0.5-1.3 s against 0.13-0.33; R-MAT, 1-3k, 0.08-0.15 s
+    against 0.06-0.1); off cycles both cost about the same (a layered DAG: 0.04-0.06 s)."""
     edge = closure_edges(inp.rules, inp.names)
     if edge is None:
         return None
@@ -367,7 +348,7 @@ def _search_plan(state: Arranged, inp: Inputs) -> Search | None:
             name in facts and facts[name].height
             for facts in (inp.facts_new, inp.facts_plus, inp.facts_minus)):
         return None
-    return planned_search(state, name, _old_version(inp, edge), inp.lower_new[edge], minus,
+    return planned_epoch(state, name, _old_version(inp, edge), inp.lower_new[edge], minus,
                           inp.lower_plus.get(edge, minus.clear()), inp.share)
 
 

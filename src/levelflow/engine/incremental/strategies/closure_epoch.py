@@ -1,18 +1,15 @@
-"""A left-linear closure's epoch by breadth-first search from the sources the change reaches.
+"""A left-linear closure's epoch with a deletion on a cycle, over the sources it touches.
 
 For the closure rules
     p(x, y) :- e(x, y).            p(x, z) :- p(x, y), e(y, z).
 a tuple p(x, _) and its derivations read only e and p tuples of the same source x. A source
 that reached no tail of a changed edge before the epoch keeps its tuples and their ranks: each
 derivation it used reads edges out of nodes it reaches, none of them changed (and a path it
-gains would start with an old path to a changed tail). So the epoch is: find the touched
-sources (the changed edges' tails and every node with an old path to one: a reverse search of
-the old edges), search again from them over the new edges (plans/closure.py's vectorized BFS,
-rank = layer), and diff their (tuple, rank) pairs against the old ones. The ranks are
-shortest-path layers, those of a from-scratch run: valid for delete-and-rederive's later
-epochs. Delete-and-rederive in a cycle over-deletes every tuple whose shortest path crossed a
-deleted edge and re-derives it ranked above the task's top, which then spreads the next
-deletion further; this costs the touched sources' tuples, whatever the cycles.
+gains would start with an old path to a changed tail). So the epoch finds the touched sources
+(the changed edges' tails and every node with an old path to one: a reverse search of the old
+edges) and runs delete-and-rederive for them over dense (source, node) tables
+(closure_tables.py), where DRed over frames pays a hash join of the relation per round: in a
+cycle, deleting an edge suspects every tuple whose support ran through it, many rounds deep.
 
 Constant: the state's packed keys, sorted (a source's tuples are one run of them).
 """
@@ -25,7 +22,12 @@ import numpy as np
 import polars as pl
 
 from levelflow.engine.incremental.strategies.arranged import RANK, Arranged, applied
-from levelflow.engine.incremental.strategies.closure_ranks import BLOCK_CELLS, blocks, reranked
+from levelflow.engine.incremental.strategies.closure_tables import (
+    BLOCK_CELLS,
+    blocks,
+    changed_pairs,
+    shift_for,
+)
 from levelflow.engine.plans.closure import Adjacency, ranges
 from levelflow.engine.plans.keys import bits_for, packable, unpack
 from levelflow.tasks.ast import Atom, Rule, Var
@@ -127,9 +129,9 @@ def on_cycle(src: np.ndarray, dst: np.ndarray, removed: pl.DataFrame) -> bool:
 
 
 @dataclass(slots=True)
-class Search:
-    """An epoch of the closure `name` by search, planned: the touched sources and their old
-    tuples (sorted packed keys, ranks)."""
+class ClosureEpoch:
+    """An epoch of the closure `name`, planned: the touched sources and their old tuples
+    (sorted packed keys, ranks), the new edges and the change."""
 
     state: Arranged
     name: str
@@ -139,37 +141,34 @@ class Search:
     old_ranks: np.ndarray
     counts: np.ndarray  # per source, its old tuples
     nodes: int  # of the new edges
-
-    @property
-    def cost(self) -> int:
-        """Return what searching again costs, in steps: each touched source's old tuples and
-        the edges its layers expand (at most every edge: a bitmap test per edge walked)."""
-        return len(self.old_keys) + len(self.sources) * self.new_edges.height
+    removed_edges: pl.DataFrame
+    added_edges: pl.DataFrame
 
     def run(self) -> tuple[Arranged, dict, dict, int]:
-        """Return (new state, removed, added, layers searched): the touched sources' (tuple,
-        rank) pairs that changed (closure_ranks)."""
+        """Return (new state, removed, added, rounds): the touched sources' (tuple, rank)
+        pairs that changed (closure_tables)."""
         src, dst = _edges(self.new_edges)
-        adj = Adjacency(src, dst) if len(src) else None
+        adj, back = (Adjacency(src, dst), Adjacency(dst, src)) if len(src) else (None, None)
         top = self.state.top()
-        pieces, layers = [], 0
+        pieces, rounds = [], 0
         for rows, tuples in blocks(self.sources, self.counts, self.nodes):
-            *change, searched = reranked(adj, self.sources[rows], self.old_keys[tuples],
-                                         self.old_ranks[tuples], self.counts[rows], top, BITS)
+            *change, more = changed_pairs(adj, back, self.sources[rows], self.old_keys[tuples],
+                                     self.old_ranks[tuples], self.counts[rows], top, BITS,
+                                     _edges(self.removed_edges), _edges(self.added_edges))
             pieces.append(change)
-            layers = max(layers, searched)
+            rounds = max(rounds, more)
         removed_keys, removed_ranks, added_keys, added_ranks = (
             np.concatenate([p[k] for p in pieces]) if pieces else np.empty(0, np.int64)
             for k in range(4))
         removed = {self.name: _ranked(removed_keys, removed_ranks)}
         added = {self.name: _ranked(added_keys, added_ranks)}
-        return applied(self.state, removed, added), removed, added, layers
+        return applied(self.state, removed, added), removed, added, rounds
 
 
-def planned_search(state: Arranged, name: str, old_edges: pl.DataFrame,
+def planned_epoch(state: Arranged, name: str, old_edges: pl.DataFrame,
                    new_edges: pl.DataFrame, removed_edges: pl.DataFrame,
-                   added_edges: pl.DataFrame, share=None) -> Search | None:
-    """Return the epoch of the closure `name` by search, its edges going from old to new;
+                   added_edges: pl.DataFrame, share=None) -> ClosureEpoch | None:
+    """Return the epoch of the closure `name` over tables, its edges going from old to new;
     None where the tuples do not pack or no removed edge lies on a cycle (delete-and-rederive
     does not over-delete there: it costs what lost its support)."""
     if state.keys[name] is None or not packable(new_edges) or not packable(old_edges):
@@ -182,6 +181,7 @@ def planned_search(state: Arranged, name: str, old_edges: pl.DataFrame,
     if share is not None:
         sources = share(name, pl.DataFrame({"c0": sources, "c1": sources}))["c0"].to_numpy()
     nodes = len(np.unique(np.concatenate(_edges(new_edges))))
-    if len(sources) > MAX_BLOCKS * max(1, BLOCK_CELLS // max(nodes, 1)):
+    if len(sources) > MAX_BLOCKS * max(1, BLOCK_CELLS >> shift_for(nodes)):
         return None  # a graph of many nodes: a block's tables would hold few sources each
-    return Search(state, name, new_edges, sources, *_old_runs(state, name, sources), nodes)
+    return ClosureEpoch(state, name, new_edges, sources, *_old_runs(state, name, sources), nodes,
+                  removed_edges, added_edges)

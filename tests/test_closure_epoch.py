@@ -1,10 +1,10 @@
-"""A left-linear closure's deletions through cycles, searched again from the touched sources
-(strategies/closure_search.py, closure_ranks.py) instead of delete-and-rederive.
+"""A left-linear closure's deletions through cycles, by delete-and-rederive over dense tables
+of the touched sources (strategies/closure_epoch.py, closure_tables.py).
 
 Small seeded graphs of rings with chords and cross edges: epochs of deletions inside the rings
-and mixed changes, each updated by the search or by DRed in turn, against a from-scratch
-fixpoint; the ranks kept must stay valid (each tuple of rank r > 0 derived from one of rank
-< r) and change no more than DRed's would.
+and mixed changes, each updated over the tables or by DRed over frames in turn, against a
+from-scratch fixpoint; the ranks kept must stay valid (each tuple of rank r > 0 derived from
+one of rank < r) and change no more than DRed's would.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import random
 import polars as pl
 import pytest
 
-from levelflow.engine.incremental.strategies import closure_ranks, closure_search, dred_polars
+from levelflow.engine.incremental.strategies import closure_epoch, closure_tables, dred_polars
 from levelflow.engine.incremental.strategies.arranged import RANK, arrange
-from levelflow.engine.incremental.strategies.closure_search import closure_edges
+from levelflow.engine.incremental.strategies.closure_epoch import closure_edges
 from levelflow.engine.incremental.strategies.dred_polars import Inputs, update
 from levelflow.engine.plans.fixpoint import run_task
 from levelflow.tasks import build_tasks, parse_program
@@ -64,7 +64,7 @@ def _assert_ranks_valid(ranked: pl.DataFrame, edges: set) -> None:
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_search_matches_from_scratch_and_dred(seed, monkeypatch):
+def test_tables_match_from_scratch_and_dred(seed, monkeypatch):
     program, task, rules = _task(TC)
     rng = random.Random(seed)
     size = rng.choice([4, 6, 9])
@@ -81,20 +81,21 @@ def test_search_matches_from_scratch_and_dred(seed, monkeypatch):
         return out.relation("path", ranked=True)
 
     if seed >= 3:  # tables of a few sources each: several blocks per epoch
-        monkeypatch.setattr(closure_ranks, "BLOCK_CELLS", 40)
-        monkeypatch.setattr(closure_search, "BLOCK_CELLS", 40)
-        monkeypatch.setattr(closure_search, "MAX_BLOCKS", 1000)
-    searched = []  # per epoch, the search planned (None: not a deletion on a cycle)
-    plan = dred_polars._search_plan
-    monkeypatch.setattr(dred_polars, "_search_plan",
-                        lambda *a: searched.append(p := plan(*a)) or p)
+        monkeypatch.setattr(closure_tables, "BLOCK_CELLS", 40)
+        monkeypatch.setattr(closure_epoch, "BLOCK_CELLS", 40)
+        monkeypatch.setattr(closure_epoch, "MAX_BLOCKS", 1000)
+    planned = []  # per epoch, the closure epoch planned (None: not a deletion on a cycle)
+    plan = dred_polars._closure_epoch
+    monkeypatch.setattr(dred_polars, "_closure_epoch",
+                        lambda *a: planned.append(p := plan(*a) if by_tables else None) or p)
     ran = []
-    run = closure_search.Search.run
-    monkeypatch.setattr(closure_search.Search, "run", lambda self: ran.append(1) or run(self))
+    run = closure_epoch.ClosureEpoch.run
+    monkeypatch.setattr(closure_epoch.ClosureEpoch, "run", lambda self: ran.append(1) or run(self))
     state = arrange({"path": scratch(edges)})
     for epoch in range(12):
-        # Even epochs search whenever a deletion lies on a cycle, odd ones run DRed throughout.
-        monkeypatch.setattr(dred_polars, "SEARCH_STEPS_PER_SUSPECT", 10**12 if epoch % 2 else 1)
+        # Even epochs use the tables whenever a deletion lies on a cycle, odd ones DRed: each
+        # starts from the ranks the other left.
+        by_tables = epoch % 2 == 0
         gone = set(rng.sample(sorted(edges), min(len(edges), rng.choice([1, 2, 3]))))
         fresh = {(rng.randrange(nodes), rng.randrange(nodes)) for _ in range(rng.choice([0, 1, 3]))}
         fresh -= edges
@@ -107,16 +108,16 @@ def test_search_matches_from_scratch_and_dred(seed, monkeypatch):
         assert set(got.drop(RANK).rows()) == set(scratch(now).drop(RANK).rows())
         assert got.height == out.state.size("path")
         _assert_ranks_valid(got, now)
-        if searched[-1] is not None:  # else DRed
+        if planned[-1] is not None:  # else DRed over frames
             assert out.removed["path"].height <= dred.removed["path"].height
         old = set(state.live("path").rows())
         assert (old - set(out.removed["path"].rows())) | set(out.added["path"].rows()) == \
             set(got.rows())
         state, edges = out.state, now
-    assert ran  # the search ran, not only DRed
+    assert ran  # the tables ran, not only DRed over frames
 
 
-def test_only_a_left_linear_closure_is_searched():
+def test_only_a_left_linear_closure_runs_over_tables():
     assert closure_edges(_task(TC)[2], ("path",)) == "edge"
     spelled = TC.replace("path(x, z) :- path(x, y), edge(y, z).",
                          "path(a, c) :- path(a, b), edge(b, c).")
@@ -137,11 +138,11 @@ def test_deletion_off_cycles_stays_with_dred():
     gone = {(2, 3)}
     inp = Inputs(rules, task.relations, program.decls, {"edge": _frame(edges - gone)},
                  {"edge": _frame(set())}, {"edge": _frame(gone)}, {}, {}, {})
-    assert dred_polars._search_plan(state, inp) is None
+    assert dred_polars._closure_epoch(state, inp) is None
     gone = {(5, 6)}
     ring = edges | {(6, 0)}
     out = run_task(rules, task.relations, program.decls, {"edge": _frame(ring)}, {})
     state = arrange({"path": out.relation("path", ranked=True)})
     inp = Inputs(rules, task.relations, program.decls, {"edge": _frame(ring - gone)},
                  {"edge": _frame(set())}, {"edge": _frame(gone)}, {}, {}, {})
-    assert dred_polars._search_plan(state, inp) is not None
+    assert dred_polars._closure_epoch(state, inp) is not None
