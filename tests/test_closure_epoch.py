@@ -129,8 +129,9 @@ def test_only_a_left_linear_closure_runs_over_tables():
         assert closure_edges(_task(text)[2], ("path",)) is None, other
 
 
-def test_deletion_off_cycles_stays_with_dred():
-    """A deletion on no cycle (a chain) is left to DRed: it suspects what lost support."""
+def test_what_stays_with_dred_over_frames(monkeypatch):
+    """A deletion on no cycle (a chain) is left to DRed over frames: it suspects what lost
+    support; so is a change too large for the first candidates' table."""
     program, task, rules = _task(TC)
     edges = {(i, i + 1) for i in range(6)}
     out = run_task(rules, task.relations, program.decls, {"edge": _frame(edges)}, {})
@@ -146,3 +147,5 @@ def test_deletion_off_cycles_stays_with_dred():
     inp = Inputs(rules, task.relations, program.decls, {"edge": _frame(ring - gone)},
                  {"edge": _frame(set())}, {"edge": _frame(gone)}, {}, {}, {})
     assert dred_polars._closure_epoch(state, inp) is not None
+    monkeypatch.setattr(closure_epoch, "EDGE_CELLS", 6)  # 7 touched sources x 1 edge
+    assert dred_polars._closure_epoch(state, inp) is None

@@ -34,6 +34,7 @@ from levelflow.tasks.ast import Atom, Rule, Var
 
 BITS = bits_for(2)  # a packed pair: source << BITS | target
 MAX_BLOCKS = 16  # blocks of touched sources at most (each costs its rounds' numpy calls)
+EDGE_CELLS = 1 << 23  # touched sources x changed edges at most (the first candidates)
 
 
 def closure_edges(rules, names) -> str | None:
@@ -152,9 +153,10 @@ class ClosureEpoch:
         top = self.state.top()
         pieces, rounds = [], 0
         for rows, tuples in blocks(self.sources, self.counts, self.nodes):
-            *change, more = changed_pairs(adj, back, self.sources[rows], self.old_keys[tuples],
-                                     self.old_ranks[tuples], self.counts[rows], top, BITS,
-                                     _edges(self.removed_edges), _edges(self.added_edges))
+            *change, more = changed_pairs(adj, back, self.sources[rows],
+                                          self.old_keys[tuples], self.old_ranks[tuples],
+                                          self.counts[rows], top, BITS,
+                                          _edges(self.removed_edges), _edges(self.added_edges))
             pieces.append(change)
             rounds = max(rounds, more)
         removed_keys, removed_ranks, added_keys, added_ranks = (
@@ -166,11 +168,11 @@ class ClosureEpoch:
 
 
 def planned_epoch(state: Arranged, name: str, old_edges: pl.DataFrame,
-                   new_edges: pl.DataFrame, removed_edges: pl.DataFrame,
-                   added_edges: pl.DataFrame, share=None) -> ClosureEpoch | None:
+                  new_edges: pl.DataFrame, removed_edges: pl.DataFrame,
+                  added_edges: pl.DataFrame, share=None) -> ClosureEpoch | None:
     """Return the epoch of the closure `name` over tables, its edges going from old to new;
-    None where the tuples do not pack or no removed edge lies on a cycle (delete-and-rederive
-    does not over-delete there: it costs what lost its support)."""
+    None where the tuples do not pack, no removed edge lies on a cycle (DRed over frames costs
+    about the same there: it suspects little) or the tables would be too many or too large."""
     if state.keys[name] is None or not packable(new_edges) or not packable(old_edges):
         return None
     src, dst = _edges(old_edges)
@@ -183,5 +185,7 @@ def planned_epoch(state: Arranged, name: str, old_edges: pl.DataFrame,
     nodes = len(np.unique(np.concatenate(_edges(new_edges))))
     if len(sources) > MAX_BLOCKS * max(1, BLOCK_CELLS >> shift_for(nodes)):
         return None  # a graph of many nodes: a block's tables would hold few sources each
-    return ClosureEpoch(state, name, new_edges, sources, *_old_runs(state, name, sources), nodes,
-                  removed_edges, added_edges)
+    if len(sources) * (removed_edges.height + added_edges.height) > EDGE_CELLS:
+        return None  # a large change: its first candidates are every source times every edge
+    return ClosureEpoch(state, name, new_edges, sources, *_old_runs(state, name, sources),
+                        nodes, removed_edges, added_edges)
