@@ -31,6 +31,11 @@ from levelflow.engine.incremental.strategies.arranged_lookups import (
     Members,
     member_lookups,
 )
+from levelflow.engine.incremental.strategies.closure_epoch import (
+    ClosureEpoch,
+    closure_edges,
+    planned_epoch,
+)
 from levelflow.engine.incremental.strategies.dred import delete_and_rederive
 from levelflow.engine.incremental.strategies.rewrites import (
     rederive_rule,
@@ -300,6 +305,12 @@ def update(state: Arranged, inp: Inputs, recompute_rows: int = RECOMPUTE_ROWS) -
     """Return the share's state after the epoch's change, with what it removed and added."""
     if _recompute_cheaper(state, inp, recompute_rows):
         return _recomputed(state, inp)
+    closure = _closure_epoch(state, inp)
+    return _dred(state, inp) if closure is None else Outcome(*closure.run())
+
+
+def _dred(state: Arranged, inp: Inputs) -> Outcome:
+    """Return the epoch by delete-and-rederive over the share's frames."""
     names = inp.names
     top = state.top()
     ops = PolarsDRed(state, inp)
@@ -320,6 +331,25 @@ def update(state: Arranged, inp: Inputs, recompute_rows: int = RECOMPUTE_ROWS) -
     state = state_of({n: extended(ranked, keys, rows, added[n])
                        for n, (ranked, _, keys, rows) in split.items()})
     return Outcome(state, {n: split[n][1] for n in names}, added, rounds + found.iterations)
+
+
+def _closure_epoch(state: Arranged, inp: Inputs) -> ClosureEpoch | None:
+    """Return the epoch of a left-linear closure over dense tables of the sources it touches
+    (closure_epoch), when a deleted edge lies on a cycle; else None. There DRed over frames
+    costs 2-7x more (1M pairs: random graph, 40-57k suspects, 0.2-0.28 s against 0.07-0.17;
+    rings of components, 140-530k, 0.5-1.3 s against 0.13-0.33; R-MAT, 1-3k, 0.08-0.15 s
+    against 0.06-0.1); off cycles both cost about the same (a layered DAG: 0.04-0.06 s)."""
+    edge = closure_edges(inp.rules, inp.names)
+    if edge is None:
+        return None
+    (name,) = inp.names
+    minus = inp.lower_minus.get(edge)
+    if minus is None or not minus.height or any(
+            name in facts and facts[name].height
+            for facts in (inp.facts_new, inp.facts_plus, inp.facts_minus)):
+        return None
+    return planned_epoch(state, name, _old_version(inp, edge), inp.lower_new[edge], minus,
+                          inp.lower_plus.get(edge, minus.clear()), inp.share)
 
 
 def _ranked_above(found: TaskOutcome, names, top: int) -> dict[str, pl.DataFrame]:
