@@ -23,6 +23,7 @@ def root(tmp_path, monkeypatch):
     if resident._WRITER is not None:
         resident._WRITER.join()
     resident._MEMORY.clear()
+    resident._HELD.clear()
 
 
 def stored(lineage, share, token, value, **change):
@@ -240,3 +241,22 @@ def test_a_planted_file_that_names_a_function_is_a_miss_and_runs_nothing(private
     assert resident.lookup("lin", 0, "0000000002ab") is None
     assert not planted.marker.exists()
     assert resident.lookup("lin", 0, "0000000001ab") == ["kept"]  # its own files still load
+
+
+def test_states_held_here_stay_in_memory_without_files_until_forgotten(root):
+    """The driver's states (resident.held_here): no file written, none dropped for the many
+    a worker would keep, gone when their session's lineage is forgotten."""
+    with resident.held_here():
+        resident.store("drv", 0, _token(1), "the driver's counts")
+    for k in range(resident._MEMORY_ENTRIES + 4):  # a worker's memory would drop it now
+        resident.store(f"other{k}", 0, _token(1), k)
+    resident._WRITER.join()
+    assert not list(root.glob("drv-*"))
+    assert resident.lookup("drv", 0, _token(1)) == "the driver's counts"
+    assert resident.lookup("drv", 0, _token(0)) is None  # another version: a miss
+    resident.store("drv", 0, _token(2), "outside the block: a file")
+    resident._WRITER.join()
+    assert list(root.glob("drv-0.*"))
+    assert resident.lookup("drv", 0, _token(1)) is None  # the held one went with it
+    resident.forget(["drv"])
+    assert resident.lookup("drv", 0, _token(1)) is None

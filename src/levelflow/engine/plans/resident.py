@@ -15,6 +15,7 @@ A version may be stored as its change to the version before (`store(..., base, c
 that small file is written first, the whole state only every _MAX_DEPTH changes, and a
 process holding an older version catches up by applying the changes (`lookup(..., apply)`).
 Writing 5M tuples whole after every epoch kept both cores busy; a reader waited for it.
+The driver keeps the states of the shares it runs itself (`held_here`) in memory only.
 Files no session has read or written for MAX_AGE_SECONDS are swept (sessions that were never
 closed leave theirs behind); a swept state is a miss, which the caller recovers from.
 """
@@ -41,6 +42,9 @@ from levelflow.errors import LevelflowError
 
 _MEMORY_ENTRIES = 16  # states one worker process keeps in memory (oldest dropped first)
 _MEMORY: dict[tuple[str, int], tuple[str, object, int]] = {}
+# States the driver keeps (`held_here`): in memory only, never dropped until forgotten.
+_HELD: dict[tuple[str, int], tuple[str, object]] = {}
+_here = threading.local()
 _MAX_DEPTH = 32  # changes stored after a full file before the next full one
 _WRITER: threading.Thread | None = None  # the file write of the last stored state
 MAX_AGE_SECONDS = 6 * 3600
@@ -103,6 +107,18 @@ def remember(lineage: str, share: int, token: str, value: object, depth: int = 0
         del _MEMORY[next(iter(_MEMORY))]
 
 
+@contextlib.contextmanager
+def held_here():
+    """Keep the states stored in this block (by this thread) in this process's memory only:
+    the driver outlives every job, so no file need back them, none is dropped for another,
+    and no background write competes with the epoch."""
+    _here.on = True
+    try:
+        yield
+    finally:
+        _here.on = False
+
+
 def lookup(lineage: str, share: int, token: str, apply=None):
     """Return the share's state stored under exactly `token`, or None. `apply(state, change)`
     rebuilds a version stored as a change to an earlier one."""
@@ -112,6 +128,9 @@ def lookup(lineage: str, share: int, token: str, apply=None):
 def _version(lineage: str, share: int, token: str, apply, hops: int):
     """Return the version `token` from memory, its full file, or its change file applied to
     the version before it (found the same way, at most `hops` changes back), or None."""
+    held = _HELD.get((lineage, share))
+    if held is not None and held[0] == token:
+        return held[1]
     hit = _MEMORY.get((lineage, share))
     if hit is not None and hit[0] == token:
         return hit[1]
@@ -180,6 +199,11 @@ def store(lineage: str, share: int, token: str, value: object, base: str | None 
     as `change` to version `base` (small, written first) when given, whole every
     _MAX_DEPTH changes or when not."""
     global _WRITER
+    if getattr(_here, "on", False):
+        _MEMORY.pop((lineage, share), None)
+        _HELD[(lineage, share)] = (token, value)
+        return
+    _HELD.pop((lineage, share), None)
     hit = _MEMORY.get((lineage, share))
     depth = hit[2] + 1 if change is not None and hit is not None and hit[0] == base else None
     whole = depth is None or depth >= _MAX_DEPTH
@@ -382,8 +406,9 @@ def forget(lineages: Iterable[str]) -> None:
     """Delete the files of the given lineages (this machine's; a session closing), and what
     this process keeps of them in memory (the driver keeps counted tasks' states)."""
     lineages = set(lineages)
-    for key in [k for k in _MEMORY if k[0] in lineages]:
-        del _MEMORY[key]
+    for kept in (_MEMORY, _HELD):
+        for key in [k for k in kept if k[0] in lineages]:
+            del kept[key]
     for lineage in lineages:
         for path in [*_root().glob(f"{lineage}-*"), *_root().glob(f"claims/{lineage}.*")]:
             with contextlib.suppress(OSError):

@@ -11,8 +11,8 @@ worker without the state answers MISS and the job runs again with the old versio
 The new counts stay a lazy plan over the old ones (epoch.py bounds its growth).
 
 A direct epoch needs no executor at all: the same share runs in the driver's process
-(share_job.run_in_driver), and the counts stay there (plans/resident.py keeps them as a worker
-would). Counts a worker made move there at the first direct epoch, read from the worker's file
+(share_job.run_in_driver), and the counts stay in its memory (resident.held_here: no file,
+never dropped while the session lives). Counts a worker made move there at the first direct epoch, read from the worker's file
 on one machine or shipped by one job; once there they stay, a larger change brought over by a
 job. The Spark-side counts are then built from the driver's on first use, not planned.
 """

@@ -123,8 +123,9 @@ def run_direct(ctx: TaskContext, spec, packed: bytes, share_rows, observed):
 def run_in_driver(spec, packed: bytes, share_rows, observed):
     """Return (the one share's output rows, observed counts) of `share_rows(spec, packed, 0)`
     run here, in the driver's process: no Spark job. The share's state stays in this
-    process's memory (plans/resident.py), the driver's own file behind it."""
-    out = pl.read_ipc_stream(share_rows(spec, packed, 0))
+    process's memory (resident.held_here)."""
+    with resident.held_here():
+        out = pl.read_ipc_stream(share_rows(spec, packed, 0))
     return out, out.select(metrics(observed)).row(0, named=True)
 
 
