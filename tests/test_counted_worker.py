@@ -3,8 +3,8 @@
 
 The share's update against counts from scratch over random epochs (negation with wildcards,
 deletions crossing zero, own base and program facts), in process; then through Spark: a counted
-view over a recursive task, whose counts move from the worker that counted them to the driver
-(no job per epoch), and a missing copy shipped again, each against the naive reference.
+view over a recursive task, whose counts the driver keeps (no job per epoch), and a missing
+copy shipped again, each against the naive reference.
 """
 
 from __future__ import annotations
@@ -209,20 +209,19 @@ def test_a_counted_view_runs_no_job_per_epoch_and_a_missing_copy_is_shipped_agai
         assert result.strategies.get("r") == "counting", k
         assert session.snap.arranged["r"].in_driver, k  # its counts live in the driver
         jobs.append(result.spark_jobs["r"])
-    # With program facts the bootstrap counts on the Spark side, then leaves the counts in a
-    # worker, which the driver reads (backends/warm.py): the first epoch finds them as every
-    # later one does; the miss takes the job that brings the old versions over.
+    # With program facts the bootstrap counts on the Spark side, then counts again in the
+    # driver (backends/warm.py): the first epoch finds them as every later one does; the miss
+    # takes the job that brings the old versions over.
     assert jobs[:2] == [0, 0] and jobs[2] >= 1 and jobs[3] == 0, jobs
 
 
-def test_a_bootstrap_leaves_the_counts_in_a_worker(spark, tmp_path):
-    """Without program facts (which the worker counts as old ones), the bootstrap counts in
-    the worker: the first epoch reads the counts the worker left (a local master shares its
-    files with the driver) and runs no job, as the next one."""
+def test_a_bootstrap_leaves_the_counts_in_the_driver(spark, tmp_path):
+    """Without program facts (which the share counts as old ones), the bootstrap counts in
+    the driver, where every epoch then finds them: no job, the first epoch as the next."""
     rng = random.Random(9)
     facts = _facts(rng)
     session = _session(spark, tmp_path, facts, TC_VIEW.replace("r(1, 2).\n", ""))
-    assert "r" in session.snap.arranged
+    assert session.snap.arranged["r"].in_driver
     _check(session, facts, tmp_path / "ref0")
     for k, ops in enumerate(_mixed(rng, facts, 2), 1):
         result = _commit(session, ops)

@@ -224,8 +224,12 @@ class Epoch:
         summed = counting_polars.summed_in_driver(ctx, task)
         # Sums in the driver still take a job joining them to the old counts, and one per
         # broadcast in it (5 on views1): the worker's epoch is one job and keeps its copy.
+        # Counts the driver keeps are updated there even when the sums are empty: no job,
+        # and their copies of the lower relations stay current.
+        held = self.snap.arranged.get(task.name)
         if self._in_worker(task, ctx) and \
-                (summed is None or any(df.height for df in summed.values())):
+                (summed is None or any(df.height for df in summed.values()) or
+                 getattr(held, "in_driver", False)):
             return self._worker_counts(v, task, ctx, cancel, t0, "counting")
         return self._apply_counts(v, counting_spark.count_update(ctx, task, summed), "counting", t0)
 

@@ -56,11 +56,12 @@ if TYPE_CHECKING:
 def counted_update(ctx: TaskContext, task: Task, held: Held | None, cancel=None
                    ) -> tuple[dict[str, Change], Held]:
     """Return per relation its Change and where the task's counts now live: the epoch run
-    where they are kept (run again with them shipped there if they are not). Counts a worker
-    made move to the driver at the first epoch whose input the driver holds, and stay."""
+    where they are kept (run again with them shipped there if they are not). New counts are
+    made in the driver; counts a worker made move there at the first epoch whose input the
+    driver holds. There they stay."""
     specs, frames = _sources(ctx, task, ship=False)
     spec = share_spec(ctx, task, None, held, 1, specs)
-    driver = held is not None and (held.in_driver or direct_input(frames) is not None)
+    driver = held is None or held.in_driver or direct_input(frames) is not None
     runs = (_driver_run, _driver_run) if driver else (_run, _run)
     spec, out, seen = run_or_ship(ctx, task, spec, frames, _sources, runs, cancel)
     kept = resident.lookup(spec.lineage, 0, spec.new_token) if driver else None
