@@ -247,7 +247,7 @@ class Epoch:
                        ) -> TaskUpdate:
         """Return task v updated by counting where its counts are kept (counting_job.py)."""
         out, held = counted_update(ctx, task, self.snap.arranged.get(task.name), cancel)
-        upd = self._apply_counts(v, out, strategy, t0, lazy=True)
+        upd = self._apply_counts(v, out, strategy, t0)
         upd.held = held
         return upd
 
@@ -319,9 +319,9 @@ class Epoch:
         upd.held = None if counted else held
         return upd
 
-    def _apply_counts(self, v, out, strategy, t0, lazy: bool = False) -> TaskUpdate:
+    def _apply_counts(self, v, out, strategy, t0) -> TaskUpdate:
         """Return the TaskUpdate of a counted task from its relations' Changes (outcome.py)."""
-        return apply_counts(self, v, out, strategy, t0, lazy)
+        return apply_counts(self, v, out, strategy, t0)
 
     def _apply_sets(self, v, out, strategy, t0, rounds) -> TaskUpdate:
         """Return the TaskUpdate of a set-maintained (DRed, ranked) task (outcome.py)."""

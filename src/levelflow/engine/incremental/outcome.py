@@ -10,7 +10,6 @@ from pathlib import Path
 
 from levelflow.engine.evaluate import cut
 from levelflow.engine.incremental.backends.driver_rows import LazyFrame
-from levelflow.engine.incremental.backends.worker.dred_job import LOG_PIECES
 from levelflow.engine.incremental.results import Delta, EpochResult
 from levelflow.engine.incremental.state.snapshot import COUNT
 from levelflow.engine.incremental.versions import TaskUpdate, Versions
@@ -18,20 +17,16 @@ from levelflow.engine.types import column_names, empty_relation
 from levelflow.traces.model import JobTrace
 
 
-def apply_counts(epoch, v, out, strategy, t0, lazy: bool = False) -> TaskUpdate:
-    """Return the TaskUpdate of a counted task from its relations' Changes; `lazy`: the
-    new counts stay plans over the old ones (cut once LOG_PIECES epochs deep), else cut."""
+def apply_counts(epoch, v, out, strategy, t0) -> TaskUpdate:
+    """Return the TaskUpdate of a counted task from its relations' Changes: new counts that
+    are plans over the old ones are cut, those built from the driver's counts stay lazy."""
     versions, counts, stored = {}, {}, {}
     for n, ch in out.items():
         old = epoch.versions[n]
         ver = Versions(epoch.program.decls[n], old.old, old.old_rows)
         if ch.dirty:
             new_c = ch.new
-            if ch.whole:  # built from counts the driver holds: no plan to bound
-                pass
-            elif lazy and old.pieces < LOG_PIECES:  # no job: a plan one epoch deeper
-                ver.pieces = old.pieces + 1
-            elif strategy == "counting":
+            if not ch.whole and strategy == "counting":
                 new_c = cut(new_c)[0]
             counts[n] = new_c
             tuples = LazyFrame(lambda c=new_c: c.drop(COUNT))

@@ -1,18 +1,18 @@
-"""The Python side of a counted task's epoch: its derivation counts kept warm, updated in Polars.
+"""A counted task's share: its derivation counts kept warm, updated in Polars.
 
-Runs in a PySpark worker, one share. The task's counts (c.., _cnt per relation) and the lower
-relations' versions they were derived from stay in the worker between epochs (plans/resident.py,
-under a token naming the epoch), so an epoch ships only the lower relations' change and the
-task's base facts' change. The update is counting's (counting_polars.count_changes): the delta
-terms summed per tuple, joined to the old counts. Only the touched tuples go back to the JVM,
-with their old and new counts. A worker without the state under the expected token answers
-MISS; the driver then ships the lower relations' and base facts' old versions, from which the
-old counts are derived again here (no Spark-side counts are read).
+Runs in the driver's process (counting_job.py), one share. The task's counts (c.., _cnt per
+relation) and the lower relations' versions they were derived from stay in memory between
+epochs (plans/resident.py, under a token naming the epoch), so an epoch is handed only the
+lower relations' change and the task's base facts' change. The update is counting's
+(counting_polars.count_changes): the delta terms summed per tuple, joined to the old counts.
+Only the touched tuples come out, with their old and new counts. A share without the state
+under the expected token answers MISS; it is then handed the lower relations' and base facts'
+old versions, from which the old counts are derived again here (no Spark-side counts are read).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import polars as pl
@@ -23,7 +23,6 @@ from levelflow.engine.incremental.backends.worker.dred_share import (
     Spec,
     direct_rows,
     lower_now,
-    partition_rows,
     sources_of,
 )
 from levelflow.engine.incremental.strategies.counting_polars import count_changes
@@ -31,7 +30,7 @@ from levelflow.engine.plans import resident
 from levelflow.engine.plans.columnar import body_rows, frame_schema, head_rows
 from levelflow.engine.plans.worker import batch
 
-COUNT = "_cnt"  # state.COUNT (not imported: a worker needs no Spark-side state module)
+COUNT = "_cnt"  # state.COUNT (not imported: this module needs no Spark-side state module)
 # Per output row besides the relation: the touched tuple's count before and after the epoch.
 FIELDS = (pa.field("_old", pa.int64()), pa.field("_new", pa.int64()))
 SHIPPED = ("old", "fold")  # the source kinds of a shipped state
@@ -39,7 +38,7 @@ SHIPPED = ("old", "fold")  # the source kinds of a shipped state
 
 @dataclass(slots=True)
 class CountedShare:
-    """A counted task's state in a worker: its counts and the lower relations they count."""
+    """A counted task's kept state: its counts and the lower relations they count."""
 
     counts: dict[str, pl.DataFrame]  # relation -> c.., _cnt (every count > 0)
     lower: dict[str, pl.DataFrame]  # lower relation -> its version as of the counts
@@ -143,11 +142,6 @@ def _share_change(spec: Spec, share: int, part: pl.DataFrame, schema: pa.Schema
     # After the rows went out, before the task ends: the next epoch's job cannot start
     # before the state is kept.
     resident.store(spec.lineage, share, spec.new_token, entry)
-
-
-def update_partition(spec: Spec, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Yield the epoch's touched tuples (or MISS) from its packed input batches."""
-    return partition_rows(spec, batches, _share_change, FIELDS)
 
 
 def direct_share(spec: Spec, packed: bytes, share: int) -> bytes:
