@@ -66,3 +66,22 @@ def test_open_without_warming_ships_the_state_in_the_first_epoch(spark, tmp_path
         _check(session, pt, edges, tmp_path / f"ref{k}")
         assert "path" in session.snap.arranged
     session.close()
+
+
+def test_sql_and_rdd_jobs_share_one_python_worker_pool(spark):
+    """A from-scratch run's Python workers (mapInArrow) and an arranged epoch's (an RDD job)
+    come from one daemon: else the first epoch after a bootstrap started a second pool."""
+    import os
+
+    import pyarrow as pa
+
+    def daemon_of_batches(batches):
+        for _ in batches:
+            pass
+        yield pa.RecordBatch.from_pydict({"d": [os.getppid()]})
+
+    sql = {r.d for r in spark.range(2, numPartitions=2)
+           .mapInArrow(daemon_of_batches, "d long").collect()}
+    rdd = set(spark.sparkContext.parallelize(range(2), 2)
+              .mapPartitions(lambda _: [os.getppid()]).collect())
+    assert sql == rdd and len(sql) == 1

@@ -60,6 +60,11 @@ def spark_conf(master: str = "local[*]", shuffle_partitions: int = 2, driver_mem
         # command and its input arrive in small writes that Nagle's algorithm holds until the
         # worker's delayed ACK (40 ms), which doubled every Python job (79 -> 37 ms idle).
         .set("spark.python.unix.domain.socket.enabled", "true")
+        # Python workers are pooled per environment, and Spark adds this variable to SQL's
+        # (mapInArrow: a from-scratch run) but not to an RDD job's (an arranged epoch): the
+        # first epoch after a bootstrap started a second pool, its interpreters importing
+        # everything anew (1-3 s of a 0.3 s epoch). The same variable on both: one pool.
+        .set("spark.executorEnv.SPARK_SIMPLIFIED_TRACEBACK", "1")
         .set("spark.driver.extraJavaOptions", java_opts)
         .set("spark.executor.extraJavaOptions", java_opts)
     )

@@ -26,6 +26,11 @@ LARGE_CHANGE = 0.05
 # the old version, measured at 2.5-3x the fixpoint alone on that bench; a lower budget fired
 # under load spikes and tripled those epochs.
 # They scale the session's settings (5% -> 25%, 0.2x -> 3x at the defaults; 0 stays 0).
+# Not lower: recomputed where the state lives (strategies/in_place.py), every tuple is ranked
+# anew and each (tuple, rank) pair that differs is sent back and written (dred_polars'
+# _recomputed): after a few DRed epochs a recompute of a 2-10% change cost 2-8x a from-scratch
+# run on bench_shapes at 1M pairs (every shape, its write alone 1-4 s), where DRed cost
+# 0.1-1.2x.
 ARRANGED_LARGE_CHANGE = 5.0
 ARRANGED_SWITCH = 15.0
 # An aggregate task whose state the driver keeps (strategies/aggregate_state.py) updates in at
