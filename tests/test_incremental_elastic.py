@@ -53,8 +53,8 @@ def test_zero_budget_switches_every_task_and_stays_correct(spark, tmp_path):
     session.remove("edge", (2, 3))
     session.insert("edge", (4, 1))
     result = session.commit()
-    # edge has no rules (its change is its base facts' change); path was stopped. far, counted
-    # in the worker that keeps its counts, is one job: stopping it saves nothing, no budget.
+    # edge has no rules (its change is its base facts' change); path was stopped. far, whose
+    # counts the driver keeps, is one job at most: stopping it saves nothing, no budget.
     assert result.strategies == {"edge": "counting", "path": "switched", "far": "counting"}
     check(session, edges - {(2, 3)} | {(4, 1)}, tmp_path / "ref")
 

@@ -37,7 +37,7 @@ ARRANGED_SWITCH = 15.0
 # most one small job whatever its size: it stops once it cost what the fallback would, the
 # recompute and its diff (this x the session's switch: 1x the from-scratch time at 0.2).
 AGGREGATE_SWITCH = 5.0
-# A bootstrap counts a counted task in the worker that keeps its counts when it reads at most
+# A bootstrap counts a counted task in the driver, which keeps its counts, when it reads at most
 # this many rows: every one goes to Python, where Spark's count keeps them in the JVM (the
 # closure bench's cyclic(x) :- path(x, x) over 1M tuples: 0.9 s against 0.1 s).
 BOOTSTRAP_WORKER_ROWS = 100_000

@@ -174,9 +174,9 @@ class Epoch:
         if aggregate_task(task):
             large, switch = aggregate_limits(ctx, task, self.snap.arranged.get(task.name),
                                              large, switch, ctx is self.ctx)
-        if counted and self._in_worker(task, ctx):
-            # One job over at most LOCAL_ROWS rows: stopping it saves nothing, its recompute is
-            # a job at least (a 1 s budget switched bench_aggregates' dist under load).
+        if counted and self._counts_kept(task, ctx):
+            # At most one job over at most LOCAL_ROWS rows: stopping it saves nothing, its
+            # recompute is a job at least (a 1 s budget switched bench_aggregates' dist).
             switch = None
         return large, switch
 
@@ -191,14 +191,14 @@ class Epoch:
 
     def _from_scratch(self, v: int, counted: bool, t0: float) -> TaskUpdate:
         """Return task v recomputed from scratch: at a bootstrap, a small counted task without
-        the program's own facts is counted in the worker that will keep its counts (from
-        empty old versions the worker's counting is a from-scratch count; the program's facts
-        it would count as old ones), so the first epoch need not ship them."""
+        the program's own facts is counted in the driver, which keeps its counts (from empty
+        old versions its counting is a from-scratch count; the program's facts it would count
+        as old ones), so the first epoch need not bring them over."""
         task = self.pt.tasks[v]
         if self.bootstrap and counted and \
-                self._in_worker(task, self.ctx, BOOTSTRAP_WORKER_ROWS) and \
+                self._counts_kept(task, self.ctx, BOOTSTRAP_WORKER_ROWS) and \
                 not any(r.heads and not r.body for r in task.rules):
-            upd = self._worker_counts(v, task, self.ctx, None, t0, "scratch")
+            upd = self._kept_counts(v, task, self.ctx, None, t0, "scratch")
             upd.scratch_seconds = upd.seconds
             return upd
         return self._scratch(v, counted, "scratch", t0)
@@ -217,24 +217,23 @@ class Epoch:
         return upd
 
     def _counting(self, v: int, task, ctx, cancel, t0: float) -> TaskUpdate:
-        """Return task v updated by counting: where the task's counts are kept (a worker or
-        the driver: counting_job.py) when the task is small and not gated, unless the driver
+        """Return task v updated by counting: where the task's counts are kept (the driver:
+        counting_job.py) when the task is small and not gated, unless the driver
         holds every row the terms read and they sum to nothing (no job at all); else summed
         in the driver or on the Spark side. The last two keep no counts (held None)."""
         summed = counting_polars.summed_in_driver(ctx, task)
-        # Sums in the driver still take a job joining them to the old counts, and one per
-        # broadcast in it (5 on views1): the worker's epoch is one job and keeps its copy.
-        # Counts the driver keeps are updated there even when the sums are empty: no job,
-        # and their copies of the lower relations stay current.
+        # Sums without kept counts take a job joining them to the old counts on Spark, and
+        # one per broadcast in it (5 on views1). Counts the driver keeps are updated there
+        # even when the sums are empty: no job, and their lower relations' copies stay current.
         held = self.snap.arranged.get(task.name)
-        if self._in_worker(task, ctx) and \
+        if self._counts_kept(task, ctx) and \
                 (summed is None or any(df.height for df in summed.values()) or
                  getattr(held, "in_driver", False)):
-            return self._worker_counts(v, task, ctx, cancel, t0, "counting")
+            return self._kept_counts(v, task, ctx, cancel, t0, "counting")
         return self._apply_counts(v, counting_spark.count_update(ctx, task, summed), "counting", t0)
 
-    def _in_worker(self, task, ctx, limit: int = LOCAL_ROWS) -> bool:
-        """Return whether a counted task's counts can be kept in a worker: it reads at most
+    def _counts_kept(self, task, ctx, limit: int = LOCAL_ROWS) -> bool:
+        """Return whether a counted task's counts can be kept (in the driver): it reads at most
         `limit` rows (its lower relations' new versions and base facts) and is not gated by a
         program change."""
         if not self.arranged or ctx is not self.ctx:  # a gated task reads stand-ins too
@@ -243,7 +242,7 @@ class Epoch:
         return rows + sum(self.base[n].new_rows for n in task.relations if n in self.base) \
             <= limit
 
-    def _worker_counts(self, v: int, task, ctx, cancel, t0: float, strategy: str
+    def _kept_counts(self, v: int, task, ctx, cancel, t0: float, strategy: str
                        ) -> TaskUpdate:
         """Return task v updated by counting where its counts are kept (counting_job.py)."""
         out, held = counted_update(ctx, task, self.snap.arranged.get(task.name), cancel)

@@ -8,7 +8,7 @@ which then recomputed the task and wrote it whole). `warm` runs that shipping jo
 task when the session opens, where the user already waits, with the state unchanged, and
 waits for the driver's index of base facts, so the first epoch costs what the next ones do.
 A bootstrap and an open also keep each subsumptive task's frames in the driver and count each
-counted task in the worker that keeps its counts (`warm_driver_and_counts`): a bootstrap past
+counted task in the driver, which keeps its counts (`warm_driver_and_counts`): a bootstrap past
 BOOTSTRAP_WORKER_ROWS counted on the Spark side, and the first epoch shipped everything again.
 """
 
@@ -95,9 +95,9 @@ def warm_aggregates(session, ctx: TaskContext, progress=None) -> None:
                 session.snap.arranged[task.name] = held
 
 
-def _kept_in_worker(session, task) -> bool:
-    """Return whether a counted task's epochs count in the worker that keeps its counts
-    (epoch.py `_in_worker`) and run a job: not copied by renaming, not recomputed each epoch."""
+def _counts_kept(session, task) -> bool:
+    """Return whether a counted task's epochs count over counts the driver keeps (epoch.py
+    `_counts_kept`): not copied by renaming, not recomputed each epoch."""
     snap, program = session.snap, session.program
     if not any(r.body for r in task.rules) or task.relations[0] not in snap.counted or \
             task.subsumes or uses_autoinc(task.rules) or limited(program, task.relations) or \
@@ -109,12 +109,11 @@ def _kept_in_worker(session, task) -> bool:
     return rows <= LOCAL_ROWS
 
 
-def warm_driver_and_counts(session, ctx: TaskContext | None = None, progress=None,
-                           bootstrap: bool = False) -> None:
+def warm_driver_and_counts(session, ctx: TaskContext | None = None, progress=None) -> None:
     """Keep each subsumptive task's frames in the driver (strategies/subsumed.py) and count
-    each counted task in the worker that keeps its counts (counting_job.py), with nothing
+    each counted task in the driver, which keeps its counts (counting_job.py), with nothing
     changed: after a bootstrap or an open, so that the first epoch runs as the next ones do.
-    After a bootstrap that already counted a task in its worker, nothing is run for it."""
+    A task whose counts the driver already keeps (a bootstrap counted it there) is skipped."""
     if not session.arranged or session.mode == "scratch":
         return
     ctx = ctx or _context(session)
@@ -123,20 +122,14 @@ def warm_driver_and_counts(session, ctx: TaskContext | None = None, progress=Non
             if progress is not None:
                 progress.phase(f"loading the state of task {task.name} into the driver")
             hold_frames(ctx, task)
-        elif _kept_in_worker(session, task):
+        elif _counts_kept(session, task):
             held = session.snap.arranged.get(task.name)
-            if bootstrap and held is not None:
-                # Its worker has just counted it: the warm-up job below would cost every
-                # bootstrap a job per counted task for a possibly fresh worker's first epoch.
+            if held is not None and held.in_driver:
                 continue
             if progress is not None:
-                progress.phase(f"counting task {task.name} in the worker that keeps it")
-            # Without counts in a worker: a job that ships the old versions and counts them.
-            # Then one as a warm epoch runs (direct: nothing changed), so that the Python
-            # worker the first epoch lands on has imported the modules and read the counts
-            # (a fresh one cost 4-6 s of a 5-7 s first epoch on bench_subsume).
-            for _ in range(1 if held is not None else 2):
-                changes, held = counted_update(ctx, task, held)
-                if any(c.plus_rows or c.minus_rows for c in changes.values()):  # a bug
-                    raise RuntimeError(f"task {task.name}: its counts changed while loaded")
+                progress.phase(f"counting task {task.name} in the driver")
+            # One job brings the old versions over, counted in the driver with nothing changed.
+            changes, held = counted_update(ctx, task, held)
+            if any(c.plus_rows or c.minus_rows for c in changes.values()):  # a bug
+                raise RuntimeError(f"task {task.name}: its counts changed while loaded")
             session.snap.arranged[task.name] = held

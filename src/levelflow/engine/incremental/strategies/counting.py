@@ -5,7 +5,7 @@ a rule body yields. For a rule R :- A1, ..., An the change is the telescoping su
 atoms k of  new(A1..Ak-1) × Δ(Ak) × old(Ak+1..An);  a negated atom !A contributes -Δ of A's
 projection on its non-wildcard positions (an insertion deletes). Tuples whose count crosses
 zero are the net Δ±. The backends evaluate the terms: `counting_spark` over DataFrames,
-`counting_polars` over Polars frames (in the driver or the worker that keeps the counts).
+`counting_polars` over Polars frames (in the driver, over the counts it keeps).
 """
 
 from __future__ import annotations
