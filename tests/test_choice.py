@@ -95,12 +95,12 @@ def test_choice_refusals_are_one_located_line(text, message):
 
 
 def test_first_epochs_after_bootstrap_and_open_find_the_counts(spark, tmp_path, monkeypatch):
-    """A bootstrap that counts `pick` on the Spark side (as past BOOTSTRAP_WORKER_ROWS) and an
+    """A bootstrap that counts `pick` on the Spark side (as past BOOTSTRAP_COUNT_ROWS) and an
     open both leave its counts in a worker: no epoch misses them (a miss runs a second job
     shipping the old versions), and every epoch equals the naive reference."""
     from levelflow.engine.incremental import epoch
 
-    monkeypatch.setattr(epoch, "BOOTSTRAP_WORKER_ROWS", 0)
+    monkeypatch.setattr(epoch, "BOOTSTRAP_COUNT_ROWS", 0)
     pt = _tasks(CHOICE)
     rng = random.Random(6)
     facts = {"edge": {(rng.randrange(6), rng.randrange(9)) for _ in range(20)}}

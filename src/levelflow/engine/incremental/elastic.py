@@ -40,7 +40,7 @@ AGGREGATE_SWITCH = 5.0
 # A bootstrap counts a counted task in the driver, which keeps its counts, when it reads at most
 # this many rows: every one goes to Python, where Spark's count keeps them in the JVM (the
 # closure bench's cyclic(x) :- path(x, x) over 1M tuples: 0.9 s against 0.1 s).
-BOOTSTRAP_WORKER_ROWS = 100_000
+BOOTSTRAP_COUNT_ROWS = 100_000
 
 
 @contextlib.contextmanager

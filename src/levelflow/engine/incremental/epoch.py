@@ -30,7 +30,7 @@ from levelflow.engine.incremental.backends.worker.dred_job import (
 from levelflow.engine.incremental.elastic import (
     ARRANGED_LARGE_CHANGE,
     ARRANGED_SWITCH,
-    BOOTSTRAP_WORKER_ROWS,
+    BOOTSTRAP_COUNT_ROWS,
     LARGE_CHANGE,
     MODES,
     SWITCH,
@@ -196,7 +196,7 @@ class Epoch:
         as old ones), so the first epoch need not bring them over."""
         task = self.pt.tasks[v]
         if self.bootstrap and counted and \
-                self._counts_kept(task, self.ctx, BOOTSTRAP_WORKER_ROWS) and \
+                self._counts_kept(task, self.ctx, BOOTSTRAP_COUNT_ROWS) and \
                 not any(r.heads and not r.body for r in task.rules):
             upd = self._kept_counts(v, task, self.ctx, None, t0, "scratch")
             upd.scratch_seconds = upd.seconds

@@ -9,7 +9,7 @@ task when the session opens, where the user already waits, with the state unchan
 waits for the driver's index of base facts, so the first epoch costs what the next ones do.
 A bootstrap and an open also keep each subsumptive task's frames in the driver and count each
 counted task in the driver, which keeps its counts (`warm_driver_and_counts`): a bootstrap past
-BOOTSTRAP_WORKER_ROWS counted on the Spark side, and the first epoch shipped everything again.
+BOOTSTRAP_COUNT_ROWS counted on the Spark side, and the first epoch shipped everything again.
 """
 
 from __future__ import annotations
