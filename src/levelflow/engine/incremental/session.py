@@ -128,7 +128,7 @@ class IncrementalSession:
         with session._writing():
             session.last = session._run_epoch(base, bootstrap=True, progress=progress)
         # What the first epoch would load (a subsumptive task's frames, a counted task's
-        # counts in its worker), loaded now while the user waits anyway.
+        # counts in the driver), loaded now while the user waits anyway.
         warm_driver_and_counts(session, progress=progress)
         session.base_index.seed(session.snap.epoch, indexed)
         session.base_index.prefetch(session.snap, prog.decls)

@@ -3,7 +3,7 @@
 For `@agg(g.., <kind v>) :- body.` (tasks/aggregates.py) the state is the bag of the body's
 bindings projected on the variables the head reads (g.. and v's), as derivation counts of a
 relation BODY (c.., _cnt), the aggregate's tuples and, for a body of several atoms, the
-relations it reads (as a counted task's worker keeps them: counting_share.py). An epoch:
+relations it reads (as a counted task's share keeps them: counting_share.py). An epoch:
 
 1. sums the body's signed change with counting's delta terms in Polars (counting_polars), over
    the kept relations and their change (rows the driver holds, or fetched by one Spark job);
