@@ -221,14 +221,15 @@ class Epoch:
         counting_job.py) when the task is small and not gated, unless the driver
         holds every row the terms read and they sum to nothing (no job at all); else summed
         in the driver or on the Spark side. The last two keep no counts (held None)."""
+        kept = self._counts_kept(task, ctx)
+        # Counts the driver keeps are updated there, even when the sums are empty: no job,
+        # and their lower relations' copies stay current. Their share sums the terms itself.
+        if kept and getattr(self.snap.arranged.get(task.name), "in_driver", False):
+            return self._kept_counts(v, task, ctx, cancel, t0, "counting")
         summed = counting_polars.summed_in_driver(ctx, task)
         # Sums without kept counts take a job joining them to the old counts on Spark, and
-        # one per broadcast in it (5 on views1). Counts the driver keeps are updated there
-        # even when the sums are empty: no job, and their lower relations' copies stay current.
-        held = self.snap.arranged.get(task.name)
-        if self._counts_kept(task, ctx) and \
-                (summed is None or any(df.height for df in summed.values()) or
-                 getattr(held, "in_driver", False)):
+        # one per broadcast in it (5 on views1).
+        if kept and (summed is None or any(df.height for df in summed.values())):
             return self._kept_counts(v, task, ctx, cancel, t0, "counting")
         return self._apply_counts(v, counting_spark.count_update(ctx, task, summed), "counting", t0)
 
