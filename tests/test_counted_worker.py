@@ -22,7 +22,7 @@ from levelflow.engine.incremental import IncrementalSession
 from levelflow.engine.incremental.backends.driver_rows import arrow_of, frame_of_table
 from levelflow.engine.incremental.backends.worker import counting_share
 from levelflow.engine.incremental.backends.worker.dred_share import MISS_REL, Spec
-from levelflow.engine.incremental.backends.worker.share_job import Held, direct_input, next_token
+from levelflow.engine.incremental.backends.worker.share_job import Held, driver_input, next_token
 from levelflow.engine.plans import resident
 from levelflow.tasks import build_tasks, parse_program
 
@@ -84,9 +84,9 @@ def _changed(rng: random.Random, now: set, fresh) -> tuple[set, set]:
 
 
 def _epoch(spec_frames: tuple) -> pl.DataFrame:
-    """Return the worker's output of an epoch run in process, from (spec, frames)."""
+    """Return the share's output of an epoch run in the driver, from (spec, frames)."""
     spec, frames = spec_frames
-    return pl.read_ipc_stream(counting_share.direct_share(spec, direct_input(frames), 0))
+    return counting_share.driver_share(spec, driver_input(None, spec, frames))
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])

@@ -80,7 +80,7 @@ def _observed(col, relations: int):
 def _driver_run(ctx: TaskContext, spec, frames):
     """Return (output, observed counts) of the epoch run in the driver: no job when every
     input is rows the driver holds, else one bringing them over."""
-    return run_in_driver(spec, driver_input(ctx.spark, spec, frames), counting_share.direct_share,
+    return run_in_driver(spec, driver_input(ctx.spark, spec, frames), counting_share.driver_share,
                          lambda col: _observed(col, len(spec.names)))
 
 

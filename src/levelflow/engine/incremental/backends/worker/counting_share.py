@@ -21,7 +21,7 @@ import pyarrow as pa
 from levelflow.engine.incremental.backends.worker.dred_share import (
     MISS_REL,
     Spec,
-    direct_rows,
+    frame_rows,
     lower_now,
     sources_of,
 )
@@ -144,6 +144,7 @@ def _share_change(spec: Spec, share: int, part: pl.DataFrame, schema: pa.Schema
     resident.store(spec.lineage, share, spec.new_token, entry)
 
 
-def direct_share(spec: Spec, packed: bytes, share: int) -> bytes:
-    """Return the epoch's touched tuples (or MISS) as an Arrow IPC stream (a direct epoch)."""
-    return direct_rows(spec, packed, share, _share_change, FIELDS)
+def driver_share(spec: Spec, packed: pl.DataFrame) -> pl.DataFrame:
+    """Return the epoch's touched tuples (or MISS) from its packed input (the one share, run
+    in the driver)."""
+    return frame_rows(spec, packed, 0, _share_change, FIELDS)

@@ -227,6 +227,13 @@ def partition_rows(spec, batches: Iterable[pa.RecordBatch], change, fields: tupl
         yield from change(spec, share, rows, schema)
 
 
+def frame_rows(spec, rows: pl.DataFrame, share: int, change, fields: tuple) -> pl.DataFrame:
+    """Return partition_rows' output of one share as a frame, from its packed input rows (a
+    share run in the driver's process: nothing serialized)."""
+    schema = output_schema(spec.names, spec.decls, fields)
+    return pl.from_arrow(pa.Table.from_batches(list(change(spec, share, rows, schema)), schema))
+
+
 def direct_rows(spec, packed: bytes, share: int, change, fields: tuple) -> bytes:
     """Return partition_rows' output of one share as an Arrow IPC stream, from the epoch's
     packed input as an IPC stream (a direct epoch: input and output travel with the job)."""

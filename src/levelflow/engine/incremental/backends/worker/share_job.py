@@ -76,27 +76,26 @@ def direct_input(frames) -> bytes | None:
     tables = [rows_of(df) for df in frames]
     if any(t is None for t in tables) or sum(t.num_rows for t in tables) > DIRECT_ROWS:
         return None
-    return _packed(tables)
+    return _packed(tables).write_ipc_stream(None).getvalue()
 
 
-def driver_input(spark, spec, frames) -> bytes:
-    """Return the packed input of direct_input, the frames' rows brought to the driver in one
-    Spark job when it does not hold them all."""
+def driver_input(spark, spec, frames) -> pl.DataFrame:
+    """Return the packed input of direct_input as a frame, the frames' rows brought to the
+    driver in one Spark job when it does not hold them all."""
     tables = [rows_of(df) for df in frames]
     if all(t is not None for t in tables):
         return _packed(tables)
-    packed = pl.from_arrow(pack_inputs(spark, spec, frames).toArrow())
-    return packed.write_ipc_stream(None).getvalue()
+    return pl.from_arrow(pack_inputs(spark, spec, frames).toArrow())
 
 
-def _packed(tables: list) -> bytes:
-    """Return Arrow tables packed as one frame (`_src`, `s<src>_<c>`), as an IPC stream."""
+def _packed(tables: list) -> pl.DataFrame:
+    """Return Arrow tables packed as one frame (`_src`, `s<src>_<c>`)."""
     sources = [pl.from_arrow(t).select(pl.lit(s, pl.Int32).alias("_src"),
                                        *[pl.col(c).alias(f"s{s}_{c}") for c in t.column_names])
                for s, t in enumerate(tables)]
     packed = pl.concat(sources, how="diagonal") if sources else \
         pl.DataFrame(schema={"_src": pl.Int32})
-    return packed.write_ipc_stream(None).getvalue()
+    return packed
 
 
 def run_direct(ctx: TaskContext, spec, packed: bytes, share_rows, observed):
@@ -120,12 +119,12 @@ def run_direct(ctx: TaskContext, spec, packed: bytes, share_rows, observed):
     return out, out.select(metrics(observed)).row(0, named=True)
 
 
-def run_in_driver(spec, packed: bytes, share_rows, observed):
-    """Return (the one share's output rows, observed counts) of `share_rows(spec, packed, 0)`
-    run here, in the driver's process: no Spark job. The share's state stays in this
-    process's memory (resident.held_here)."""
+def run_in_driver(spec, packed: pl.DataFrame, share_frame, observed):
+    """Return (the one share's output rows, observed counts) of `share_frame(spec, packed)`
+    run here, in the driver's process: no Spark job, nothing serialized. The share's state
+    stays in this process's memory (resident.held_here)."""
     with resident.held_here():
-        out = pl.read_ipc_stream(share_rows(spec, packed, 0))
+        out = share_frame(spec, packed)
     return out, out.select(metrics(observed)).row(0, named=True)
 
 
