@@ -105,6 +105,11 @@ def test_tables_match_from_scratch_and_dred(seed, monkeypatch):
         out = update(state, inp, recompute_rows=0)  # not the small share's recompute
         dred = dred_polars._dred(state, inp)  # the same epoch by DRed, for its change's size
         got = out.state.live("path")
+        if out.net is not None:  # net: a tuple gone or new, not re-ranked (in both)
+            removed, added = (out.removed["path"].drop(RANK).rows(),
+                              out.added["path"].drop(RANK).rows())
+            assert list(out.net["path"][0]) == [t not in set(added) for t in removed]
+            assert list(out.net["path"][1]) == [t not in set(removed) for t in added]
         assert set(got.drop(RANK).rows()) == set(scratch(now).drop(RANK).rows())
         assert got.height == out.state.size("path")
         _assert_ranks_valid(got, now)
@@ -149,3 +154,14 @@ def test_what_stays_with_dred_over_frames(monkeypatch):
     assert dred_polars._closure_epoch(state, inp) is not None
     monkeypatch.setattr(closure_epoch, "EDGE_CELLS", 6)  # 7 touched sources x 1 edge
     assert dred_polars._closure_epoch(state, inp) is None
+    # A share of even sources lacks (5, 4), the closure tuple that puts (4, 5) on the ring:
+    # the old edges tell.
+    def share(name, df):
+        return df.filter(pl.col("c0") % 2 == 0)
+    out = run_task(rules, task.relations, program.decls, {"edge": _frame(ring)}, {}, share)
+    even = arrange({"path": out.relation("path", ranked=True)})
+    monkeypatch.undo()
+    gone = {(4, 5)}
+    inp = Inputs(rules, task.relations, program.decls, {"edge": _frame(ring - gone)},
+                 {"edge": _frame(set())}, {"edge": _frame(gone)}, {}, {}, {}, share)
+    assert dred_polars._closure_epoch(even, inp) is not None

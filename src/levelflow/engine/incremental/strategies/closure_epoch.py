@@ -113,20 +113,18 @@ def _ranked(keys: np.ndarray, ranks: np.ndarray) -> pl.DataFrame:
     return unpack(keys, ["c0", "c1"]).with_columns(pl.Series(RANK, ranks, pl.Int64))
 
 
-def on_cycle(src: np.ndarray, dst: np.ndarray, removed: pl.DataFrame) -> bool:
-    """Return whether a removed edge lies on a cycle of the edges src -> dst (both its ends in
-    one strongly connected component, or a self loop)."""
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import connected_components
-
-    nodes = np.unique(np.concatenate([src, dst]))
-    n = len(nodes)
-    s, d = np.searchsorted(nodes, src), np.searchsorted(nodes, dst)
-    graph = csr_matrix((np.ones(len(s), np.int8), (s, d)), shape=(n, n))
-    label = connected_components(graph, directed=True, connection="strong")[1]
+def on_cycle(keys: np.ndarray, removed: pl.DataFrame, edges: tuple | None = None) -> bool:
+    """Return whether a removed edge (u, v) lies on a cycle of the old edges: a self loop, or
+    v reaches u, i.e. the old closure (its sorted packed keys) holds (v, u). A share of the
+    closure holds only its sources' tuples: there, the old `edges` (src, dst) are searched
+    back from u for the ones it lacks."""
     u, v = removed["c0"].to_numpy(), removed["c1"].to_numpy()
-    return bool(((u == v) | (label[np.searchsorted(nodes, u)] ==
-                             label[np.searchsorted(nodes, v)])).any())
+    back = (v << BITS) | u
+    at = np.minimum(np.searchsorted(keys, back), max(len(keys) - 1, 0))
+    if (u == v).any() or (len(keys) and (keys[at] == back).any()):
+        return True
+    return edges is not None and any(b in reaching(*edges, np.array([a]))
+                                     for a, b in zip(u.tolist(), v.tolist(), strict=True))
 
 
 @dataclass(slots=True)
@@ -145,9 +143,10 @@ class ClosureEpoch:
     removed_edges: pl.DataFrame
     added_edges: pl.DataFrame
 
-    def run(self) -> tuple[Arranged, dict, dict, int]:
-        """Return (new state, removed, added, rounds): the touched sources' (tuple, rank)
-        pairs that changed (closure_tables)."""
+    def run(self) -> tuple[Arranged, dict, dict, int, dict]:
+        """Return (new state, removed, added, rounds, net): the touched sources' (tuple, rank)
+        pairs that changed (closure_tables), and per relation which removed and which added
+        pairs are a net change (the others are a tuple re-ranked)."""
         src, dst = _edges(self.new_edges)
         adj, back = (Adjacency(src, dst), Adjacency(dst, src)) if len(src) else (None, None)
         top = self.state.top()
@@ -159,12 +158,13 @@ class ClosureEpoch:
                                           _edges(self.removed_edges), _edges(self.added_edges))
             pieces.append(change)
             rounds = max(rounds, more)
-        removed_keys, removed_ranks, added_keys, added_ranks = (
+        removed_keys, removed_ranks, removed_net, added_keys, added_ranks, added_net = (
             np.concatenate([p[k] for p in pieces]) if pieces else np.empty(0, np.int64)
-            for k in range(4))
+            for k in range(6))
         removed = {self.name: _ranked(removed_keys, removed_ranks)}
         added = {self.name: _ranked(added_keys, added_ranks)}
-        return applied(self.state, removed, added), removed, added, rounds
+        net = {self.name: (removed_net.astype(bool), added_net.astype(bool))}
+        return applied(self.state, removed, added), removed, added, rounds, net
 
 
 def planned_epoch(state: Arranged, name: str, old_edges: pl.DataFrame,
@@ -176,7 +176,7 @@ def planned_epoch(state: Arranged, name: str, old_edges: pl.DataFrame,
     if state.keys[name] is None or not packable(new_edges) or not packable(old_edges):
         return None
     src, dst = _edges(old_edges)
-    if not on_cycle(src, dst, removed_edges):
+    if not on_cycle(state.keys[name], removed_edges, None if share is None else (src, dst)):
         return None
     tails = np.concatenate([removed_edges["c0"].to_numpy(), added_edges["c0"].to_numpy()])
     sources = reaching(src, dst, tails)

@@ -40,6 +40,21 @@ def _step(adj: Adjacency, cells: np.ndarray, shift: int) -> tuple[np.ndarray, np
     return (cells[origin] >> shift << shift) | nxt, origin
 
 
+def dense_ids(nodes: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Return each value's index in the sorted `nodes`, or -1 where it is not one: a lookup
+    table where the node values are dense (a gather, where a binary search per value costs
+    5-10x more on a 1M-tuple block), else binary searches."""
+    if not len(nodes):
+        return np.full(len(values), -1, np.int64)
+    top = int(nodes[-1])
+    if top <= 8 * len(nodes) + 4096 and nodes[0] >= 0:
+        table = np.full(top + 2, -1, np.int64)
+        table[nodes] = np.arange(len(nodes))
+        return table[np.clip(values, -1, top + 1)]
+    at = np.minimum(np.searchsorted(nodes, values), len(nodes) - 1)
+    return np.where(nodes[at] == values, at, -1)
+
+
 class Tables:
     """One block's tables: the old ranks, the suspects, the edges out of each source."""
 
@@ -47,8 +62,11 @@ class Tables:
                  cells: np.ndarray, ranks: np.ndarray, shift: int) -> None:
         self.adj, self.back, self.shift = adj, back, shift
         size = len(sources) << shift
-        self.old = np.full(size, -1, np.int64)
-        self.old[cells] = ranks
+        # Rank + 1 (0: no old tuple): a zeroed table is pages the kernel maps on first touch,
+        # where one filled with -1 is written whole (23 MB a block of 1,400 sources).
+        wide = len(ranks) and int(ranks.max()) >= np.iinfo(np.int32).max - 1
+        self.old = np.zeros(size, np.int64 if wide else np.int32)
+        self.old[cells] = ranks + 1
         self.lost = np.zeros(size, bool)
         self.base = np.zeros(size, bool)  # an edge from the row's source to the node
         at = np.minimum(adj.ids(sources), len(adj.nodes) - 1)
@@ -58,7 +76,7 @@ class Tables:
 
     def kept(self, cells: np.ndarray) -> np.ndarray:
         """Return which cells hold an old tuple not suspect."""
-        return (self.old[cells] >= 0) & ~self.lost[cells]
+        return (self.old[cells] > 0) & ~self.lost[cells]
 
     def supported(self, cells: np.ndarray, below: bool) -> np.ndarray:
         """Return which cells an edge from the source makes, or a kept in-neighbour's tuple
@@ -120,16 +138,17 @@ def _edge_cells(sources: np.ndarray, tails: np.ndarray, heads: np.ndarray,
 def changed_pairs(adj: Adjacency | None, back: Adjacency | None, sources: np.ndarray,
              old_keys: np.ndarray, old_ranks: np.ndarray, counts: np.ndarray, top: int,
              bits: int, removed: tuple, added: tuple):
-    """Return (removed keys, their ranks, added keys, their ranks, rounds) for one block of
-    sources (sorted) with their old tuples as packed keys (source << bits | target, sorted)
-    and ranks, `counts` per source, after the edges `removed` and `added` ((tails, heads)):
-    the (tuple, rank) pairs that change."""
+    """Return (removed keys, their ranks, which are net, added keys, their ranks, which are
+    net, rounds) for one block of sources (sorted) with their old tuples as packed keys
+    (source << bits | target, sorted) and ranks, `counts` per source, after the edges
+    `removed` and `added` ((tails, heads)): the (tuple, rank) pairs that change; a removed
+    pair is net unless its tuple is re-derived, an added one unless its tuple was there."""
     if adj is None:  # no edges left: every old tuple goes
-        return old_keys, old_ranks, old_keys[:0], old_ranks[:0], 0
+        every = np.ones(len(old_keys), bool)
+        return old_keys, old_ranks, every, old_keys[:0], old_ranks[:0], every[:0], 0
     nodes, shift = adj.nodes, shift_for(len(adj.nodes))
-    target = old_keys & ((1 << bits) - 1)
-    at = np.minimum(np.searchsorted(nodes, target), len(nodes) - 1)
-    present = nodes[at] == target  # a target no new edge touches is gone
+    at = dense_ids(nodes, old_keys & ((1 << bits) - 1))
+    present = at >= 0  # a target no new edge touches is gone
     cells = ((np.repeat(np.arange(len(sources)), counts) << shift) | at)[present]
     tables = Tables(adj, back, sources, cells, old_ranks[present], shift)
     heads, _, _ = _edge_cells(sources, *removed, nodes, shift)
@@ -142,7 +161,12 @@ def changed_pairs(adj: Adjacency | None, back: Adjacency | None, sources: np.nda
     fresh = np.concatenate(levels) if levels else cells[:0]
     ranks = np.repeat(np.arange(len(levels), dtype=np.int64) + top + 1, [len(c) for c in levels])
     fresh_keys = (sources[fresh >> shift] << bits) | nodes[fresh & ((1 << shift) - 1)]
-    return old_keys[gone], old_ranks[gone], fresh_keys, ranks, rounds + len(levels)
+    again = np.zeros(len(tables.old), bool)
+    again[fresh] = True
+    gone_net = ~present  # a target gone is no node of the new edges: it is not re-derived
+    gone_net[present] = ~again[cells]
+    return (old_keys[gone], old_ranks[gone], gone_net[gone], fresh_keys, ranks,
+            tables.old[fresh] == 0, rounds + len(levels))
 
 
 def blocks(sources: np.ndarray, counts: np.ndarray, nodes: int):

@@ -72,6 +72,9 @@ class Outcome:
     removed: dict[str, pl.DataFrame]
     added: dict[str, pl.DataFrame]
     rounds: int
+    # Per relation, which removed and which added rows are a net change (a tuple gone or new,
+    # not re-ranked), where the update knows it; else dred_share finds them by a join.
+    net: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
 
 
 

@@ -182,8 +182,11 @@ def _inputs(spec: Spec, share: int, src: dict, entry: RankedShare) -> Inputs:
                   share_filter(spec, share) if spec.key is not None else None)
 
 
-def _marked(df: pl.DataFrame, other: pl.DataFrame) -> pl.DataFrame:
-    """Return df with `_net`: whether its tuple is absent from `other` (a net change)."""
+def _marked(df: pl.DataFrame, other: pl.DataFrame, net=None) -> pl.DataFrame:
+    """Return df with `_net`: whether its tuple is absent from `other` (a net change), from
+    the update's `net` flags where it has them."""
+    if net is not None:
+        return df.with_columns(pl.Series("_net", net, pl.Boolean))
     cols = [c for c in df.columns if c != RANK]
     mark = other.select(cols).unique().with_columns(pl.lit(False).alias("_net"))
     return df.join(mark, on=cols, how="left").with_columns(pl.col("_net").fill_null(True))
@@ -193,11 +196,12 @@ def _changes(spec: Spec, out, symbols: pl.Series, schema: pa.Schema) -> Iterator
     """Yield the removed (`_op` -1) and added (+1) ranked tuples of every relation, decoded."""
     for r, name in enumerate(spec.names):
         decl = spec.decls[name]
-        for op, df, other in ((-1, out.removed[name], out.added[name]),
-                              (1, out.added[name], out.removed[name])):
+        net = out.net[name] if out.net is not None else (None, None)
+        for op, df, other, flags in ((-1, out.removed[name], out.added[name], net[0]),
+                                     (1, out.added[name], out.removed[name], net[1])):
             if not df.height:
                 continue
-            df = decode(_marked(df, other), decl, symbols)
+            df = decode(_marked(df, other, flags), decl, symbols)
             cols = {f"o{r}_{c}": df[c].to_arrow() for c in frame_schema(decl)}
             cols.update(_op=pa.array(np.full(df.height, op, np.int32)),
                         _net=df["_net"].to_arrow(), _it=df[RANK].to_arrow())
