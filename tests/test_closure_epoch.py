@@ -165,3 +165,25 @@ def test_what_stays_with_dred_over_frames(monkeypatch):
     inp = Inputs(rules, task.relations, program.decls, {"edge": _frame(ring - gone)},
                  {"edge": _frame(set())}, {"edge": _frame(gone)}, {}, {}, {}, share)
     assert dred_polars._closure_epoch(even, inp) is not None
+
+
+@pytest.mark.parametrize("sharing", [False, True])
+def test_a_closure_share_is_recomputed_by_the_native_operator(sharing, monkeypatch):
+    """A large deletion in a small share recomputes it: a left-linear closure by BFS, with
+    the ranks (rounds) a semi-naive run gives."""
+    program, task, rules = _task(TC)
+    edges = _rings(random.Random(5), 3, 6)
+    share = (lambda name, df: df.filter(pl.col("c0") % 2 == 0)) if sharing else None
+    old = run_task(rules, task.relations, program.decls, {"edge": _frame(edges)}, {}, share)
+    state = arrange({"path": old.relation("path", ranked=True)})
+    gone = set(sorted(edges)[::4])
+    now = edges - gone
+    calls = []
+    monkeypatch.setattr(dred_polars, "run_closure",
+                        lambda *a, f=dred_polars.run_closure: calls.append(1) or f(*a))
+    inp = Inputs(rules, task.relations, program.decls, {"edge": _frame(now)},
+                 {"edge": _frame(set())}, {"edge": _frame(gone)}, {}, {}, {}, share)
+    out = update(state, inp)
+    want = run_task(rules, task.relations, program.decls, {"edge": _frame(now)}, {}, share)
+    assert calls
+    assert set(out.state.live("path").rows()) == set(want.relation("path", ranked=True).rows())

