@@ -63,6 +63,14 @@ def _assert_ranks_valid(ranked: pl.DataFrame, edges: set) -> None:
         assert any(rank.get((x, z), r) < r for z in preds.get(y, [])), (x, y, r)
 
 
+def _assert_net(out) -> None:
+    """An update's net flags: a removed pair is net unless its tuple is added back at another
+    rank, an added one unless its tuple was removed at another."""
+    removed, added = out.removed["path"].drop(RANK).rows(), out.added["path"].drop(RANK).rows()
+    assert list(out.net["path"][0]) == [t not in set(added) for t in removed]
+    assert list(out.net["path"][1]) == [t not in set(removed) for t in added]
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_tables_match_from_scratch_and_dred(seed, monkeypatch):
     program, task, rules = _task(TC)
@@ -105,11 +113,8 @@ def test_tables_match_from_scratch_and_dred(seed, monkeypatch):
         out = update(state, inp, recompute_rows=0)  # not the small share's recompute
         dred = dred_polars._dred(state, inp)  # the same epoch by DRed, for its change's size
         got = out.state.live("path")
-        if out.net is not None:  # net: a tuple gone or new, not re-ranked (in both)
-            removed, added = (out.removed["path"].drop(RANK).rows(),
-                              out.added["path"].drop(RANK).rows())
-            assert list(out.net["path"][0]) == [t not in set(added) for t in removed]
-            assert list(out.net["path"][1]) == [t not in set(removed) for t in added]
+        if out.net is not None:
+            _assert_net(out)
         assert set(got.drop(RANK).rows()) == set(scratch(now).drop(RANK).rows())
         assert got.height == out.state.size("path")
         _assert_ranks_valid(got, now)
@@ -186,4 +191,6 @@ def test_a_closure_share_is_recomputed_by_the_native_operator(sharing, monkeypat
     out = update(state, inp)
     want = run_task(rules, task.relations, program.decls, {"edge": _frame(now)}, {}, share)
     assert calls
+    _assert_net(out)
+    assert any(out.net["path"][0]) and not all(out.net["path"][0])  # gone, and re-ranked
     assert set(out.state.live("path").rows()) == set(want.relation("path", ranked=True).rows())

@@ -218,14 +218,15 @@ def applied(state: Arranged, removed: Mapping[str, pl.DataFrame],
 
 
 def pairs_differing(old: Arranged, new: Arranged, name: str
-                     ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Return a relation's ranked tuples in `old` and not in `new`, and those in `new` and not
-    in `old` (a tuple whose rank changed is in both): by the sorted keys where both pack."""
+                     ) -> tuple[pl.DataFrame, pl.DataFrame, tuple | None]:
+    """Return a relation's ranked tuples in `old` and not in `new`, those in `new` and not in
+    `old` (a tuple whose rank changed is in both), and, where both pack, which of each are a
+    net change (a tuple gone, a tuple new): by the sorted keys."""
     old_keys, new_keys = old.keys[name], new.keys[name]
     if old_keys is None or new_keys is None:
         before, after = old.live(name), new.live(name)
         return (before.join(after, on=before.columns, how="anti"),
-                after.join(before, on=after.columns, how="anti"))
+                after.join(before, on=after.columns, how="anti"), None)
     old_rows = np.arange(len(old_keys)) if old.rows[name] is None else old.rows[name]
     old_ranks = old.ranked[name][RANK].to_numpy()[old_rows]  # in key order
     new_ranks = new.ranked[name][RANK].to_numpy()  # arranged: row order is key order
@@ -236,8 +237,11 @@ def pairs_differing(old: Arranged, new: Arranged, name: str
     kept_old[at[same]] = True
     kept_new = np.zeros(len(new_keys), bool)
     kept_new[same] = True
+    still = np.zeros(len(old_keys), bool)  # the old tuple is there, at whatever rank
+    still[at[hit]] = True
     return (old.ranked[name][old_rows[~kept_old]],
-            new.ranked[name].filter(pl.Series(~kept_new)))
+            new.ranked[name].filter(pl.Series(~kept_new)),
+            (~still[~kept_old], at[~kept_new] < 0))
 
 
 _CHUNKS = 32  # appended chunks a relation may hold before they are copied into one

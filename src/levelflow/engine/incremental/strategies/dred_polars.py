@@ -381,10 +381,11 @@ def _recomputed(state: Arranged, inp: Inputs) -> Outcome:
     evaluate = run_task if closure_edges(inp.rules, inp.names) is None else run_closure
     out = evaluate(inp.rules, inp.names, inp.decls, inp.lower_new, inp.facts_new, inp.share)
     new = arrange({n: out.relation(n, ranked=True) for n in inp.names})
-    removed, added = {}, {}
+    removed, added, net = {}, {}, {}
     for n in inp.names:
-        removed[n], added[n] = pairs_differing(state, new, n)
-    return Outcome(new, removed, added, out.iterations)
+        removed[n], added[n], net[n] = pairs_differing(state, new, n)
+    return Outcome(new, removed, added, out.iterations,
+                   None if any(v is None for v in net.values()) else net)
 
 
 def _old_version(inp: Inputs, name: str) -> pl.DataFrame:
