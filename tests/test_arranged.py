@@ -227,6 +227,8 @@ def test_a_recomputed_row_removed_before_comes_back_in_the_spark_side_copy(
 
     monkeypatch.setattr(local_dred, "RECOMPUTE_FRACTION", 0.0)
     monkeypatch.setattr(arranged, "DRIVER_LOG_ROWS", driver_rows)
+    # Every re-ranked row travels (a closure's would stay in its worker: closure_labels.py).
+    monkeypatch.setattr(arranged, "labelled", lambda *a: False)
     cancelled = []
 
     def spy(added, removed):

@@ -138,6 +138,11 @@ class Epoch:
         gated, ctx = self.change.task_context(self, v) if self.change else (task, self.ctx)
         plan = plan_for(ctx, task) if self.arranged and not counted and ctx is self.ctx \
             else None
+        if plan is None and set(task.relations) & self.snap.labelled and \
+                any(self.versions[n].minus_rows for n in task.reads_from):
+            # Its stored ranks are labels (closure_labels.py): DRed on the Spark side would
+            # keep tuples by them. Recomputed, it is ranked again.
+            return self._scratch(v, counted, "scratch", t0)
         large, switch = self._elastic_limits(task, ctx, plan, counted)
         recompute = None  # else where the state lives, the share recomputed (in_place.py)
         if self.mode == "elastic" and not counted and large is not None and \
@@ -209,11 +214,13 @@ class Epoch:
         if plan is None:
             out, rounds = dred_update(ctx, task, cancel)
             return self._apply_sets(v, out, "dred", t0, rounds)
-        out, rounds, held, stored = arranged_update(ctx, task, plan,
-                                                    self.snap.arranged.get(task.name), cancel,
-                                                    recompute_rows=recompute)
+        out, rounds, held, stored, labels = arranged_update(
+            ctx, task, plan, self.snap.arranged.get(task.name), cancel, recompute_rows=recompute,
+            relabel=bool(set(task.relations) & self.snap.labelled))
         upd = self._apply_sets(v, out, "dred" if recompute is None else "bootstrap", t0, rounds)
         upd.held, upd.stored = held, stored
+        if labels is not None:
+            upd.labelled = dict.fromkeys(task.relations, labels)
         return upd
 
     def _counting(self, v: int, task, ctx, cancel, t0: float) -> TaskUpdate:
@@ -317,6 +324,7 @@ class Epoch:
             self._apply_sets(v, out, strategy, t0, rounds)
         upd.scratch_seconds = seconds
         upd.held = None if counted else held
+        upd.labelled = dict.fromkeys(task.relations, False)  # ranked by this run's rounds
         return upd
 
     def _apply_counts(self, v, out, strategy, t0) -> TaskUpdate:

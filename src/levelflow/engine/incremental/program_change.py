@@ -279,8 +279,11 @@ def adapt_snapshot(spark, snap: Snapshot, change: ProgramChange) -> Snapshot:
             base[n], base_rows[n], base_where[n] = empty_relation(spark, prog.decls[n]), 0, None
     keep = {change.new.tasks[v].name for v, p in change.plan.items() if p in ("kept", "updated")}
     scratch = {t: s for t, s in snap.scratch_seconds.items() if t in keep}
+    # A relation kept keeps its stored copy, labels and all (closure_labels.py).
+    labelled = {n for n in snap.labelled if n in rel and n in old.decls and
+                n not in change.rebuilt}
     return Snapshot(snap.epoch, rel, base, rows, base_rows, set(counted), scratch, where,
-                    base_where, pieces, max_rank)
+                    base_where, pieces, max_rank, labelled=labelled)
 
 
 def seed_new_inputs(spark, change: ProgramChange, base: dict, factdir) -> list[str]:

@@ -132,6 +132,8 @@ class TaskUpdate:
     # tuples gone or replaced (c0.., the count or rank column optional: removal matches on
     # the tuple columns); either may be None for none. Absent: the commit writes a new base.
     stored: dict[str, tuple[DataFrame | None, DataFrame | None]] = field(default_factory=dict)
+    # Relation -> whether its stored ranks are now labels (closure_labels.py); absent: as before.
+    labelled: dict[str, bool] = field(default_factory=dict)
 
 
 class TaskContext:

@@ -68,7 +68,8 @@ def warm(session, progress=None) -> list[str]:
         # driver's job when its input is small), so that the Python worker an epoch lands on
         # has imported the task's modules and read the state already.
         for _ in range(2):
-            changes, _, held, _ = arranged_update(ctx, task, plan, held)
+            changes, _, held, _, _ = arranged_update(
+                ctx, task, plan, held, relabel=bool(set(task.relations) & session.snap.labelled))
             if any(c.plus_rows or c.minus_rows for c in changes.values()):  # a bug
                 raise RuntimeError(f"task {task.name}: its state changed while loaded")
         session.snap.arranged[task.name] = held

@@ -206,7 +206,7 @@ class StateDir(DirLocks):
         max_rank = {n: int(r) for n, r in data.get("max_rank", {}).items()}
         return Snapshot(int(data["epoch"]), rel, base, rows, base_rows, counted,
                         dict(data.get("scratch_seconds", {})), where, base_where,
-                        max_rank=max_rank)
+                        max_rank=max_rank, labelled=set(data.get("labelled", [])))
 
     def _read(self, spark, program: Program, name: str, kind: str, info: dict, counted: set):
         """Return the DataFrame of one stored relation, built on first use: its base, then its
@@ -241,7 +241,8 @@ class StateDir(DirLocks):
                 "program_file": program.file, "program": program_text,
                 "counted": sorted(snap.counted), **relations,
                 "scratch_seconds": snap.scratch_seconds, "max_rank": snap.max_rank,
-                "keep": self.keep_epochs(prev), **_carried(prev), **(extra or {}),
+                "labelled": sorted(snap.labelled), "keep": self.keep_epochs(prev),
+                **_carried(prev), **(extra or {}),
             }
             digest = self.publish(tmp, epoch, manifest)
         except BaseException as e:

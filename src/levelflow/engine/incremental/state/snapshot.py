@@ -39,6 +39,8 @@ class Snapshot:
     # Changed relation -> (removed, added) stored rows, written as a segment (else a new base).
     stored: dict[str, tuple] = field(default_factory=dict)
     base_stored: dict[str, tuple] = field(default_factory=dict)  # input -> (Δ-, Δ+) base facts
+    # Relations whose stored ranks are labels, not ranks (strategies/closure_labels.py).
+    labelled: set[str] = field(default_factory=set)
 
     def tuples(self, name: str) -> DataFrame:
         """Return the tuples of relation `name` (columns c0.., no count or rank)."""
@@ -72,8 +74,11 @@ def next_snapshot(old: Snapshot, tasks, updates: dict, base_versions: dict
     stored = {}
     scratch = dict(old.scratch_seconds)
     arranged = dict(old.arranged)
+    labelled = set(old.labelled)
     for v, upd in updates.items():
         task = tasks[v]
+        labelled |= {n for n, now in upd.labelled.items() if now}
+        labelled -= {n for n, now in upd.labelled.items() if not now}
         if upd.scratch_seconds is not None:
             scratch[task.name] = upd.scratch_seconds
         if upd.held is not None:
@@ -103,5 +108,6 @@ def next_snapshot(old: Snapshot, tasks, updates: dict, base_versions: dict
                 base_stored[n] = seg
     snap = Snapshot(old.epoch + 1, rel, base, rows, base_rows, set(old.counted), scratch,
                     dict(old.where), dict(old.base_where), pieces, max_rank,
-                    stored=stored, base_stored=base_stored, arranged=arranged)
+                    stored=stored, base_stored=base_stored, arranged=arranged,
+                    labelled=labelled)
     return snap, changed, changed_base

@@ -74,8 +74,8 @@ class Outcome:
     added: dict[str, pl.DataFrame]
     rounds: int
     # Per relation, which removed and which added rows are a net change (a tuple gone or new,
-    # not re-ranked), where the update knows it; else dred_share finds them by a join.
-    net: dict[str, tuple[np.ndarray, np.ndarray]] | None = None
+    # not re-ranked), where the update knows it (None: dred_share finds them by a join).
+    net: dict[str, tuple[np.ndarray, np.ndarray] | None] | None = None
 
 
 
@@ -235,7 +235,7 @@ class PolarsDRed:
         self.inp, self.names, self.rules = inp, inp.names, inp.rules
         self.olds = {n: OldTuples(state.ranked[n], state.keys[n], state.rows[n])
                      for n in inp.names}
-        self.old = {**{n: _old_version(inp, n) for n in inp.lower_new},
+        self.old = {**{n: old_version(inp, n) for n in inp.lower_new},
                     **{n: state.ranked[n].drop(RANK) for n in inp.names}}
         # A support check reads the new lower relations, so a tuple it kept may lean on a lower
         # tuple inserted this epoch: a new suspect's heads are found through old and new ones.
@@ -352,7 +352,7 @@ def _closure_epoch(state: Arranged, inp: Inputs) -> ClosureEpoch | None:
             name in facts and facts[name].height
             for facts in (inp.facts_new, inp.facts_plus, inp.facts_minus)):
         return None
-    return planned_epoch(state, name, _old_version(inp, edge), inp.lower_new[edge], minus,
+    return planned_epoch(state, name, old_version(inp, edge), inp.lower_new[edge], minus,
                           inp.lower_plus.get(edge, minus.clear()), inp.share)
 
 
@@ -388,7 +388,7 @@ def _recomputed(state: Arranged, inp: Inputs) -> Outcome:
                    None if any(v is None for v in net.values()) else net)
 
 
-def _old_version(inp: Inputs, name: str) -> pl.DataFrame:
+def old_version(inp: Inputs, name: str) -> pl.DataFrame:
     """Return a lower relation's old version: new minus its insertions, plus its deletions."""
     new, plus, minus = inp.lower_new[name], inp.lower_plus.get(name), inp.lower_minus.get(name)
     if plus is not None and plus.height:

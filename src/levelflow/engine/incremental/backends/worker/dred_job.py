@@ -30,6 +30,7 @@ from levelflow.engine.incremental.backends.driver_rows import (
 )
 from levelflow.engine.incremental.backends.spark_broadcast import bcast_small
 from levelflow.engine.incremental.backends.worker.dred_share import (
+    LABELS_REL,
     MISS_REL,
     STATS_REL,
     TOP_REL,
@@ -47,6 +48,7 @@ from levelflow.engine.incremental.backends.worker.share_job import (
     run_or_ship,
     share_spec,
 )
+from levelflow.engine.incremental.strategies.closure_labels import labelled
 from levelflow.engine.incremental.versions import Change, TaskContext
 from levelflow.engine.plans import choose_plan
 from levelflow.engine.plans.in_spark import packed_schema
@@ -185,6 +187,7 @@ def _counted(col, relations: int):
             yield f"{name}{r}", (rel == r) & cond, "rows"
     yield "rounds", rel == STATS_REL, "max"
     yield "top", rel == TOP_REL, "max"
+    yield "labelled", rel == LABELS_REL, "max"
     yield "misses", rel == MISS_REL, "rows"
 
 
@@ -195,14 +198,18 @@ def _run(ctx: TaskContext, spec: Spec, frames):
 
 
 def arranged_update(ctx: TaskContext, task: Task, plan, held: Held | None, cancel=None,
-                    recompute_rows: int | None = None
-                    ) -> tuple[dict[str, Change], int, Held, dict]:
-    """Return per relation its Change, the rounds, where the state now lives, and per relation
-    the (removed, added) ranked rows: the task's epoch run where its state lives
-    (`recompute_rows`: local_dred.update's share limit, if not its own)."""
+                    recompute_rows: int | None = None, relabel: bool = False
+                    ) -> tuple[dict[str, Change], int, Held, dict, bool | None]:
+    """Return per relation its Change, the rounds, where the state now lives, per relation
+    the (removed, added) ranked rows, and whether the stored ranks are now labels (None: the
+    task's never are): the task's epoch run where its state lives (`recompute_rows`:
+    local_dred.update's share limit, if not its own; `relabel`: the stored ranks are labels
+    now, closure_labels.py)."""
     parts = _parts(ctx, task, plan)
     specs, frames = _sources(ctx, task, ship=False)
     spec = share_spec(ctx, task, plan, held, parts, specs)
+    labels = labelled(spec.rules, spec.names, spec.decls, spec.facts, ctx.program.inputs)
+    spec = dataclasses.replace(spec, labels=labels, relabel=labels and relabel)
     if recompute_rows is not None:
         spec = dataclasses.replace(spec, recompute_rows=recompute_rows)
 
@@ -220,7 +227,8 @@ def arranged_update(ctx: TaskContext, task: Task, plan, held: Held | None, cance
         changes[n], stored[n], logs[n] = _change(ctx, n, pick, r, seen, top,
                                                  log or Log(ctx.old_ranked[n]))
     held = Held(spec.lineage, spec.new_token, parts, logs)
-    return changes, int(seen["rounds"] or 0), held, stored
+    return changes, int(seen["rounds"] or 0), held, stored, \
+        bool(seen["labelled"]) if labels else None
 
 
 def _run_direct(ctx: TaskContext, spec: Spec, packed: bytes):

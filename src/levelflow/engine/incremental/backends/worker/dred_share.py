@@ -13,14 +13,21 @@ go back to the JVM.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
 from levelflow.engine.incremental.strategies.arranged import RANK, Arranged, applied, arrange
-from levelflow.engine.incremental.strategies.dred_polars import RECOMPUTE_ROWS, Inputs, update
+from levelflow.engine.incremental.strategies.closure_epoch import closure_edges
+from levelflow.engine.incremental.strategies.closure_labels import Labels, ranked_anew, sent
+from levelflow.engine.incremental.strategies.dred_polars import (
+    RECOMPUTE_ROWS,
+    Inputs,
+    old_version,
+    update,
+)
 from levelflow.engine.plans import resident
 from levelflow.engine.plans.columnar import frame_schema
 from levelflow.engine.plans.encode import decode, dictionary, encode, encoded_program
@@ -36,6 +43,7 @@ from levelflow.tasks.ast import Decl, Rule
 STATS_REL = -1  # `_it` holds the rounds run
 TOP_REL = -2  # `_it` holds the share's highest rank after the update
 MISS_REL = -3  # the share's state was not on this executor
+LABELS_REL = -4  # `_it` is 1 when the share's stored ranks are labels (closure_labels.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +61,8 @@ class Spec:
     old_token: str | None  # the state version this epoch starts from
     new_token: str
     recompute_rows: int = RECOMPUTE_ROWS  # dred_polars.update's: a deletion may recompute
+    labels: bool = False  # the task's stored ranks may be labels: send the net change only
+    relabel: bool = False  # the stored copy shipped (if one is) holds labels: rank it anew
 
 
 @dataclass(slots=True)
@@ -63,6 +73,7 @@ class RankedShare:
     state: Arranged
     symbols: pl.Series
     lower: dict[str, pl.DataFrame]  # every lower relation's version (encoded), as of the state
+    labels: Labels = field(default_factory=dict)  # where the stored ranks differ (closures)
 
 
 # Per output row besides the relation: `_op` (-1 removed, +1 added), `_net` (a net change).
@@ -92,11 +103,12 @@ def _as_entry(found: RankedShare | tuple) -> RankedShare:
 
 
 def _applied(entry: RankedShare | tuple, change: tuple) -> RankedShare:
-    """Return the entry after an epoch's stored change (removed, added, lower Δ+, lower Δ-)."""
-    removed, added, plus, minus = change
+    """Return the entry after an epoch's stored change (removed, added, lower Δ+, lower Δ-,
+    the labels after it)."""
+    removed, added, plus, minus, labels = change
     entry = _as_entry(entry)
     return RankedShare(applied(entry.state, removed, added), entry.symbols,
-                 lower_now(entry.lower, plus, minus))
+                       lower_now(entry.lower, plus, minus), labels)
 
 
 def sources_of(part: pl.DataFrame, spec: Spec) -> dict[str, dict[str, pl.DataFrame]]:
@@ -196,7 +208,7 @@ def _changes(spec: Spec, out, symbols: pl.Series, schema: pa.Schema) -> Iterator
     """Yield the removed (`_op` -1) and added (+1) ranked tuples of every relation, decoded."""
     for r, name in enumerate(spec.names):
         decl = spec.decls[name]
-        net = out.net[name] if out.net is not None else (None, None)
+        net = (out.net or {}).get(name) or (None, None)
         for op, df, other, flags in ((-1, out.removed[name], out.added[name], net[0]),
                                      (1, out.added[name], out.removed[name], net[1])):
             if not df.height:
@@ -259,15 +271,29 @@ def _share_change(spec: Spec, share: int, rows: pl.DataFrame, schema: pa.Schema
         yield _stat(MISS_REL, 1, schema)
         return
     inputs = _inputs(spec, share, src, entry)
+    if spec.labels and spec.relabel and "state" in src:
+        entry = _ranked_anew(entry, inputs)
     out = update(entry.state, inputs, spec.recompute_rows)
-    yield from _changes(spec, out, entry.symbols, schema)
+    labels = entry.labels
+    sending = out
+    if spec.labels:
+        sending, labels = sent(entry.state, out, entry.labels)
+    yield from _changes(spec, sending, entry.symbols, schema)
     yield _stat(STATS_REL, out.rounds, schema)
     yield _stat(TOP_REL, out.state.top(), schema)
+    yield _stat(LABELS_REL, int(bool(labels)), schema)
     # After the rows went out (its file write would compete with them), before the task
     # ends: the next epoch's job cannot start before this share is stored. Stored as this
     # epoch's change to the version it started from, when that version is the stored one.
-    change = (out.removed, out.added, inputs.lower_plus, inputs.lower_minus) if stored \
-        else None
+    change = (out.removed, out.added, inputs.lower_plus, inputs.lower_minus, labels) \
+        if stored else None
     resident.store(spec.lineage, share, spec.new_token,
-                   RankedShare(out.state, entry.symbols, dict(inputs.lower_new)),
+                   RankedShare(out.state, entry.symbols, dict(inputs.lower_new), labels),
                    spec.old_token, change)
+
+
+def _ranked_anew(entry: RankedShare, inp: Inputs) -> RankedShare:
+    """Return a shipped closure state ranked anew from its edges (its ranks are labels)."""
+    edges = old_version(inp, closure_edges(inp.rules, inp.names))
+    state, labels = ranked_anew(entry.state, inp.rules, inp.names, inp.decls, edges, inp.share)
+    return RankedShare(state, entry.symbols, entry.lower, labels)
