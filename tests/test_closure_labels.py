@@ -190,3 +190,30 @@ def test_a_closure_sends_net_changes_and_survives_reopen_and_spark_side_dred(
 
 def _set(frame) -> set:
     return {tuple(r) for r in frame.collect()}
+
+
+def test_a_process_catching_up_on_stored_changes_rebuilds_the_labels():
+    """Another Python worker applies an epoch's stored change (dred_share._applied): it must
+    reach the labels the worker that ran the epoch sent by."""
+    from levelflow.engine.incremental.backends.worker.dred_share import RankedShare, _applied
+
+    program, task, rules = _task(TC)
+    edges = {(0, 1), (1, 2), (0, 3), (3, 4), (4, 2), (2, 0), (2, 5), (5, 0)}
+    out = run_task(rules, task.relations, program.decls, {"edge": _frame(edges)}, {})
+    entry = RankedShare(arrange({"path": out.relation("path", ranked=True)}), pl.Series([]),
+                        {"edge": _frame(edges)})
+    labels, seen = {}, []
+    for gone in ({(1, 2)}, {(5, 0)}, {(3, 4)}):
+        edges -= gone
+        inp = Inputs(rules, task.relations, program.decls, {"edge": _frame(edges)},
+                     {"edge": _frame(set())}, {"edge": _frame(gone)}, {}, {}, {})
+        out = update(entry.state, inp, recompute_rows=0)
+        _, labels = sent(entry.state, out, labels)
+        entry = _applied(entry, (out.removed, out.added, inp.lower_plus, inp.lower_minus, True))
+        assert set(entry.state.live("path").rows()) == set(out.state.live("path").rows())
+        assert entry.labels.keys() == labels.keys()
+        for n in labels:
+            assert (entry.labels[n][0] == labels[n][0]).all()
+            assert (entry.labels[n][1] == labels[n][1]).all()
+        seen.append(bool(labels))
+    assert any(seen)

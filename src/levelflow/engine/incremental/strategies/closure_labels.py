@@ -81,8 +81,10 @@ def sent(old: Arranged, out, labels: Labels) -> tuple[object, Labels]:
         moved, moved_label = _by_key(rkeys[~rnet], label[~rnet])
         _, rank = _by_key(akeys[~anet], add[RANK].to_numpy()[~anet])  # the same tuples
         unlike = moved_label != rank
-        keys, vals = _by_key(np.concatenate([lkeys[keep], moved[unlike]]),
-                             np.concatenate([lvals[keep], moved_label[unlike]]))
+        # Two sorted runs merged: the labels kept, the re-ranked tuples' that still differ.
+        at = np.searchsorted(lkeys[keep], moved[unlike])
+        keys = np.insert(lkeys[keep], at, moved[unlike])
+        vals = np.insert(lvals[keep], at, moved_label[unlike])
         if len(keys):
             after[n] = (keys, vals)
         removed[n] = rem.filter(pl.Series(rnet)).with_columns(pl.Series(RANK, label[rnet]))

@@ -25,6 +25,7 @@ from levelflow.engine.incremental.strategies.closure_labels import Labels, ranke
 from levelflow.engine.incremental.strategies.dred_polars import (
     RECOMPUTE_ROWS,
     Inputs,
+    Outcome,
     old_version,
     update,
 )
@@ -104,11 +105,13 @@ def _as_entry(found: RankedShare | tuple) -> RankedShare:
 
 def _applied(entry: RankedShare | tuple, change: tuple) -> RankedShare:
     """Return the entry after an epoch's stored change (removed, added, lower Δ+, lower Δ-,
-    the labels after it)."""
+    whether the stored ranks are labels: then its labels follow as the epoch's did)."""
     removed, added, plus, minus, labels = change
     entry = _as_entry(entry)
-    return RankedShare(applied(entry.state, removed, added), entry.symbols,
-                       lower_now(entry.lower, plus, minus), labels)
+    state = applied(entry.state, removed, added)
+    after = sent(entry.state, Outcome(state, removed, added, 0), entry.labels)[1] \
+        if labels else entry.labels
+    return RankedShare(state, entry.symbols, lower_now(entry.lower, plus, minus), after)
 
 
 def sources_of(part: pl.DataFrame, spec: Spec) -> dict[str, dict[str, pl.DataFrame]]:
@@ -285,7 +288,7 @@ def _share_change(spec: Spec, share: int, rows: pl.DataFrame, schema: pa.Schema
     # After the rows went out (its file write would compete with them), before the task
     # ends: the next epoch's job cannot start before this share is stored. Stored as this
     # epoch's change to the version it started from, when that version is the stored one.
-    change = (out.removed, out.added, inputs.lower_plus, inputs.lower_minus, labels) \
+    change = (out.removed, out.added, inputs.lower_plus, inputs.lower_minus, spec.labels) \
         if stored else None
     resident.store(spec.lineage, share, spec.new_token,
                    RankedShare(out.state, entry.symbols, dict(inputs.lower_new), labels),
