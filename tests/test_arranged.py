@@ -346,3 +346,15 @@ loop(x) :- path(x, x).
         assert ("loop" in result.deltas) == changes, k
         assert any(df.height for df in local[-1].values()) == counts, k
         assert result.spark_jobs.get("loop", 0) == 0, k  # its counts are kept in the driver
+
+
+def test_tuples_that_stop_packing_leave_the_removed_ones_out():
+    """A state with tombstones (removed rows still in the frame) that gains a tuple out of the
+    packed range is rebuilt from its live rows, not from every row."""
+    ranked = pl.DataFrame({"c0": [1, 2, 3, 4], "c1": [5, 6, 7, 8], RANK: [0, 0, 1, 1]})
+    state = arrange({"p": ranked})
+    state = applied(state, {"p": ranked[:1]}, {"p": ranked.clear()})  # one tombstone
+    assert state.ranked["p"].height == 4 and state.size("p") == 3
+    far = pl.DataFrame({"c0": [-1], "c1": [5], RANK: [2]})
+    state = applied(state, {"p": ranked.clear()}, {"p": far})
+    assert sorted(state.live("p").rows()) == [(-1, 5, 2), (2, 6, 0), (3, 7, 1), (4, 8, 1)]

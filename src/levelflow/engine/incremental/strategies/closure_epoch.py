@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from levelflow.engine.incremental.strategies.arranged import RANK, Arranged, applied
+from levelflow.engine.incremental.strategies.arranged import RANK, Arranged, applied, reranked
 from levelflow.engine.incremental.strategies.closure_tables import (
     BLOCK_CELLS,
     blocks,
@@ -161,10 +161,15 @@ class ClosureEpoch:
         removed_keys, removed_ranks, removed_net, added_keys, added_ranks, added_net = (
             np.concatenate([p[k] for p in pieces]) if pieces else np.empty(0, np.int64)
             for k in range(6))
+        removed_net, added_net = removed_net.astype(bool), added_net.astype(bool)
         removed = {self.name: _ranked(removed_keys, removed_ranks)}
         added = {self.name: _ranked(added_keys, added_ranks)}
-        net = {self.name: (removed_net.astype(bool), added_net.astype(bool))}
-        return applied(self.state, removed, added), removed, added, rounds, net
+        # Tuples gone and new change the arrangement; the re-ranked keep their rows.
+        state = applied(self.state,
+                        {self.name: removed[self.name].filter(pl.Series(removed_net))},
+                        {self.name: added[self.name].filter(pl.Series(added_net))})
+        state = reranked(state, self.name, added_keys[~added_net], added_ranks[~added_net])
+        return state, removed, added, rounds, {self.name: (removed_net, added_net)}
 
 
 def planned_epoch(state: Arranged, name: str, old_edges: pl.DataFrame,
