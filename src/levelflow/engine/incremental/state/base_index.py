@@ -120,6 +120,9 @@ def read_small(spark, decl: Decl, df) -> tuple[object, int, pl.DataFrame]:
     """Return facts read by one job into the driver: a frame over the driver's copy, kept
     beside it (no later job re-reads the file; a commit writes them from the driver), the
     row count, and the copy as a Polars frame."""
-    table = df.toArrow()
-    return (frame_of_table(spark, table, df.schema), table.num_rows,
-            polars_of(table, decl))
+    return held_facts(spark, decl, df.toArrow(), df.schema)
+
+
+def held_facts(spark, decl: Decl, table, schema) -> tuple[object, int, pl.DataFrame]:
+    """Return read_small's answer for facts the driver already holds as an Arrow table."""
+    return frame_of_table(spark, table, schema), table.num_rows, polars_of(table, decl)
