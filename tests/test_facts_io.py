@@ -8,6 +8,7 @@ import pytest
 
 from levelflow.engine.facts import (
     FactError,
+    fact_table,
     format_value,
     input_path,
     output_path,
@@ -75,6 +76,35 @@ def test_empty_file_and_nullary_files(spark, tmp_path):
     assert rows(read_facts(spark, decl("r", "number"), write(tmp_path, ""))) == []
     assert rows(read_facts(spark, decl("n"), write(tmp_path, "()\n", "n.facts"))) == [(True,)]
     assert rows(read_facts(spark, decl("m"), write(tmp_path, "", "m.facts"))) == []
+
+
+DRIVER_CASES = [  # (types, text, delimiter): every reading rule a driver parse must keep
+    (("number", "symbol", "unsigned"), "1\ta b\t7\n-2\tc\t0\textra\tcols\r\n1\ta b\t7\n", "\t"),
+    (("number", "number"), "+5\t007\n-9223372036854775808\t9223372036854775807\n+5\t7\n", "\t"),
+    (("symbol", "number"), "x y::1\nz|z::2::3\n::4\n", "::"),
+    (("symbol", "symbol", "number"), "a.*b.*7\n.*.*-0\n", ".*"),
+    (("symbol", "symbol"), '"quoted"\t back\\slash \n\tempty first\nab\tcd\r\n', "\t"),
+    (("symbol",), "\ufeffbom\nab\r\n\n", "\t"),
+    (("number",), "", "\t"),
+]
+
+
+@pytest.mark.parametrize("types,text,delimiter", DRIVER_CASES)
+def test_the_driver_parses_what_spark_reads(spark, tmp_path, types, text, delimiter):
+    d, path = decl("r", *types), write(tmp_path, text)
+    table = fact_table(path, d, delimiter)
+    # The same rows, each once (read_facts' are distinct).
+    assert sorted(tuple(r.values()) for r in table.to_pylist()) == \
+        rows(read_facts(spark, d, path, delimiter))
+
+
+def test_the_driver_leaves_floats_headers_and_nullary_to_spark(tmp_path):
+    path = write(tmp_path, "1\t0.5\n")
+    assert fact_table(path, decl("r", "number", "float")) is None
+    assert fact_table(path, decl("r", "number", "number"), headers=True) is None
+    assert fact_table(write(tmp_path, "()\n", "n.facts"), decl("n")) is None
+    with pytest.raises(FactError, match=r"r\.facts:1:3: error: field 2 '0\.5' is not a num"):
+        fact_table(path, decl("r", "number", "number"))
 
 
 def test_input_and_output_paths_honour_filename(tmp_path):

@@ -18,6 +18,7 @@ import pytest
 
 from levelflow.cli import main as cli_main
 from levelflow.engine.incremental import IncrementalSession, StateDir, StateError
+from levelflow.engine.incremental.state import integrity
 from levelflow.engine.incremental.state import write as state_write
 from levelflow.engine.incremental.state.repair import check_state, rebuild, restore_epoch
 
@@ -228,6 +229,8 @@ def test_a_read_back_mismatch_switches_nothing(spark, copy, monkeypatch):
         return {i: dict(list(files.items())[1:]) for i, files in found.items()}
 
     monkeypatch.setattr(state_write, "scan", lossy)
+    # What Spark wrote is read back by Spark, not the driver (scan_here: its own test below).
+    monkeypatch.setattr(integrity, "HERE_ROWS", 0)
     # A segment the driver wrote is read back by pyarrow: as if its file lost rows too.
     monkeypatch.setattr(state_write, "_holds", lambda path, table: False)
     s.insert("edge", (70, 71))
@@ -235,6 +238,44 @@ def test_a_read_back_mismatch_switches_nothing(spark, copy, monkeypatch):
                                          r"state is unchanged at epoch 1"):
         s.commit()
     assert StateDir(copy).current() == 1 and files_of(copy) == before
+
+
+def test_the_driver_reads_back_what_spark_reads(spark, pristine, monkeypatch):
+    """A commit's read back of what Spark wrote is the driver's (pyarrow, row_hash) where it
+    is small: per part file, the rows and checksums Spark's own scan finds, on every stored
+    relation of a state (with counts or ranks; base facts)."""
+    from levelflow.engine.incremental.state.integrity import scan, scan_here
+    from levelflow.tasks import build_tasks, load_program
+
+    program = build_tasks(load_program(pristine[0])).program
+    state = StateDir(pristine[1])
+    items = [item for epoch in (0, 1)
+             for item in state.stored(program, state.manifest(epoch))]
+    assert {item.path.parent.name for item in items} == {"rel", "base"}
+    found = scan(spark, items)
+    for i, item in enumerate(items):
+        assert scan_here(item) == found[i], item.label
+        assert sum(rows for rows, _ in found[i].values()) == item.rows
+    # Past HERE_ROWS rows in all, Spark's to read.
+    monkeypatch.setattr(integrity, "HERE_ROWS", max(item.rows for item in items) - 1)
+    assert [scan_here(item) is None for item in items] == \
+        [item.rows > integrity.HERE_ROWS for item in items]
+
+
+def test_a_bootstrap_whose_read_back_differs_leaves_no_state(spark, pristine, tmp_path,
+                                                             monkeypatch):
+    real = state_write.scan_here
+
+    def lossy(item):  # the driver reads the part files back: one of them lost
+        found = real(item)
+        return found and dict(list(found.items())[1:])
+
+    monkeypatch.setattr(state_write, "scan_here", lossy)
+    state = tmp_path / "state"
+    with pytest.raises(StateError, match=r"relation \w+ read back as \d+ rows"):
+        IncrementalSession.bootstrap(spark, pristine[0], write_edges(tmp_path / "f", EDGES0),
+                                     state)
+    assert not StateDir(state).exists()
 
 
 def cli(argv, capsys) -> tuple[int, str, str]:

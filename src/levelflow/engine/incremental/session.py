@@ -26,7 +26,11 @@ from levelflow.engine.incremental.net_change import net_change, present
 from levelflow.engine.incremental.program_text import load_tasks
 from levelflow.engine.incremental.results import EpochResult
 from levelflow.engine.incremental.state.base_delta import BaseDelta
-from levelflow.engine.incremental.state.base_index import BaseIndex, read_small
+from levelflow.engine.incremental.state.base_index import (
+    BaseIndex,
+    held_facts,
+    read_small,
+)
 from levelflow.engine.incremental.state.directory import StateDir, StateError
 from levelflow.engine.incremental.state.snapshot import empty_snapshot
 from levelflow.engine.incremental.strategies.counting_spark import counted_relations
@@ -39,6 +43,26 @@ from levelflow.tasks.tasks import ProgramTasks
 # Fact files a bootstrap reads into the driver (one job, which also seeds the driver's index
 # of base facts) rather than into a cut frame on the executors.
 DRIVER_FACT_BYTES = 4 << 20
+
+
+def _read_base(spark, decl, io, factdir) -> tuple[object, int, object]:
+    """Return an input's base facts at a bootstrap: (frame, rows, its copy in the driver or
+    None). A small fact file is read into the driver (parsed there, else by one job), which
+    also seeds the driver's index of base facts; the rest is cut on the executors."""
+    from levelflow.engine.facts import fact_table, input_path, io_delimiter, io_headers
+    from levelflow.engine.spark_io import frame_kind, read_input
+    from levelflow.engine.types import relation_schema
+
+    path = input_path(io, factdir) if frame_kind(io) is None else None
+    small = decl.arity and path and path.is_file() and \
+        path.stat().st_size <= DRIVER_FACT_BYTES
+    table = fact_table(path, decl, io_delimiter(io), io_headers(io)) if small else None
+    if table is not None:  # no Spark job
+        return held_facts(spark, decl, table, relation_schema(decl))
+    df = read_input(spark, decl, io, factdir)
+    if small:
+        return read_small(spark, decl, df)
+    return (*cut(df), None)
 
 
 def _restarted(held: dict) -> dict:
@@ -90,9 +114,8 @@ class IncrementalSession:
         read, the tasks run and the state written.
         """
         from levelflow.engine.checks import check_fact_files
-        from levelflow.engine.facts import input_path
         from levelflow.engine.incremental.backends.warm import warm_driver_and_counts
-        from levelflow.engine.spark_io import frame_kind, read_input, with_frames
+        from levelflow.engine.spark_io import with_frames
 
         pt, text = load_tasks(program)
         # DataFrames in `inputs` are read once, below, and cut: the state keeps that snapshot.
@@ -111,12 +134,9 @@ class IncrementalSession:
                 progress.phase(f"reading facts of {name} ({i} of {len(prog.inputs)})")
             decl = prog.decls[name]
             ver = Versions(decl, snap.base[name], 0)
-            path = input_path(io, factdir) if frame_kind(io) is None else None
-            df = read_input(spark, decl, io, factdir)
-            if decl.arity and path and path.is_file() and path.stat().st_size <= DRIVER_FACT_BYTES:
-                df, rows, indexed[name] = read_small(spark, decl, df)
-            else:
-                df, rows = cut(df)
+            df, rows, held = _read_base(spark, decl, io, factdir)
+            if held is not None:
+                indexed[name] = held
             if rows:
                 ver.set_change(df, rows, df, rows, None, 0)
             base[name] = ver

@@ -13,7 +13,7 @@ import threading
 
 import polars as pl
 
-from levelflow.engine.incremental.backends.driver_rows import polars_of, spark_frame
+from levelflow.engine.incremental.backends.driver_rows import frame_of_table, polars_of
 from levelflow.engine.plans.columnar import frame_schema
 from levelflow.tasks.ast import Decl
 
@@ -117,8 +117,12 @@ def _load(snap, name: str, decl: Decl) -> pl.DataFrame:
 
 
 def read_small(spark, decl: Decl, df) -> tuple[object, int, pl.DataFrame]:
-    """Return facts read by one job into the driver: a Spark frame over the driver's copy (no
-    later job re-reads the file), the row count, and the copy as a Polars frame."""
-    table = df.toArrow()
-    return (spark_frame(spark, table, df.schema), table.num_rows,
-            polars_of(table, decl))
+    """Return facts read by one job into the driver: a frame over the driver's copy, kept
+    beside it (no later job re-reads the file; a commit writes them from the driver), the
+    row count, and the copy as a Polars frame."""
+    return held_facts(spark, decl, df.toArrow(), df.schema)
+
+
+def held_facts(spark, decl: Decl, table, schema) -> tuple[object, int, pl.DataFrame]:
+    """Return read_small's answer for facts the driver already holds as an Arrow table."""
+    return frame_of_table(spark, table, schema), table.num_rows, polars_of(table, decl)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from levelflow.engine.sql_text import exprs, quoted_list
 
 if TYPE_CHECKING:
@@ -24,6 +26,9 @@ _LOW = 0xFFFFFFFF
 # Part files up to this size in all are scanned by one task (an epoch's segments): the
 # aggregate then runs as one job, where a shuffle made it two (about 0.1 s each).
 ONE_TASK_BYTES = 64 << 20
+# Part files of up to this many rows in all are read back by the driver after a commit writes
+# them (pyarrow, no Spark job): 1M tuples take it 0.1-0.15 s, where a Spark scan took 0.4-0.7 s.
+HERE_ROWS = 4_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +120,35 @@ def scan(spark: SparkSession, items: list[Stored]) -> dict[int, dict[str, tuple[
     out: dict[int, dict[str, tuple[int, str]]] = {i: {} for i in range(len(items))}
     for r in rows.collect():
         out[r["item"]][r["file"]] = (int(r["n"]), _hex(r["lo"], r["hi"]))
+    return out
+
+
+def scan_here(item: Stored) -> dict[str, tuple[int, str]] | None:
+    """Return per part file (rows, checksum) as the driver reads them now (pyarrow, hashed as
+    Spark hashes: row_hash.py), or None where Spark must read them: a column that is not an
+    integer, or more than HERE_ROWS rows (as the files' footers say)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from levelflow.engine.incremental.state.row_hash import row_hashes
+
+    sizes = part_files(item.path)
+    schema = to_arrow_schema(item.schema)
+    if row_hashes(schema.empty_table()) is None or \
+            sum(pq.read_metadata(item.path / name).num_rows for name in sizes) > HERE_ROWS:
+        return None
+    out = {}
+    for name in sizes:
+        rows = lo = hi = 0
+        for batch in pq.ParquetFile(item.path / name).iter_batches(
+                batch_size=1 << 20, columns=schema.names):  # a batch at a time: bounded memory
+            h = row_hashes(pa.Table.from_batches([batch]).cast(schema))
+            rows += len(h)
+            lo += int((h & np.uint64(_LOW)).sum(dtype=np.uint64))
+            hi += int((h >> np.uint64(32)).sum(dtype=np.uint64))
+        if rows:  # Spark's scan has no row for an empty file either
+            out[name] = (rows, _hex(lo, hi))
     return out
 
 

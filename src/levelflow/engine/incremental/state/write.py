@@ -17,6 +17,7 @@ from levelflow.engine.incremental.state.integrity import (
     observed_result,
     part_files,
     scan,
+    scan_here,
 )
 from levelflow.engine.incremental.state.local_base import local_base
 from levelflow.engine.incremental.state.row_hash import checksum
@@ -98,9 +99,27 @@ def _plan_one(program: Program, snap: Snapshot, tmp: Path, epoch: int, kind: str
             entry = {"epoch": epoch, "rows": rows, "base_rows": rows, "segments": []}
             return entry, entry, Stored(label, tmp / kind / name, schema, rows, None, None), \
                 table, table
-    df, obs = observed((snap.rel if kind == "rel" else snap.base)[name])
+    frame = (snap.rel if kind == "rel" else snap.base)[name]
+    # Rows the driver holds (a bootstrap's small facts) are written from it: no Spark job.
+    table = local_table(frame, schema)
+    df, obs = (table, table) if table is not None else observed(frame)
     entry = {"epoch": epoch, "rows": rows, "base_rows": rows, "segments": []}
     return entry, entry, Stored(label, tmp / kind / name, schema, rows, None, None), obs, df
+
+
+def local_table(frame, schema) -> pa.Table | None:
+    """Return a relation's rows as one Arrow table in its stored `schema`, or None unless the
+    driver holds them all (driver_rows.rows_of) with every stored column."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from levelflow.engine.incremental.backends.driver_rows import rows_of
+
+    table = rows_of(frame)
+    arrow = to_arrow_schema(schema)
+    if table is None or any(n not in table.column_names for n in arrow.names):
+        return None
+    return pa.Table.from_arrays([table.column(f.name).cast(f.type) for f in arrow],
+                                schema=arrow)
 
 
 def _segment(old: dict, epoch: int, rows: int, tmp: Path, kind: str, name: str, label: str,
@@ -128,7 +147,11 @@ def read_back(spark, current: int, written: list) -> None:
     hashed = {i: checksum(obs) for i, (_, _, obs) in enumerate(written)
               if isinstance(obs, pa.Table)}
     rest = [i for i in range(len(written)) if hashed.get(i) is None]
-    found = dict(zip(rest, scan(spark, [written[i][1] for i in rest]).values(), strict=True))
+    # What Spark wrote is read back by the driver too where it is small (scan_here), else by
+    # one Spark job over all of it.
+    found = {i: scan_here(written[i][1]) for i in rest}
+    rest = [i for i in rest if found[i] is None]
+    found.update(zip(rest, scan(spark, [written[i][1] for i in rest]).values(), strict=True))
     for i, (target, item, obs) in enumerate(written):
         sizes = part_files(item.path)
         if i not in found:  # the one file the driver wrote
