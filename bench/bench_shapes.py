@@ -197,6 +197,8 @@ class Run:
         r = session.commit()  # compaction included: the user waits for all of it
         seconds = time.perf_counter() - t
         self.parts = (r.seconds - r.write_seconds, r.write_seconds, seconds - r.seconds)
+        d = r.deltas.get("path")
+        self.changed = (d.added_rows + d.removed_rows) if d is not None else 0
         self.shape.edges = (self.shape.edges - set(removes)) | set(inserts)
         want = closure_size(self.shape.edges, self.shape.nodes)
         got = session.size("path")
@@ -242,18 +244,24 @@ def measure(spark, pt, shape: Shape, args, tmp: Path) -> dict:
           f"{time.perf_counter() - t:.2f} s")
     session = IncrementalSession.open(spark, state)
     first, _ = run.epoch(session, inserts=shape.fresh(rng, 10))
-    ins, jobs = [], set()
+    ins, jobs, ins_tuples, del_tuples = [], set(), [], []
     for _ in range(args.repeat):
         seconds, j = run.epoch(session, inserts=shape.fresh(rng, 10))
         ins.append(seconds)
+        ins_tuples.append(run.changed)
         jobs.add(j)
-    dels = [run.epoch(session, removes=shape.doomed(rng, 10))[0] for _ in range(args.repeat)]
+    dels = []
+    for _ in range(args.repeat):
+        dels.append(run.epoch(session, removes=shape.doomed(rng, 10))[0])
+        del_tuples.append(run.changed)
     ten = run.mixed(session, 0.10)
     ten_parts = run.parts
     half = run.mixed(session, 0.50)
     def parts(p):
         return ", ".join(f"{x:.2f}" for x in p)
     print(f"   10% / 50%: update, write, compaction (s): {parts(ten_parts)} / {parts(run.parts)}")
+    print(f"   path tuples changed per epoch, median: insertion "
+          f"{statistics.median(ins_tuples):,.0f}, deletion {statistics.median(del_tuples):,.0f}")
     session.close()
     fig = {"scratch": scratch, "first": first, "ins": statistics.median(ins),
            "del": statistics.median(dels), "10%": ten, "50%": half, "jobs": sorted(jobs)}
