@@ -24,8 +24,10 @@ from levelflow.engine.incremental.state.segments import (
 )
 from levelflow.engine.plans.keys import pack_expr, packable, positions
 
-# Rows (base and chain) above which the new base is left to Spark: the driver holds them all.
-LOCAL_BASE_ROWS = 4_000_000
+# Rows (base and chain) above which the new base is left to Spark: the driver holds them all
+# (16M rows of a 2-column relation: about 0.4 GB, 1.5 GB at its peak). At 10M the driver built
+# the base in 2.1 s where Spark's union and anti join of the chain took 11.6 s.
+LOCAL_BASE_ROWS = 16_000_000
 
 
 def local_base(epochs: Path, kind: str, name: str, entry: dict, segment: pa.Table, schema,
