@@ -1,4 +1,4 @@
-"""A left-linear closure's epoch with a deletion on a cycle, over the sources it touches.
+"""A left-linear closure's epoch with a deletion, over the sources it touches.
 
 For the closure rules
     p(x, y) :- e(x, y).            p(x, z) :- p(x, y), e(y, z).
@@ -113,20 +113,6 @@ def _ranked(keys: np.ndarray, ranks: np.ndarray) -> pl.DataFrame:
     return unpack(keys, ["c0", "c1"]).with_columns(pl.Series(RANK, ranks, pl.Int64))
 
 
-def on_cycle(keys: np.ndarray, removed: pl.DataFrame, edges: tuple | None = None) -> bool:
-    """Return whether a removed edge (u, v) lies on a cycle of the old edges: a self loop, or
-    v reaches u, i.e. the old closure (its sorted packed keys) holds (v, u). A share of the
-    closure holds only its sources' tuples: there, the old `edges` (src, dst) are searched
-    back from u for the ones it lacks."""
-    u, v = removed["c0"].to_numpy(), removed["c1"].to_numpy()
-    back = (v << BITS) | u
-    at = np.minimum(np.searchsorted(keys, back), max(len(keys) - 1, 0))
-    if (u == v).any() or (len(keys) and (keys[at] == back).any()):
-        return True
-    return edges is not None and any(b in reaching(*edges, np.array([a]))
-                                     for a, b in zip(u.tolist(), v.tolist(), strict=True))
-
-
 @dataclass(slots=True)
 class ClosureEpoch:
     """An epoch of the closure `name`, planned: the touched sources and their old tuples
@@ -176,13 +162,10 @@ def planned_epoch(state: Arranged, name: str, old_edges: pl.DataFrame,
                   new_edges: pl.DataFrame, removed_edges: pl.DataFrame,
                   added_edges: pl.DataFrame, share=None) -> ClosureEpoch | None:
     """Return the epoch of the closure `name` over tables, its edges going from old to new;
-    None where the tuples do not pack, no removed edge lies on a cycle (DRed over frames costs
-    about the same there: it suspects little) or the tables would be too many or too large."""
+    None where the tuples do not pack or the tables would be too many or too large."""
     if state.keys[name] is None or not packable(new_edges) or not packable(old_edges):
         return None
     src, dst = _edges(old_edges)
-    if not on_cycle(state.keys[name], removed_edges, None if share is None else (src, dst)):
-        return None
     tails = np.concatenate([removed_edges["c0"].to_numpy(), added_edges["c0"].to_numpy()])
     sources = reaching(src, dst, tails)
     if share is not None:

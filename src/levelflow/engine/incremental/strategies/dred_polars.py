@@ -339,10 +339,11 @@ def _dred(state: Arranged, inp: Inputs) -> Outcome:
 
 def _closure_epoch(state: Arranged, inp: Inputs) -> ClosureEpoch | None:
     """Return the epoch of a left-linear closure over dense tables of the sources it touches
-    (closure_epoch), when a deleted edge lies on a cycle; else None. There DRed over frames
-    costs 2-7x more (1M pairs: random graph, 40-57k suspects, 0.2-0.28 s against 0.07-0.17;
-    rings of components, 140-530k, 0.5-1.3 s against 0.13-0.33; R-MAT, 1-3k, 0.08-0.15 s
-    against 0.06-0.1); off cycles both cost about the same (a layered DAG: 0.04-0.06 s)."""
+    (closure_epoch), when an edge is deleted; else None. It costs 0.5-0.9x DRed over frames
+    off cycles (bench_shapes at 1M pairs: a layered DAG's 10-edge deletions 0.04 s against
+    0.06, its 10% change 0.19 s against 0.43; R-MAT's the same) and 2-7x less on them
+    (random graph, 40-57k suspects, 0.07-0.17 s against 0.2-0.28; rings of components,
+    140-530k, 0.13-0.33 s against 0.5-1.3)."""
     edge = closure_edges(inp.rules, inp.names)
     if edge is None:
         return None
