@@ -52,9 +52,9 @@ def _ranks_at(state: Arranged, name: str, keys: np.ndarray) -> np.ndarray:
     return state.ranked[name][RANK].to_numpy()[pos if rows is None else rows[pos]]
 
 
-def _absent(sorted_or_not: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Return which keys the other array does not hold."""
-    return positions(np.sort(sorted_or_not), keys) < 0
+def _absent(other: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Return which keys the array `other` (in any order) does not hold."""
+    return positions(np.sort(other), keys) < 0
 
 
 def sent(old: Arranged, out, labels: Labels) -> tuple[object, Labels]:
