@@ -54,6 +54,15 @@ class Arranged:
         keys = self.keys[name]
         return self.ranked[name].height if keys is None else len(keys)
 
+    def rows_at(self, name: str, pos: np.ndarray) -> np.ndarray:
+        """Return the rows of a relation's tuples at sorted-key positions."""
+        rows = self.rows[name]
+        return pos if rows is None else rows[pos]
+
+    def ranks_at(self, name: str, pos: np.ndarray) -> np.ndarray:
+        """Return the ranks of a relation's tuples at sorted-key positions."""
+        return self.ranked[name][RANK].to_numpy()[self.rows_at(name, pos)]
+
 
 def packed(df: pl.DataFrame) -> np.ndarray | None:
     """Return the packed keys of a frame of tuples (row order), or None if they do not pack."""
@@ -223,10 +232,8 @@ def reranked(state: Arranged, name: str, keys: np.ndarray, ranks: np.ndarray) ->
     would leave (a deletion on a cycle re-ranks up to 400k of 1M tuples)."""
     if not len(keys):
         return state
-    pos = positions(state.keys[name], keys)
-    rows = state.rows[name]
     column = state.ranked[name][RANK].to_numpy().copy()
-    column[pos if rows is None else rows[pos]] = ranks
+    column[state.rows_at(name, positions(state.keys[name], keys))] = ranks
     return Arranged({**state.ranked, name: state.ranked[name].with_columns(
                         pl.Series(RANK, column, pl.Int64))},
                     state.keys, state.rows)

@@ -101,12 +101,11 @@ def _old_runs(state: Arranged, name: str, sources: np.ndarray
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return the sorted packed keys and ranks of the sources' live tuples (one run each), and
     each source's count of them."""
-    keys, rows = state.keys[name], state.rows[name]
+    keys = state.keys[name]
     start = np.searchsorted(keys, sources << BITS)
     counts = np.searchsorted(keys, (sources + 1) << BITS) - start
     pos = ranges(start, counts)
-    row = pos if rows is None else rows[pos]
-    return keys[pos], state.ranked[name][RANK].to_numpy()[row], counts
+    return keys[pos], state.ranks_at(name, pos), counts
 
 
 def _ranked(keys: np.ndarray, ranks: np.ndarray) -> pl.DataFrame:

@@ -45,13 +45,6 @@ def labelled(rules, names, decls, facts: Collection[str], inputs: Collection[str
         all(t in ("number", "unsigned") for t in decls[name].types)
 
 
-def _ranks_at(state: Arranged, name: str, keys: np.ndarray) -> np.ndarray:
-    """Return the ranks of the state's tuples at packed keys it holds."""
-    pos = positions(state.keys[name], keys)
-    rows = state.rows[name]
-    return state.ranked[name][RANK].to_numpy()[pos if rows is None else rows[pos]]
-
-
 def _absent(other: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """Return which keys the array `other` (in any order) does not hold."""
     return positions(np.sort(other), keys) < 0
@@ -115,7 +108,8 @@ def _flushed(old: Arranged, name: str, rem: pl.DataFrame, add: pl.DataFrame,
     cols = [c for c in rem.columns if c != RANK]
     tuples = unpack(lkeys[rest], cols)
     gone = tuples.with_columns(pl.Series(RANK, lvals[rest], pl.Int64))
-    back = tuples.with_columns(pl.Series(RANK, _ranks_at(old, name, lkeys[rest]), pl.Int64))
+    ranks = old.ranks_at(name, positions(old.keys[name], lkeys[rest]))
+    back = tuples.with_columns(pl.Series(RANK, ranks, pl.Int64))
     return (pl.concat([rem.with_columns(pl.Series(RANK, label)), gone.select(rem.columns)]),
             pl.concat([add, back.select(add.columns)]))
 
@@ -134,6 +128,6 @@ def ranked_anew(state: Arranged, rules, names, decls: Mapping, edges: pl.DataFra
     if not np.array_equal(keys, stored):
         raise RuntimeError(f"the stored tuples of {name} are not the closure of its edges "
                            f"({len(stored)} stored, {len(keys)} derived)")
-    label = _ranks_at(state, name, keys)
+    label = state.ranks_at(name, positions(stored, keys))
     unlike = label != new.ranked[name][RANK].to_numpy()  # arranged: rows in key order
     return new, ({name: (keys[unlike], label[unlike])} if unlike.any() else {})

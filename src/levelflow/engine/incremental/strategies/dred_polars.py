@@ -385,8 +385,7 @@ def _recomputed(state: Arranged, inp: Inputs) -> Outcome:
     removed, added, net = {}, {}, {}
     for n in inp.names:
         removed[n], added[n], net[n] = pairs_differing(state, new, n)
-    return Outcome(new, removed, added, out.iterations,
-                   None if any(v is None for v in net.values()) else net)
+    return Outcome(new, removed, added, out.iterations, net)
 
 
 def old_version(inp: Inputs, name: str) -> pl.DataFrame:
