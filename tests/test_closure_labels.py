@@ -164,8 +164,8 @@ def test_a_closure_sends_net_changes_and_survives_reopen_and_spark_side_dred(
     assert "path" in session.snap.labelled  # the ring's deletions re-ranked tuples
     session.close()
     assert StateDir(state).manifest()["labelled"] == ["path"]
-    # Reopened: the stored copy is shipped to a worker, which ranks it anew before it
-    # deletes over it.
+    # Reopened: the stored copy is shipped to a worker, whose ranks are its labels (stale):
+    # a deletion runs over bit matrices (closure_bits), which need no ranks.
     session = IncrementalSession.open(spark, state, mode="incremental")
     for gone, fresh in [([], [(9, 3)]), ([(4, 5)], []), ([(16, 17)], [])]:
         edges = (edges - set(gone)) | set(fresh)
@@ -209,7 +209,8 @@ def test_a_process_catching_up_on_stored_changes_rebuilds_the_labels():
                      {"edge": _frame(set())}, {"edge": _frame(gone)}, {}, {}, {})
         out = update(entry.state, inp, recompute_rows=0)
         _, labels = sent(entry.state, out, labels)
-        entry = _applied(entry, (out.removed, out.added, inp.lower_plus, inp.lower_minus, True))
+        entry = _applied(entry, (out.removed, out.added, inp.lower_plus, inp.lower_minus, True,
+                                  False))
         assert set(entry.state.live("path").rows()) == set(out.state.live("path").rows())
         assert entry.labels.keys() == labels.keys()
         for n in labels:

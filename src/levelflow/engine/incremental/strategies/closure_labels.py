@@ -11,8 +11,9 @@ rank it was last sent with: its label. The worker remembers the labels that diff
 ranks (`Labels`) and sends only tuples gone (at their labels) and tuples new (at their ranks,
 their labels from then on). Labels are not ranks: the Spark-side DRed must not delete over
 them (epoch.py recomputes such a task instead, while the snapshot marks the relation
-`labelled`), and a worker that is shipped a stored copy ranks it anew from its edges
-(`ranked_anew`: BFS layers) before it updates it.
+`labelled`). A deletion over bit matrices (closure_bits) needs no ranks and leaves the worker's
+ranks stale (the labels themselves); a worker whose ranks are stale, or that is shipped a
+stored copy, ranks it anew from its edges (`ranked_anew`: BFS layers) before DRed deletes.
 
 Constant: the packed-key layout of arranged.py. Changes: per relation, the sorted packed keys
 of the tuples whose label is not their rank, and those labels.
@@ -32,7 +33,7 @@ from levelflow.engine.plans.keys import positions, unpack
 
 # relation -> (sorted packed keys, their labels) of the tuples whose label is not their rank
 Labels = dict[str, tuple[np.ndarray, np.ndarray]]
-_NONE = (np.empty(0, np.int64), np.empty(0, np.int64))
+NO_LABELS = (np.empty(0, np.int64), np.empty(0, np.int64))
 
 
 def labelled(rules, names, decls, facts: Collection[str], inputs: Collection[str]) -> bool:
@@ -58,7 +59,7 @@ def sent(old: Arranged, out, labels: Labels) -> tuple[object, Labels]:
     for n in out.removed:
         rem, add = out.removed[n], out.added[n]
         rkeys, akeys = packed(rem.drop(RANK)), packed(add.drop(RANK))
-        lkeys, lvals = labels.get(n, _NONE)
+        lkeys, lvals = labels.get(n, NO_LABELS)
         if rkeys is None or akeys is None or out.state.keys[n] is None:
             removed[n], added[n] = _flushed(old, n, rem, add, lkeys, lvals, rkeys)
             net[n] = None

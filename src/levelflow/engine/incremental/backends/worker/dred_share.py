@@ -13,13 +13,20 @@ go back to the JVM.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from levelflow.engine.incremental.strategies.arranged import RANK, Arranged, applied, arrange
+from levelflow.engine.incremental.strategies import closure_bits
+from levelflow.engine.incremental.strategies.arranged import (
+    RANK,
+    Arranged,
+    applied,
+    arrange,
+    reranked,
+)
 from levelflow.engine.incremental.strategies.closure_epoch import closure_edges
 from levelflow.engine.incremental.strategies.closure_labels import Labels, ranked_anew, sent
 from levelflow.engine.incremental.strategies.dred_polars import (
@@ -75,6 +82,8 @@ class RankedShare:
     symbols: pl.Series
     lower: dict[str, pl.DataFrame]  # every lower relation's version (encoded), as of the state
     labels: Labels = field(default_factory=dict)  # where the stored ranks differ (closures)
+    # The ranks are labels, not valid ranks (closure_bits): a deletion by DRed ranks anew first.
+    stale: bool = False
 
 
 # Per output row besides the relation: `_op` (-1 removed, +1 added), `_net` (a net change).
@@ -105,13 +114,14 @@ def _as_entry(found: RankedShare | tuple) -> RankedShare:
 
 def _applied(entry: RankedShare | tuple, change: tuple) -> RankedShare:
     """Return the entry after an epoch's stored change (removed, added, lower Δ+, lower Δ-,
-    whether the stored ranks are labels: then its labels follow as the epoch's did)."""
-    removed, added, plus, minus, labels = change
+    whether the stored ranks are labels: then its labels follow as the epoch's did, whether
+    the ranks are stale after it)."""
+    removed, added, plus, minus, labels, stale = change
     entry = _as_entry(entry)
     state = applied(entry.state, removed, added)
     after = sent(entry.state, Outcome(state, removed, added, 0), entry.labels)[1] \
         if labels else entry.labels
-    return RankedShare(state, entry.symbols, lower_now(entry.lower, plus, minus), after)
+    return RankedShare(state, entry.symbols, lower_now(entry.lower, plus, minus), after, stale)
 
 
 def sources_of(part: pl.DataFrame, spec: Spec) -> dict[str, dict[str, pl.DataFrame]]:
@@ -275,28 +285,79 @@ def _share_change(spec: Spec, share: int, rows: pl.DataFrame, schema: pa.Schema
         return
     inputs = _inputs(spec, share, src, entry)
     if spec.labels and spec.relabel and "state" in src:
-        entry = _ranked_anew(entry, inputs)
-    out = update(entry.state, inputs, spec.recompute_rows)
-    labels = entry.labels
-    sending = out
-    if spec.labels:
-        sending, labels = sent(entry.state, out, entry.labels)
-    yield from _changes(spec, sending, entry.symbols, schema)
+        entry = replace(entry, labels={}, stale=True)  # the stored copy's ranks are its labels
+    done = _epoch(spec, entry, inputs)
+    out = done.out
+    yield from _changes(spec, done.sending, entry.symbols, schema)
     yield _stat(STATS_REL, out.rounds, schema)
     yield _stat(TOP_REL, out.state.top(), schema)
-    yield _stat(LABELS_REL, int(bool(labels)), schema)
+    yield _stat(LABELS_REL, int(bool(done.labels) or done.stale), schema)
     # After the rows went out (its file write would compete with them), before the task
     # ends: the next epoch's job cannot start before this share is stored. Stored as this
-    # epoch's change to the version it started from, when that version is the stored one.
-    change = (out.removed, out.added, inputs.lower_plus, inputs.lower_minus, spec.labels) \
-        if stored else None
+    # epoch's change to the version it started from, when that version is the stored one
+    # (and was not ranked anew: a process catching up could not follow that).
+    change = (out.removed, out.added, inputs.lower_plus, inputs.lower_minus, spec.labels,
+              done.stale) if stored and not done.ranked_anew else None
     resident.store(spec.lineage, share, spec.new_token,
-                   RankedShare(out.state, entry.symbols, dict(inputs.lower_new), labels),
+                   RankedShare(out.state, entry.symbols, dict(inputs.lower_new), done.labels,
+                               done.stale),
                    spec.old_token, change)
 
 
+@dataclass(slots=True)
+class _Done:
+    """A share's epoch: the update's outcome, what the worker sends of it, the labels after it,
+    whether the ranks are stale then, and whether the state was ranked anew first."""
+
+    out: Outcome
+    sending: Outcome
+    labels: Labels
+    stale: bool
+    ranked_anew: bool = False
+
+
+def _epoch(spec: Spec, entry: RankedShare, inp: Inputs) -> _Done:
+    """Return the share's epoch: a labelled closure's deletion over bit matrices where they
+    fit (closure_bits), else the update, a stale state ranked anew first if it deletes."""
+    if not spec.labels:
+        out = update(entry.state, inp, spec.recompute_rows)
+        return _Done(out, out, entry.labels, False)
+    found = _bits_epoch(entry, inp)
+    if found is not None:
+        return _Done(found[0], found[0], found[1], True)
+    anew = entry.stale and any(df.height for df in (*inp.lower_minus.values(),
+                                                   *inp.facts_minus.values()))
+    if anew:  # DRed needs valid ranks
+        entry = _ranked_anew(entry, inp)
+    out = update(entry.state, inp, spec.recompute_rows)
+    sending, labels = sent(entry.state, out, entry.labels)
+    return _Done(out, sending, labels, entry.stale, anew)
+
+
+def _bits_epoch(entry: RankedShare, inp: Inputs) -> tuple[Outcome, Labels] | None:
+    """Return a closure's epoch that deletes an edge over bit matrices, and its labels after;
+    None where it does not delete or the matrices do not fit."""
+    edge = closure_edges(inp.rules, inp.names)
+    minus = inp.lower_minus.get(edge)
+    if edge is None or minus is None or not minus.height:
+        return None
+    (name,) = inp.names
+    found = closure_bits.epoch(entry.state, name, old_version(inp, edge), inp.lower_new[edge],
+                               entry.labels, inp.share)
+    if found is None:
+        return None
+    removed, added, state, labels = found
+    net = {name: (np.ones(removed[name].height, bool), np.ones(added[name].height, bool))}
+    return Outcome(state, removed, added, 0, net), labels
+
+
 def _ranked_anew(entry: RankedShare, inp: Inputs) -> RankedShare:
-    """Return a shipped closure state ranked anew from its edges (its ranks are labels)."""
+    """Return a closure state whose ranks are labels (shipped, or stale) ranked anew from its
+    edges, every tuple's stored label kept where it differs from its rank."""
+    (name,) = inp.names
+    state = entry.state
+    if name in entry.labels:  # the stored copy: every tuple at its label
+        state = reranked(state, name, *entry.labels[name])
     edges = old_version(inp, closure_edges(inp.rules, inp.names))
-    state, labels = ranked_anew(entry.state, inp.rules, inp.names, inp.decls, edges, inp.share)
+    state, labels = ranked_anew(state, inp.rules, inp.names, inp.decls, edges, inp.share)
     return RankedShare(state, entry.symbols, entry.lower, labels)

@@ -1,0 +1,129 @@
+"""A labelled closure's epoch over bit matrices: the change from the condensation, no ranks.
+
+For the closure p = e+ of a graph of at most MAX_NODES nodes, row x of a bit matrix holds the
+nodes x reaches. The matrix follows from the edges through the condensation: one row per
+strongly connected component, filled sinks first, level by level (a component reaches its
+successors, what they reach, and itself where it is a cycle). The epoch builds the old and the
+new matrix from the old and the new edges and takes their difference: the tuples gone and the
+tuples new. It costs the nodes squared over 64 words per matrix and the condensation's
+edges, whatever the change; DRed costs the suspects' rounds (on rings of components, 150-250
+rounds for 10 deleted edges), and it must keep every kept tuple's rank valid.
+
+Its ranks are not kept valid: a tuple new is ranked above the state's top, a kept one keeps
+its rank. That is what closure_labels allows for a labelled closure whose worker marks its
+state `stale`: a later epoch that needs ranks (DRed, when the graph outgrows the matrices)
+ranks the state anew from its edges first (dred_share).
+
+Constant: the state's packed keys, sorted. Changes: none (two matrices per epoch).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
+
+from levelflow.engine.incremental.strategies.arranged import RANK, Arranged, applied
+from levelflow.engine.incremental.strategies.closure_labels import NO_LABELS, Labels
+from levelflow.engine.plans.closure import ranges
+from levelflow.engine.plans.keys import bits_for, packable, unpack
+
+BITS = bits_for(2)  # a packed pair: source << BITS | target
+# Nodes at most: a matrix is nodes^2 / 8 bytes (8 MB at 8,192), its condensation's gathers a
+# few times that; bench_shapes' graphs have 1,250-2,000 nodes at 1M pairs, 4,000-6,300 at 10M.
+MAX_NODES = 8192
+
+
+def reach_matrix(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
+    """Return the (n, words) uint64 bit matrix whose row i holds the nodes a path of one edge
+    or more leads to from node i (nodes are dense ids 0..n-1)."""
+    words = max(1, (n + 63) // 64)
+    graph = csr_matrix((np.ones(len(src), np.int8), (src, dst)), shape=(n, n))
+    k, comp = connected_components(graph, directed=True, connection="strong")
+    node = np.arange(n)
+    members = np.zeros((k, words), np.uint64)
+    bit = np.left_shift(np.uint64(1), (node & 63).astype(np.uint64))
+    np.add.at(members, (comp, node >> 6), bit)  # one bit per node: adding is or-ing
+    cyclic = np.bincount(comp, minlength=k) > 1
+    cyclic[comp[src[src == dst]]] = True  # a self loop
+    cu, cv = comp[src], comp[dst]
+    pair = np.unique(cu[cu != cv].astype(np.int64) * k + cv[cu != cv])
+    cu, cv = pair // k, pair % k  # the condensation's edges, sorted by their tail
+    reach = _filled(members, cu, cv, k)
+    return (reach | np.where(cyclic[:, None], members, 0))[comp]
+
+
+def _filled(members: np.ndarray, cu: np.ndarray, cv: np.ndarray, k: int) -> np.ndarray:
+    """Return per component the nodes of its successors and all they reach: sinks first, a
+    level (the components whose successors are all done) at a time."""
+    reach = np.zeros_like(members)
+    ptr = np.searchsorted(cu, np.arange(k + 1))
+    by_head = np.argsort(cv, kind="stable")
+    in_ptr = np.searchsorted(cv[by_head], np.arange(k + 1))
+    left = np.diff(ptr)  # successors not done yet
+    frontier = np.flatnonzero(left == 0)
+    while len(frontier):
+        deg = ptr[frontier + 1] - ptr[frontier]
+        busy = frontier[deg > 0]
+        if len(busy):
+            edges = ranges(ptr[busy], deg[deg > 0])
+            succ = cv[edges]
+            starts = np.concatenate([[0], np.cumsum(deg[deg > 0])[:-1]])
+            reach[busy] = np.bitwise_or.reduceat(members[succ] | reach[succ], starts, axis=0)
+        into = ranges(in_ptr[frontier], in_ptr[frontier + 1] - in_ptr[frontier])
+        preds = cu[by_head[into]]
+        np.subtract.at(left, preds, 1)
+        frontier = np.unique(preds[left[preds] == 0])
+    return reach
+
+
+def _pairs(bits: np.ndarray, rows: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """Return the sorted packed keys (row's node, column's node) of a matrix's set bits."""
+    busy = np.flatnonzero(bits.any(axis=1))
+    flat = np.unpackbits(bits[busy].view(np.uint8), axis=1, count=len(nodes),
+                         bitorder="little")
+    r, c = np.nonzero(flat)
+    return (rows[busy][r] << BITS) | nodes[c]
+
+
+def epoch(state: Arranged, name: str, old_edges: pl.DataFrame, new_edges: pl.DataFrame,
+          labels: Labels, share=None):
+    """Return (removed, added, new state, labels after) of the closure `name` whose edges go
+    from old to new: each tuple gone at its stored label, each new one ranked above the
+    state's top; None where the tuples do not pack, the nodes are too many, or the state is
+    not the old edges' closure (then DRed, which checks nothing less, takes the epoch)."""
+    keys = state.keys[name]
+    if keys is None or not packable(old_edges) or not packable(new_edges):
+        return None
+    ends = [old_edges["c0"], old_edges["c1"], new_edges["c0"], new_edges["c1"]]
+    nodes = pl.concat(ends).unique().sort().to_numpy()
+    if len(nodes) > MAX_NODES:
+        return None
+    rows = nodes if share is None else np.sort(
+        share(name, pl.DataFrame({"c0": nodes, "c1": nodes}))["c0"].to_numpy())
+    at = np.searchsorted(nodes, rows)
+    old, new = (reach_matrix(np.searchsorted(nodes, df["c0"].to_numpy()),
+                             np.searchsorted(nodes, df["c1"].to_numpy()), len(nodes))[at]
+                for df in (old_edges, new_edges))
+    if int(np.bitwise_count(old).sum()) != len(keys):
+        return None
+    gone, fresh = _pairs(old & ~new, rows, nodes), _pairs(new & ~old, rows, nodes)
+    pos = np.searchsorted(keys, gone)
+    label = state.ranks_at(name, pos)
+    lkeys, lvals = labels.get(name, NO_LABELS)
+    hit = np.minimum(np.searchsorted(lkeys, gone), max(len(lkeys) - 1, 0))
+    hit = np.flatnonzero(lkeys[hit] == gone) if len(lkeys) else hit[:0]
+    label[hit] = lvals[np.searchsorted(lkeys, gone[hit])]
+    cols = ["c0", "c1"]
+    removed = unpack(gone, cols).with_columns(pl.Series(RANK, label, pl.Int64))
+    added = unpack(fresh, cols).with_columns(
+        pl.Series(RANK, np.full(len(fresh), state.top() + 1), pl.Int64))
+    after = dict(labels)
+    if len(lkeys):
+        keep = np.ones(len(lkeys), bool)
+        keep[np.searchsorted(lkeys, gone[hit])] = False
+        after = {**labels, name: (lkeys[keep], lvals[keep])} if keep.any() else \
+            {n: v for n, v in labels.items() if n != name}
+    return ({name: removed}, {name: added},
+            applied(state, {name: removed}, {name: added}), after)
