@@ -11,6 +11,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import polars as pl
 import pytest
 
 from levelflow.engine.incremental.backends.worker.dred_share import RankedShare, _applied, _epoch
@@ -126,6 +127,13 @@ def test_what_the_matrices_leave_to_dred(monkeypatch):
     assert epoch(state, "path", _frame(edges), now, {}) is not None
     # A state that is not the old edges' closure (here: one edge short) is not trusted.
     assert epoch(state, "path", _frame(edges - {(2, 0)}), now, {}) is None
+    # As many tuples as the closure of 0 -> 1 -> 2, but not the same ones.
+    chain = {(0, 1), (1, 2)}
+    wrong = arrange({"path": _scratch(program, task, rules, {(0, 1), (1, 2), (2, 0)})
+                     .filter(pl.col("c0") != pl.col("c1")).head(3)})
+    assert wrong.size("path") == 3
+    assert set(wrong.live("path").drop(RANK).rows()) != _closure(chain)
+    assert epoch(wrong, "path", _frame(chain), _frame({(0, 1)}), {}) is None
     negative = _frame(edges | {(-1, 0)})  # does not pack
     assert epoch(state, "path", negative, now, {}) is None
     monkeypatch.setattr(closure_bits, "MAX_NODES", 2)

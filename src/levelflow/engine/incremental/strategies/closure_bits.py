@@ -27,7 +27,7 @@ from scipy.sparse.csgraph import connected_components
 from levelflow.engine.incremental.strategies.arranged import RANK, Arranged, applied
 from levelflow.engine.incremental.strategies.closure_labels import NO_LABELS, Labels
 from levelflow.engine.plans.closure import ranges
-from levelflow.engine.plans.keys import bits_for, packable, unpack
+from levelflow.engine.plans.keys import bits_for, packable, positions, unpack
 
 BITS = bits_for(2)  # a packed pair: source << BITS | target
 # Nodes at most: a matrix is nodes^2 / 8 bytes (8 MB at 8,192), its condensation's gathers a
@@ -109,21 +109,22 @@ def epoch(state: Arranged, name: str, old_edges: pl.DataFrame, new_edges: pl.Dat
     if int(np.bitwise_count(old).sum()) != len(keys):
         return None
     gone, fresh = _pairs(old & ~new, rows, nodes), _pairs(new & ~old, rows, nodes)
-    pos = np.searchsorted(keys, gone)
+    pos = np.minimum(np.searchsorted(keys, gone), max(len(keys) - 1, 0))
+    if len(gone) and not np.array_equal(keys[pos], gone):
+        return None  # as many tuples as the closure, not the same ones: a broken state
     label = state.ranks_at(name, pos)
     lkeys, lvals = labels.get(name, NO_LABELS)
-    hit = np.minimum(np.searchsorted(lkeys, gone), max(len(lkeys) - 1, 0))
-    hit = np.flatnonzero(lkeys[hit] == gone) if len(lkeys) else hit[:0]
-    label[hit] = lvals[np.searchsorted(lkeys, gone[hit])]
+    at = positions(lkeys, gone)
+    hit = at >= 0
+    label[hit] = lvals[at[hit]]
     cols = ["c0", "c1"]
     removed = unpack(gone, cols).with_columns(pl.Series(RANK, label, pl.Int64))
     added = unpack(fresh, cols).with_columns(
         pl.Series(RANK, np.full(len(fresh), state.top() + 1), pl.Int64))
-    after = dict(labels)
-    if len(lkeys):
-        keep = np.ones(len(lkeys), bool)
-        keep[np.searchsorted(lkeys, gone[hit])] = False
-        after = {**labels, name: (lkeys[keep], lvals[keep])} if keep.any() else \
-            {n: v for n, v in labels.items() if n != name}
+    keep = np.ones(len(lkeys), bool)
+    keep[at[hit]] = False  # a tuple gone takes its label with it
+    after = {n: v for n, v in labels.items() if n != name}
+    if keep.any():
+        after[name] = (lkeys[keep], lvals[keep])
     return ({name: removed}, {name: added},
             applied(state, {name: removed}, {name: added}), after)
