@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import polars as pl
 import pyarrow as pa
 
@@ -22,7 +21,7 @@ from levelflow.engine.incremental.state.segments import (
     segment_path,
     segment_schema,
 )
-from levelflow.engine.plans.keys import pack_expr, packable, positions
+from levelflow.engine.plans.keys import pack_expr, packable
 
 # Rows (base and chain) above which the new base is left to Spark: the driver holds them all
 # (16M rows of a 2-column relation: about 0.4 GB, 1.5 GB at its peak). At 10M the driver built
@@ -64,9 +63,10 @@ def _applied(base: pl.DataFrame, events: pl.DataFrame, tuple_cols: list[str]) ->
         last = pl.concat([base.with_columns(pl.lit(0, pl.Int32).alias(OP)), events],
                          how="vertical_relaxed").unique(subset=tuple_cols, keep="last")
         return last.filter(pl.col(OP) >= 0).drop(OP)
-    base_keys, event_keys = (k.select(pack_expr(tuple_cols))["_key"].to_numpy() for k in keys)
-    # np.unique's index is each key's first occurrence: of the reversed events, the last.
-    touched, first = np.unique(event_keys[::-1], return_index=True)
-    last = events[np.sort(len(event_keys) - 1 - first)]
-    return pl.concat([base.filter(pl.Series(positions(touched, base_keys) < 0)),
-                      last.filter(pl.col(OP) > 0).drop(OP)], how="vertical_relaxed")
+    base_keys, event_keys = (k.select(pack_expr(tuple_cols))["_key"] for k in keys)
+    # Hash unique and membership: at 10M base rows and 3.7M events, np.unique's sort and a
+    # binary search per base key took 2.5 s where these take 0.9.
+    last = events.with_columns(event_keys).unique("_key", keep="last", maintain_order=True)
+    untouched = ~base_keys.is_in(last["_key"].implode())
+    return pl.concat([base.filter(untouched), last.filter(pl.col(OP) > 0).drop(OP, "_key")],
+                     how="vertical_relaxed")
