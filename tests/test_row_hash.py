@@ -8,12 +8,14 @@ import pyspark.sql.functions as F
 import pytest
 from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
+from levelflow.engine.incremental.state import row_hash
 from levelflow.engine.incremental.state.integrity import _aggregates, _hex
 from levelflow.engine.incremental.state.row_hash import checksum, row_hashes
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_row_hashes_and_checksum_equal_sparks(spark, seed):
+@pytest.mark.parametrize("seed,chunk", [(1, 1 << 20), (2, 37)])
+def test_row_hashes_and_checksum_equal_sparks(spark, seed, chunk, monkeypatch):
+    monkeypatch.setattr(row_hash, "_CHUNK", chunk)  # 37: hashed in 14 chunks
     rng = np.random.default_rng(seed)
     n = 500
     longs = rng.integers(-2**63, 2**63 - 1, n, dtype=np.int64)
