@@ -269,7 +269,10 @@ def direct_rows(spec, packed: bytes, share: int, change, fields: tuple) -> bytes
     schema = output_schema(spec.names, spec.decls, fields)
     rows = pl.read_ipc_stream(packed)
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, schema) as writer:
+    # Compressed: a result comes back through Spark at about 10 ms a MB, and an epoch's
+    # change compresses 16x (3.9M tuples: 124.5 MB, 7.7 MB with LZ4, written faster too).
+    options = pa.ipc.IpcWriteOptions(compression="lz4")
+    with pa.ipc.new_stream(sink, schema, options=options) as writer:
         for out in change(spec, share, rows, schema):
             writer.write_batch(out)
     return sink.getvalue().to_pybytes()
