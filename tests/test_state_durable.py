@@ -127,6 +127,38 @@ def test_a_commit_flushes_every_file_before_current_names_it(spark, copy, monkey
     assert ("fsync", str(copy)) in events[switched[0]:]  # CURRENT's rename, before returning
 
 
+def _tree(root: Path) -> set[str]:
+    """Make a small epoch-like tree under root; return every path in it and root."""
+    for kind, name in (("rel", "path"), ("base", "edge")):
+        (root / "seg" / kind / name).mkdir(parents=True)
+        (root / "seg" / kind / name / "part-0.parquet").write_bytes(b"x" * 100)
+    (root / "manifest.json").write_text("{}")
+    return {str(p) for p in root.rglob("*")} | {str(root)}
+
+
+def test_fsync_tree_flushes_every_file_and_directory(tmp_path, monkeypatch):
+    want, flushed = _tree(tmp_path / "t"), []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (flushed.append(
+        os.readlink(f"/proc/self/fd/{fd}")), real(fd)))
+    durable.fsync_tree(tmp_path / "t")
+    assert sorted(flushed) == sorted(want)  # each once, all done when it returns
+
+
+def test_fsync_tree_raises_when_one_flush_fails(tmp_path, monkeypatch):
+    _tree(tmp_path / "t")
+    real = os.fsync
+
+    def fsync(fd):
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("manifest.json"):
+            raise OSError(5, "Input/output error")
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with pytest.raises(OSError, match="Input/output error"):
+        durable.fsync_tree(tmp_path / "t")
+
+
 def test_an_epoch_newer_than_current_is_set_aside_never_deleted(spark, copy, tmp_path):
     newer = files_of(copy / "epochs" / "2")
     roll_back(copy, 1)

@@ -16,7 +16,9 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+
+from levelflow.engine.worker_threads import borrow, give_back, tell
 
 
 class SparkWorkers:
@@ -42,7 +44,7 @@ class SparkWorkers:
         self.tag = f"levelflow-{uuid.uuid4().hex[:12]}"
         self.free = list(range(jobs - 1, -1, -1))  # slots; pop() hands out slot 0 first
         self.inflight: dict[Future, tuple[int, int]] = {}  # future -> (task, slot)
-        self.pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="levelflow-worker")
+        self.pool = borrow(jobs)  # slot i's tasks run on thread i, one at a time
         self.schedule: list[tuple[int, int, float, float]] = []  # (task, slot, start, end)
         self.t0 = time.perf_counter()
         self.failed: int | None = None  # the task whose result is being collected
@@ -55,7 +57,8 @@ class SparkWorkers:
             if exc_type is not None:
                 self.abort()
         finally:
-            self.pool.shutdown(wait=True, cancel_futures=True)
+            wait(self.inflight)  # a thread is parked idle (abort waited already)
+            give_back(self.pool)
 
     def idle(self) -> int:
         """Return the number of free worker slots."""
@@ -70,7 +73,7 @@ class SparkWorkers:
         for v in ready:
             call = self.prepare(v)
             slot = self.free.pop()
-            self.inflight[self.pool.submit(self._run, v, slot, call)] = (v, slot)
+            self.inflight[self.pool[slot].submit(self._run, v, slot, call)] = (v, slot)
 
     def finished(self):
         """Wait for the first finish; yield (task, activated) per finished task.
@@ -89,23 +92,18 @@ class SparkWorkers:
 
     def _run(self, v: int, slot: int, call: Callable[[], object]):
         """Return (result, start, end) of one task, run in a worker thread with its jobs tagged."""
-        sc = self.spark.sparkContext
-        # Local properties live on the JVM thread behind this Python thread, and pool threads
-        # do not inherit them, so set them here, each time (threads are reused).
-        sc.setLocalProperty("spark.scheduler.pool", f"levelflow-{slot}")
-        sc.setLocalProperty("spark.job.description", f"levelflow task {self.names[v]}")
-        sc.addJobTag(self.tag)
-        sc.setLocalProperty("spark.jobGroup.id", self.job_group(v))  # counts the task's jobs
-        sc.setInterruptOnCancel(True)  # a cancelled run should not wait for long tasks
+        # Local properties live on the JVM thread behind this Python thread, and worker
+        # threads do not inherit them, so each task tells its own (what changed: the thread
+        # runs nothing else, so they stay set until its next task).
+        tell(self.spark.sparkContext, {
+            "spark.scheduler.pool": f"levelflow-{slot}",
+            "spark.job.description": f"levelflow task {self.names[v]}",
+            "spark.jobGroup.id": self.job_group(v),  # counts the task's jobs
+            # a cancelled run should not wait for long tasks (sc.setInterruptOnCancel)
+            "spark.job.interruptOnCancel": "true",
+        }, self.tag)
         start = time.perf_counter()
-        try:
-            return call(), start, time.perf_counter()
-        finally:
-            sc.removeJobTag(self.tag)
-            sc.setInterruptOnCancel(False)
-            sc.setLocalProperty("spark.scheduler.pool", None)
-            sc.setLocalProperty("spark.job.description", None)
-            sc.setLocalProperty("spark.jobGroup.id", None)
+        return call(), start, time.perf_counter()
 
     def job_group(self, v: int) -> str:
         """Return the Spark job group of task v's jobs under these workers."""
@@ -113,7 +111,8 @@ class SparkWorkers:
 
     def spark_jobs(self, tasks) -> dict[int, int]:
         """Return per task the Spark jobs it started (read from Spark's status store)."""
-        tracker = self.spark.sparkContext.statusTracker()
+        # The JVM's array's length: PySpark's tracker fetches each id in a call of its own.
+        tracker = self.spark.sparkContext._jsc.statusTracker()
         return {v: len(tracker.getJobIdsForGroup(self.job_group(v))) for v in tasks}
 
     def abort(self) -> None:

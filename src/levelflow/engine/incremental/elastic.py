@@ -50,24 +50,22 @@ def cancelled_after(sc, budget: float | None):
     """Yield an Event set, and the block's Spark jobs cancelled, once `budget` seconds pass
     (None: never); the block's jobs carry a tag of their own."""
     cancel = threading.Event()
+    if budget is None:  # nothing cancels the block's jobs: no tag (two py4j calls) needed
+        yield cancel
+        return
     tag = f"levelflow-inc-{uuid.uuid4().hex[:12]}"
-    timer = None
-    if budget is not None:
 
-        def fire():
-            cancel.set()
-            sc.cancelJobsWithTag(tag)
+    def fire():
+        cancel.set()
+        sc.cancelJobsWithTag(tag)
 
-        timer = threading.Timer(budget, fire)
-        timer.daemon = True
+    timer = threading.Timer(budget, fire)
+    timer.daemon = True
+    # Its jobs interrupt their tasks when cancelled: a SparkWorkers thread's jobs all do.
     sc.addJobTag(tag)
-    sc.setInterruptOnCancel(True)
     try:
-        if timer is not None:
-            timer.start()
+        timer.start()
         yield cancel
     finally:
-        if timer is not None:
-            timer.cancel()
+        timer.cancel()
         sc.removeJobTag(tag)
-        sc.setInterruptOnCancel(False)

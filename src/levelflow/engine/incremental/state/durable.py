@@ -19,7 +19,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 SUM_KEY = "manifest_sha256"
@@ -35,14 +37,38 @@ def fsync_path(path: Path) -> None:
         os.close(fd)
 
 
+# Threads flushing a tree's files at once. On ext4 each fsync waits for a journal commit;
+# issued together they share one (an epoch's 11 flushes: 16 ms one by one, 2 ms at once).
+_FLUSHERS = 16
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _flushers() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=_FLUSHERS, thread_name_prefix="levelflow-fsync")
+        return _pool
+
+
+def _forget_flushers() -> None:
+    global _pool
+    _pool = None  # a forked child has none of the parent's threads
+
+
+os.register_at_fork(after_in_child=_forget_flushers)
+
+
 def fsync_tree(root: Path) -> None:
-    """Flush every file under `root`, then every directory, deepest first, then `root`."""
-    for parent, dirs, files in os.walk(root, topdown=False):
-        for name in files:
-            fsync_path(Path(parent) / name)
-        for name in dirs:
-            fsync_path(Path(parent) / name)
-    fsync_path(root)
+    """Flush every file and directory under `root` and `root` itself, all at once; return when
+    every flush succeeded (the first failure is raised). Their order does not matter: nothing
+    names the tree before all of it is on disk."""
+    paths = [Path(parent) / name for parent, dirs, files in os.walk(root)
+             for name in (*files, *dirs)]
+    paths.append(root)
+    for _ in _flushers().map(fsync_path, paths):  # consumed: each flush's error is raised
+        pass
 
 
 def write_durably(path: Path, text: str) -> None:

@@ -107,16 +107,33 @@ def run_direct(ctx: TaskContext, spec, packed: bytes, share_rows, observed):
     job = f"{spec.new_token[:10]}-{uuid.uuid4().hex[:8]}" \
         if spec.parts > 1 and sc.master.startswith("local") else None
 
-    def run(task, _):
+    def run(task, empty):
         from pyspark import TaskContext as SparkTask
 
+        for _ in empty:  # read to its end, or the Python worker is not reused (SPARK-26549)
+            pass
         share = task if job is None else resident.claim(
             spec.lineage, spec.old_token, job, spec.parts, task, SparkTask.get().attemptNumber())
         yield share_rows(spec, packed, share)
 
-    shares = sc.parallelize(range(spec.parts), spec.parts).mapPartitionsWithIndex(run).collect()
+    shares = empty_partitions(sc, spec.parts).mapPartitionsWithIndex(run).collect()
     out = pl.concat([pl.read_ipc_stream(b) for b in shares])
     return out, out.select(metrics(observed)).row(0, named=True)
+
+
+_empty: tuple = (None, {})  # (SparkContext, parts -> an RDD of that many empty partitions)
+
+
+def empty_partitions(sc, parts: int):
+    """Return an RDD of `parts` empty partitions, made once per SparkContext: making one
+    writes a file that the JVM reads (three py4j calls and a few ms, every direct epoch)."""
+    global _empty
+    if _empty[0] is not sc:
+        _empty = (sc, {})
+    rdds = _empty[1]
+    if parts not in rdds:
+        rdds[parts] = sc.parallelize([], parts)
+    return rdds[parts]
 
 
 def run_in_driver(spec, packed: pl.DataFrame, share_frame, observed):
