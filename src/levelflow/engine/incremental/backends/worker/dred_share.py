@@ -320,8 +320,8 @@ class _Done:
 
 
 def _epoch(spec: Spec, entry: RankedShare, inp: Inputs) -> _Done:
-    """Return the share's epoch: a labelled closure's deletion over bit matrices where they
-    fit (closure_bits), else the update, a stale state ranked anew first if it deletes."""
+    """Return the share's epoch: a labelled closure's over bit matrices where they fit
+    (closure_bits), else the update, a stale state ranked anew first if it deletes."""
     if not spec.labels:
         out = update(entry.state, inp, spec.recompute_rows)
         return _Done(out, out, entry.labels, False)
@@ -338,11 +338,12 @@ def _epoch(spec: Spec, entry: RankedShare, inp: Inputs) -> _Done:
 
 
 def _bits_epoch(entry: RankedShare, inp: Inputs) -> tuple[Outcome, Labels] | None:
-    """Return a closure's epoch that deletes an edge over bit matrices, and its labels after;
-    None where it does not delete or the matrices do not fit."""
+    """Return a closure's epoch over bit matrices, and its labels after; None where its edges
+    do not change or the matrices do not fit. Insertions too: semi-naive rounds took 0.02-0.08
+    s for 10 edges on bench_shapes' random graph at 1M pairs, the matrices 0.01-0.03."""
     edge = closure_edges(inp.rules, inp.names)
-    minus = inp.lower_minus.get(edge)
-    if edge is None or minus is None or not minus.height:
+    if edge is None or not any(df is not None and df.height
+                               for df in (inp.lower_minus.get(edge), inp.lower_plus.get(edge))):
         return None
     (name,) = inp.names
     found = closure_bits.epoch(entry.state, name, old_version(inp, edge), inp.lower_new[edge],
