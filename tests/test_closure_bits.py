@@ -23,7 +23,7 @@ from levelflow.engine.plans.fixpoint import run_task
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_closure_epoch import TC, _assert_ranks_valid, _frame, _rings, _task  # noqa: E402
-from test_closure_labels import _labels_hold, _stored_after  # noqa: E402
+from test_closure_labels import _labels_hold, _stored_after, random_epoch  # noqa: E402
 
 
 def _closure(edges: set) -> set:
@@ -59,10 +59,10 @@ SPEC = SimpleNamespace(labels=True, recompute_rows=RECOMPUTE_ROWS)
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_share_epochs_follow_a_stored_copy_at_labels(seed):
+def test_share_epochs_follow_a_stored_copy_at_labels(seed, monkeypatch):
     """Changes over matrices; where they do not fit, insertions by semi-naive rounds and
-    deletions by DRed over a stale state ranked anew first: every removed row is a stored (tuple, label) row, and the
-    stored copy is the from-scratch closure after every epoch."""
+    deletions by DRed over a stale state ranked anew first: every removed row is a stored
+    (tuple, label) row, and the stored copy is the from-scratch closure after every epoch."""
     program, task, rules = _task(TC)
     rng = random.Random(seed)
     edges = _rings(rng, rng.choice([2, 3]), rng.choice([5, 8]))
@@ -71,21 +71,13 @@ def test_share_epochs_follow_a_stored_copy_at_labels(seed):
     entry = RankedShare(arrange({"path": _scratch(program, task, rules, edges, share)}), None,
                         {})
     stored = {tuple(t): r for *t, r in entry.state.live("path").rows()}
-    kinds = set()
+    kinds, max_nodes = set(), closure_bits.MAX_NODES
     for k in range(12):
-        gone = set(rng.sample(sorted(edges), min(len(edges), rng.choice([0, 1, 3]))))
-        fresh = {(rng.randrange(nodes), rng.randrange(nodes)) for _ in range(rng.choice([0, 2]))}
-        fresh -= edges
-        now = (edges - gone) | fresh
-        inp = Inputs(rules, task.relations, program.decls, {"edge": _frame(now)},
-                     {"edge": _frame(fresh)}, {"edge": _frame(gone)}, {}, {}, {}, share)
+        gone, fresh, now, inp = random_epoch(rng, edges, nodes, [0, 1, 3], program, task,
+                                             rules, share)
         small = k in (5, 9)  # the matrices do not fit: DRed over ranks found anew
-        closure_bits.MAX_NODES, saved = (0 if small else closure_bits.MAX_NODES), \
-            closure_bits.MAX_NODES
-        try:
-            done = _epoch(SPEC, entry, inp)
-        finally:
-            closure_bits.MAX_NODES = saved
+        monkeypatch.setattr(closure_bits, "MAX_NODES", 0 if small else max_nodes)
+        done = _epoch(SPEC, entry, inp)
         changed = bool(gone or fresh)
         kinds.add(("bits" if done.stale and changed and not small else "dred", done.ranked_anew))
         _stored_after(stored, done.sending)

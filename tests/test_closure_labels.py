@@ -51,6 +51,19 @@ def _labels_hold(stored: dict, state, labels) -> None:
     assert all(label[k] != live[(k >> 31, k & (1 << 31) - 1)] for k in label)
 
 
+def random_epoch(rng: random.Random, edges: set, nodes: int, deletions: list, program, task,
+                 rules, share) -> tuple[set, set, set, Inputs]:
+    """Return an epoch's edges gone (one of `deletions` many) and new (0 or 2), the edges
+    after it and the update's inputs."""
+    gone = set(rng.sample(sorted(edges), min(len(edges), rng.choice(deletions))))
+    fresh = {(rng.randrange(nodes), rng.randrange(nodes)) for _ in range(rng.choice([0, 2]))}
+    fresh -= edges
+    now = (edges - gone) | fresh
+    inp = Inputs(rules, task.relations, program.decls, {"edge": _frame(now)},
+                 {"edge": _frame(fresh)}, {"edge": _frame(gone)}, {}, {}, {}, share)
+    return gone, fresh, now, inp
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_the_stored_copy_follows_by_net_changes_at_labels(seed):
     program, task, rules = _task(TC)
@@ -67,12 +80,8 @@ def test_the_stored_copy_follows_by_net_changes_at_labels(seed):
     stored = {tuple(t): r for *t, r in state.live("path").rows()}
     labels, relabelled = {}, 0
     for epoch in range(14):
-        gone = set(rng.sample(sorted(edges), min(len(edges), rng.choice([1, 2, 4]))))
-        fresh = {(rng.randrange(nodes), rng.randrange(nodes)) for _ in range(rng.choice([0, 2]))}
-        fresh -= edges
-        now = (edges - gone) | fresh
-        inp = Inputs(rules, task.relations, program.decls, {"edge": _frame(now)},
-                     {"edge": _frame(fresh)}, {"edge": _frame(gone)}, {}, {}, {}, share)
+        gone, fresh, now, inp = random_epoch(rng, edges, nodes, [1, 2, 4], program, task,
+                                             rules, share)
         # Epochs 0-9 over tables or DRed; later ones may recompute the small share.
         out = update(state, inp, recompute_rows=0 if epoch < 10 else 10**6)
         sending, labels = sent(state, out, labels)
