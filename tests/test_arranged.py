@@ -17,7 +17,13 @@ import pytest
 
 from levelflow.engine.incremental import IncrementalSession
 from levelflow.engine.incremental.backends.worker.dred_job import Held
-from levelflow.engine.incremental.strategies.arranged import RANK, applied, arrange, packed
+from levelflow.engine.incremental.strategies.arranged import (
+    RANK,
+    applied,
+    arrange,
+    changed,
+    packed,
+)
 from levelflow.engine.incremental.strategies.dred_polars import Inputs, update
 from levelflow.engine.plans.fixpoint import run_task
 from levelflow.tasks import build_tasks, parse_program
@@ -358,3 +364,26 @@ def test_tuples_that_stop_packing_leave_the_removed_ones_out():
     far = pl.DataFrame({"c0": [-1], "c1": [5], RANK: [2]})
     state = applied(state, {"p": ranked.clear()}, {"p": far})
     assert sorted(state.live("p").rows()) == [(-1, 5, 2), (2, 6, 0), (3, 7, 1), (4, 8, 1)]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_changed_at_known_positions_is_applied(seed):
+    """arranged.changed (the positions of the tuples gone known) leaves the state applied
+    leaves, over a state that already holds tombstones and appended chunks."""
+    rng = np.random.default_rng(seed)
+
+    def frame(keys, rank):
+        return pl.DataFrame({"c0": keys // 100, "c1": keys % 100,
+                             RANK: np.full(len(keys), rank)})
+    state = arrange({"p": frame(np.unique(rng.integers(0, 10_000, 500)), 1)})
+    for epoch in range(2, 6):
+        keys = state.keys["p"]
+        gone = np.sort(rng.choice(len(keys), rng.integers(0, 40), replace=False))
+        added = frame(np.unique(rng.integers(0, 10_000, 30)), epoch)
+        added = added.filter(pl.Series(~np.isin(packed(added.drop(RANK)), keys)))
+        removed = state.live("p").filter(
+            pl.Series(np.isin(packed(state.live("p").drop(RANK)), keys[gone])))
+        want = applied(state, {"p": removed}, {"p": added})
+        state = changed(state, "p", gone, added)
+        assert np.array_equal(state.keys["p"], want.keys["p"])
+        assert state.live("p").sort("c0", "c1").equals(want.live("p").sort("c0", "c1"))

@@ -61,7 +61,9 @@ class Arranged:
 
     def ranks_at(self, name: str, pos: np.ndarray) -> np.ndarray:
         """Return the ranks of a relation's tuples at sorted-key positions."""
-        return self.ranked[name][RANK].to_numpy()[self.rows_at(name, pos)]
+        # A gather: the rank column is many appended chunks, and to_numpy copied all of them
+        # (45 ms at 10M tuples, for the 60k a deletion on bench_shapes' clusters removes).
+        return self.ranked[name][RANK].gather(self.rows_at(name, pos)).to_numpy(writable=True)
 
 
 def packed(df: pl.DataFrame) -> np.ndarray | None:
@@ -224,6 +226,20 @@ def applied(state: Arranged, removed: Mapping[str, pl.DataFrame],
         kept, _, keys, rows = old.split()
         new[n] = extended(kept, keys, rows, added[n])
     return state_of(new)
+
+
+def changed(state: Arranged, name: str, gone: np.ndarray, added: pl.DataFrame) -> Arranged:
+    """Return the state with a packed relation's tuples at sorted-key positions `gone` taken
+    out (tombstones) and the ranked tuples `added` in: applied's result where the positions
+    are known (finding them again cost a third of applied at 10M tuples)."""
+    keys, rows = state.keys[name], state.rows[name]
+    if len(gone):
+        keep = np.ones(len(keys), bool)
+        keep[gone] = False
+        keys, rows = keys[keep], (np.flatnonzero(keep) if rows is None else rows[keep])
+    return state_of({**{n: (state.ranked[n], state.keys[n], state.rows[n])
+                        for n in state.ranked},
+                     name: extended(state.ranked[name], keys, rows, added)})
 
 
 def reranked(state: Arranged, name: str, keys: np.ndarray, ranks: np.ndarray) -> Arranged:

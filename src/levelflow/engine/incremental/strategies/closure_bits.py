@@ -24,7 +24,7 @@ import polars as pl
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from levelflow.engine.incremental.strategies.arranged import RANK, Arranged, applied
+from levelflow.engine.incremental.strategies.arranged import RANK, Arranged, changed
 from levelflow.engine.incremental.strategies.closure_labels import NO_LABELS, Labels
 from levelflow.engine.plans.closure import ranges
 from levelflow.engine.plans.keys import bits_for, packable, positions, unpack
@@ -79,12 +79,12 @@ def _filled(members: np.ndarray, cu: np.ndarray, cv: np.ndarray, k: int) -> np.n
 
 
 def _pairs(bits: np.ndarray, rows: np.ndarray, nodes: np.ndarray) -> np.ndarray:
-    """Return the sorted packed keys (row's node, column's node) of a matrix's set bits."""
-    busy = np.flatnonzero(bits.any(axis=1))
-    flat = np.unpackbits(bits[busy].view(np.uint8), axis=1, count=len(nodes),
-                         bitorder="little")
-    r, c = np.nonzero(flat)
-    return (rows[busy][r] << BITS) | nodes[c]
+    """Return the sorted packed keys (row's node, column's node) of a matrix's set bits: only
+    the words holding one are unpacked (a change touches few of a row's words)."""
+    r, w = np.nonzero(bits)
+    flat = np.unpackbits(bits[r, w].view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
+    at, bit = np.nonzero(flat)
+    return (rows[r[at]] << BITS) | nodes[w[at] * 64 + bit]
 
 
 def epoch(state: Arranged, name: str, old_edges: pl.DataFrame, new_edges: pl.DataFrame,
@@ -126,5 +126,4 @@ def epoch(state: Arranged, name: str, old_edges: pl.DataFrame, new_edges: pl.Dat
     after = {n: v for n, v in labels.items() if n != name}
     if keep.any():
         after[name] = (lkeys[keep], lvals[keep])
-    return ({name: removed}, {name: added},
-            applied(state, {name: removed}, {name: added}), after)
+    return {name: removed}, {name: added}, changed(state, name, pos, added), after
