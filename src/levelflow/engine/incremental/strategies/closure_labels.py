@@ -11,7 +11,7 @@ rank it was last sent with: its label. The worker remembers the labels that diff
 ranks (`Labels`) and sends only tuples gone (at their labels) and tuples new (at their ranks,
 their labels from then on). Labels are not ranks: the Spark-side DRed must not delete over
 them (epoch.py recomputes such a task instead, while the snapshot marks the relation
-`labelled`). A deletion over bit matrices (closure_bits) needs no ranks and leaves the worker's
+`labelled`). An epoch over bit matrices (closure_bits) needs no ranks and leaves the worker's
 ranks stale (the labels themselves); a worker whose ranks are stale, or that is shipped a
 stored copy, ranks it anew from its edges (`ranked_anew`: BFS layers) before DRed deletes.
 
