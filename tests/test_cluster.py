@@ -253,7 +253,7 @@ def test_a_closure_is_updated_on_standalone_cluster(cluster_driver, tmp_path):
 
     cluster_driver.command("run", str(prog / "program.dl"), "-F",
                            str(facts("f0", sorted(edges)).parent), "--state",
-                           str(tmp_path / "state"), "--quiet")
+                           str(tmp_path / "state"), "-D", str(tmp_path / "out"), "--quiet")
     code, _, stderr = cluster_driver.receive()
     assert code == 0, stderr
     for k, (gone, fresh) in enumerate([({(1, 2), (9, 10)}, set()), ({(5, 6)}, {(2, 1)}),
