@@ -33,6 +33,7 @@ BITS = bits_for(2)  # a packed pair: source << BITS | target
 # Nodes at most: a matrix is nodes^2 / 8 bytes (8 MB at 8,192), its condensation's gathers a
 # few times that; bench_shapes' graphs have 1,250-2,000 nodes at 1M pairs, 4,000-6,300 at 10M.
 MAX_NODES = 8192
+GATHER_BYTES = 1 << 26
 
 
 def reach_matrix(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
@@ -63,14 +64,16 @@ def _filled(members: np.ndarray, cu: np.ndarray, cv: np.ndarray, k: int) -> np.n
     in_ptr = np.searchsorted(cv[by_head], np.arange(k + 1))
     left = np.diff(ptr)  # successors not done yet
     frontier = np.flatnonzero(left == 0)
+    # Successors' rows gathered at once at most (64 MB): a level of a dense graph can have
+    # hundreds of thousands of edges, each a row of up to 128 words.
+    per_gather = max(1, GATHER_BYTES // (8 * members.shape[1]))
     while len(frontier):
-        deg = ptr[frontier + 1] - ptr[frontier]
-        busy = frontier[deg > 0]
-        if len(busy):
-            edges = ranges(ptr[busy], deg[deg > 0])
-            succ = cv[edges]
-            starts = np.concatenate([[0], np.cumsum(deg[deg > 0])[:-1]])
-            reach[busy] = np.bitwise_or.reduceat(members[succ] | reach[succ], starts, axis=0)
+        busy = frontier[ptr[frontier + 1] > ptr[frontier]]
+        for part in np.array_split(busy, 1 + (ptr[busy + 1] - ptr[busy]).sum() // per_gather):
+            deg = ptr[part + 1] - ptr[part]
+            succ = cv[ranges(ptr[part], deg)]
+            starts = np.cumsum(deg) - deg
+            reach[part] = np.bitwise_or.reduceat(members[succ] | reach[succ], starts, axis=0)
         into = ranges(in_ptr[frontier], in_ptr[frontier + 1] - in_ptr[frontier])
         preds = cu[by_head[into]]
         np.subtract.at(left, preds, 1)
