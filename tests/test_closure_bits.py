@@ -149,3 +149,21 @@ def test_a_process_catching_up_through_a_matrix_epoch_is_stale():
                               inp.lower_minus, True, done.stale))
     assert caught.stale
     assert set(caught.state.live("path").rows()) == set(done.out.state.live("path").rows())
+
+
+def test_an_insertion_into_a_deep_condensation_is_left_to_semi_naive_rounds(monkeypatch):
+    program, task, rules = _task(TC)
+    chain = {(i, i + 1) for i in range(6)}  # six levels
+    src, dst = (np.array(c) for c in zip(*sorted(chain), strict=True))
+    assert reach_matrix(src, dst, 7, levels=5) is None
+    assert reach_matrix(src, dst, 7, levels=7) is not None
+    monkeypatch.setattr(closure_bits, "INSERT_LEVELS", 3)
+    entry = RankedShare(arrange({"path": _scratch(program, task, rules, chain)}), None, {})
+    for gone, fresh, over_matrices in [(set(), {(6, 7)}, False), ({(2, 3)}, set(), True)]:
+        now = (chain - gone) | fresh
+        inp = Inputs(rules, task.relations, program.decls, {"edge": _frame(now)},
+                     {"edge": _frame(fresh)}, {"edge": _frame(gone)}, {}, {}, {})
+        done = _epoch(SPEC, entry, inp)
+        assert done.stale == over_matrices  # semi-naive rounds keep the ranks valid
+        assert set(done.out.state.live("path").drop(RANK).rows()) == _closure(now)
+        entry, chain = RankedShare(done.out.state, None, {}, done.labels, done.stale), now

@@ -34,11 +34,17 @@ BITS = bits_for(2)  # a packed pair: source << BITS | target
 # few times that; bench_shapes' graphs have 1,250-2,000 nodes at 1M pairs, 4,000-6,300 at 10M.
 MAX_NODES = 8192
 GATHER_BYTES = 1 << 26
+# Levels of the condensation at most for an epoch that only inserts: a matrix costs about 30
+# us a level (a chain of 8,192 nodes: 0.26 s), where semi-naive rounds from a few new edges
+# cost their new tuples; a deletion has no such cheap alternative.
+INSERT_LEVELS = 1024
 
 
-def reach_matrix(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
+def reach_matrix(src: np.ndarray, dst: np.ndarray, n: int, levels: int | None = None
+                 ) -> np.ndarray | None:
     """Return the (n, words) uint64 bit matrix whose row i holds the nodes a path of one edge
-    or more leads to from node i (nodes are dense ids 0..n-1)."""
+    or more leads to from node i (nodes are dense ids 0..n-1); None past `levels` levels of
+    the condensation."""
     words = max(1, (n + 63) // 64)
     graph = csr_matrix((np.ones(len(src), np.int8), (src, dst)), shape=(n, n))
     k, comp = connected_components(graph, directed=True, connection="strong")
@@ -51,11 +57,14 @@ def reach_matrix(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
     cu, cv = comp[src], comp[dst]
     pair = np.unique(cu[cu != cv].astype(np.int64) * k + cv[cu != cv])
     cu, cv = pair // k, pair % k  # the condensation's edges, sorted by their tail
-    reach = _filled(members, cu, cv, k)
+    reach = _filled(members, cu, cv, k, levels)
+    if reach is None:
+        return None
     return (reach | np.where(cyclic[:, None], members, 0))[comp]
 
 
-def _filled(members: np.ndarray, cu: np.ndarray, cv: np.ndarray, k: int) -> np.ndarray:
+def _filled(members: np.ndarray, cu: np.ndarray, cv: np.ndarray, k: int,
+            levels: int | None) -> np.ndarray | None:
     """Return per component the nodes of its successors and all they reach: sinks first, a
     level (the components whose successors are all done) at a time."""
     reach = np.zeros_like(members)
@@ -68,6 +77,8 @@ def _filled(members: np.ndarray, cu: np.ndarray, cv: np.ndarray, k: int) -> np.n
     # hundreds of thousands of edges, each a row of up to 128 words.
     per_gather = max(1, GATHER_BYTES // (8 * members.shape[1]))
     while len(frontier):
+        if levels is not None and (levels := levels - 1) < 0:
+            return None
         busy = frontier[ptr[frontier + 1] > ptr[frontier]]
         for part in np.array_split(busy, 1 + (ptr[busy + 1] - ptr[busy]).sum() // per_gather):
             deg = ptr[part + 1] - ptr[part]
@@ -91,11 +102,12 @@ def _pairs(bits: np.ndarray, rows: np.ndarray, nodes: np.ndarray) -> np.ndarray:
 
 
 def epoch(state: Arranged, name: str, old_edges: pl.DataFrame, new_edges: pl.DataFrame,
-          labels: Labels, share=None):
+          labels: Labels, share=None, levels: int | None = None):
     """Return (removed, added, new state, labels after) of the closure `name` whose edges go
     from old to new: each tuple gone at its stored label, each new one ranked above the
-    state's top; None where the tuples do not pack, the nodes are too many, or the state is
-    not the old edges' closure (then DRed, which checks nothing less, takes the epoch)."""
+    state's top; None where the tuples do not pack, the nodes are too many, the condensation
+    is deeper than `levels`, or the state is not the old edges' closure (then DRed, which
+    checks nothing less, takes the epoch)."""
     keys = state.keys[name]
     if keys is None or not packable(old_edges) or not packable(new_edges):
         return None
@@ -106,10 +118,16 @@ def epoch(state: Arranged, name: str, old_edges: pl.DataFrame, new_edges: pl.Dat
     rows = nodes if share is None else np.sort(
         share(name, pl.DataFrame({"c0": nodes, "c1": nodes}))["c0"].to_numpy())
     at = np.searchsorted(nodes, rows)
-    old, new = (reach_matrix(np.searchsorted(nodes, df["c0"].to_numpy()),
-                             np.searchsorted(nodes, df["c1"].to_numpy()), len(nodes))[at]
-                for df in (old_edges, new_edges))
-    if int(np.bitwise_count(old).sum()) != len(keys):
+
+    def matrix(edges: pl.DataFrame) -> np.ndarray | None:
+        found = reach_matrix(np.searchsorted(nodes, edges["c0"].to_numpy()),
+                             np.searchsorted(nodes, edges["c1"].to_numpy()), len(nodes), levels)
+        return None if found is None else found[at]
+    old = matrix(old_edges)
+    if old is None or int(np.bitwise_count(old).sum()) != len(keys):
+        return None
+    new = matrix(new_edges)
+    if new is None:
         return None
     gone, fresh = _pairs(old & ~new, rows, nodes), _pairs(new & ~old, rows, nodes)
     pos = np.minimum(np.searchsorted(keys, gone), max(len(keys) - 1, 0))

@@ -342,12 +342,16 @@ def _bits_epoch(entry: RankedShare, inp: Inputs) -> tuple[Outcome, Labels] | Non
     do not change or the matrices do not fit. Insertions too: semi-naive rounds took 0.02-0.08
     s for 10 edges on bench_shapes' random graph at 1M pairs, the matrices 0.01-0.03."""
     edge = closure_edges(inp.rules, inp.names)
-    if edge is None or not any(df is not None and df.height
-                               for df in (inp.lower_minus.get(edge), inp.lower_plus.get(edge))):
+    if edge is None:
+        return None
+    deletes, inserts = (df is not None and df.height > 0
+                        for df in (inp.lower_minus.get(edge), inp.lower_plus.get(edge)))
+    if not deletes and not inserts:
         return None
     (name,) = inp.names
     found = closure_bits.epoch(entry.state, name, old_version(inp, edge), inp.lower_new[edge],
-                               entry.labels, inp.share)
+                               entry.labels, inp.share,
+                               None if deletes else closure_bits.INSERT_LEVELS)
     if found is None:
         return None
     removed, added, state, labels = found
