@@ -93,15 +93,15 @@ class SparkWorkers:
     def _run(self, v: int, slot: int, call: Callable[[], object]):
         """Return (result, start, end) of one task, run in a worker thread with its jobs tagged."""
         # Local properties live on the JVM thread behind this Python thread, and worker
-        # threads do not inherit them, so each task tells its own (what changed: the thread
-        # runs nothing else, so they stay set until its next task).
-        tell(self.spark.sparkContext, {
-            "spark.scheduler.pool": f"levelflow-{slot}",
-            "spark.job.description": f"levelflow task {self.names[v]}",
-            "spark.jobGroup.id": self.job_group(v),  # counts the task's jobs
-            # a cancelled run should not wait for long tasks (sc.setInterruptOnCancel)
-            "spark.job.interruptOnCancel": "true",
-        }, self.tag)
+        # threads do not inherit them, so each task tells its own: the pool and tag only when
+        # they changed (the thread runs nothing else, so they stay set until its next task).
+        sc = self.spark.sparkContext
+        tell(sc, {"spark.scheduler.pool": f"levelflow-{slot}"}, self.tag)
+        # Spark's own job-group calls set or clear these three on the JVM thread (in the full
+        # test suite a parked thread lost interruptOnCancel): sent every task.
+        sc.setLocalProperty("spark.jobGroup.id", self.job_group(v))  # counts the task's jobs
+        sc.setLocalProperty("spark.job.description", f"levelflow task {self.names[v]}")
+        sc.setInterruptOnCancel(True)  # a cancelled run should not wait for long tasks
         start = time.perf_counter()
         return call(), start, time.perf_counter()
 
