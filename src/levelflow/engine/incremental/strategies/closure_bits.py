@@ -25,9 +25,9 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 from levelflow.engine.incremental.strategies.arranged import RANK, Arranged, changed
-from levelflow.engine.incremental.strategies.closure_labels import NO_LABELS, Labels
+from levelflow.engine.incremental.strategies.closure_labels import NO_LABELS, Labels, at_labels
 from levelflow.engine.plans.closure import ranges
-from levelflow.engine.plans.keys import bits_for, packable, positions, unpack
+from levelflow.engine.plans.keys import bits_for, packable, unpack
 
 BITS = bits_for(2)  # a packed pair: source << BITS | target
 # Nodes at most: a matrix is nodes^2 / 8 bytes (8 MB at 8,192), its condensation's gathers a
@@ -133,17 +133,13 @@ def epoch(state: Arranged, name: str, old_edges: pl.DataFrame, new_edges: pl.Dat
     pos = np.minimum(np.searchsorted(keys, gone), max(len(keys) - 1, 0))
     if len(gone) and not np.array_equal(keys[pos], gone):
         return None  # as many tuples as the closure, not the same ones: a broken state
-    label = state.ranks_at(name, pos)
     lkeys, lvals = labels.get(name, NO_LABELS)
-    at = positions(lkeys, gone)
-    hit = at >= 0
-    label[hit] = lvals[at[hit]]
+    # A tuple gone takes its label with it.
+    label, keep = at_labels(lkeys, lvals, gone, state.ranks_at(name, pos))
     cols = ["c0", "c1"]
     removed = unpack(gone, cols).with_columns(pl.Series(RANK, label, pl.Int64))
     added = unpack(fresh, cols).with_columns(
         pl.Series(RANK, np.full(len(fresh), state.top() + 1), pl.Int64))
-    keep = np.ones(len(lkeys), bool)
-    keep[at[hit]] = False  # a tuple gone takes its label with it
     after = {n: v for n, v in labels.items() if n != name}
     if keep.any():
         after[name] = (lkeys[keep], lvals[keep])

@@ -51,6 +51,19 @@ def _absent(other: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return positions(np.sort(other), keys) < 0
 
 
+def at_labels(lkeys: np.ndarray, lvals: np.ndarray, keys: np.ndarray, ranks: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Return the stored label of each of `keys` (its rank in `ranks` where no label differs)
+    and which labels (lkeys, lvals) are of none of them."""
+    at = positions(lkeys, keys)
+    hit = at >= 0
+    label = ranks.copy()
+    label[hit] = lvals[at[hit]]
+    others = np.ones(len(lkeys), bool)
+    others[at[hit]] = False
+    return label, others
+
+
 def sent(old: Arranged, out, labels: Labels) -> tuple[object, Labels]:
     """Return an update's outcome as its worker sends it, and the labels after it: the net
     change, each tuple gone at its label. Where this epoch's tuples do not pack, the whole
@@ -66,12 +79,8 @@ def sent(old: Arranged, out, labels: Labels) -> tuple[object, Labels]:
             continue
         rnet, anet = out.net[n] if out.net is not None and out.net.get(n) is not None \
             else (_absent(akeys, rkeys), _absent(rkeys, akeys))
-        at = positions(lkeys, rkeys)
-        hit = at >= 0
-        label = rem[RANK].to_numpy().copy()
-        label[hit] = lvals[at[hit]]
-        keep = np.ones(len(lkeys), bool)
-        keep[at[hit]] = False  # gone or re-ranked: entered again below if still unlike
+        # A label of a tuple gone or re-ranked is dropped: entered again below if still unlike.
+        label, keep = at_labels(lkeys, lvals, rkeys, rem[RANK].to_numpy())
         moved, moved_label = _by_key(rkeys[~rnet], label[~rnet])
         _, rank = _by_key(akeys[~anet], add[RANK].to_numpy()[~anet])  # the same tuples
         unlike = moved_label != rank
@@ -100,12 +109,7 @@ def _flushed(old: Arranged, name: str, rem: pl.DataFrame, add: pl.DataFrame,
     if not len(lkeys):
         return rem, add
     # Labels were made from packed keys of the old state: its removed tuples pack too.
-    at = positions(lkeys, rkeys)
-    hit = at >= 0
-    label = rem[RANK].to_numpy().copy()
-    label[hit] = lvals[at[hit]]
-    rest = np.ones(len(lkeys), bool)
-    rest[at[hit]] = False
+    label, rest = at_labels(lkeys, lvals, rkeys, rem[RANK].to_numpy())
     cols = [c for c in rem.columns if c != RANK]
     tuples = unpack(lkeys[rest], cols)
     gone = tuples.with_columns(pl.Series(RANK, lvals[rest], pl.Int64))
