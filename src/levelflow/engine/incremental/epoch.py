@@ -138,7 +138,7 @@ class Epoch:
         gated, ctx = self.change.task_context(self, v) if self.change else (task, self.ctx)
         plan = plan_for(ctx, task) if self.arranged and not counted and ctx is self.ctx \
             else None
-        if plan is None and set(task.relations) & self.snap.labelled and \
+        if plan is None and self.snap.labels_any(task.relations) and \
                 any(self.versions[n].minus_rows for n in task.reads_from):
             # Its stored ranks are labels (closure_labels.py): DRed on the Spark side would
             # keep tuples by them. Recomputed, it is ranked again.
@@ -216,7 +216,7 @@ class Epoch:
             return self._apply_sets(v, out, "dred", t0, rounds)
         out, rounds, held, stored, labels = arranged_update(
             ctx, task, plan, self.snap.arranged.get(task.name), cancel, recompute_rows=recompute,
-            relabel=bool(set(task.relations) & self.snap.labelled))
+            relabel=self.snap.labels_any(task.relations))
         upd = self._apply_sets(v, out, "dred" if recompute is None else "bootstrap", t0, rounds)
         upd.held, upd.stored = held, stored
         if labels is not None:

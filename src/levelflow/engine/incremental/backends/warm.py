@@ -69,7 +69,7 @@ def warm(session, progress=None) -> list[str]:
         # has imported the task's modules and read the state already.
         for _ in range(2):
             changes, _, held, _, _ = arranged_update(
-                ctx, task, plan, held, relabel=bool(set(task.relations) & session.snap.labelled))
+                ctx, task, plan, held, relabel=session.snap.labels_any(task.relations))
             if any(c.plus_rows or c.minus_rows for c in changes.values()):  # a bug
                 raise RuntimeError(f"task {task.name}: its state changed while loaded")
         session.snap.arranged[task.name] = held

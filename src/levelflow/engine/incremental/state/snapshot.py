@@ -42,6 +42,10 @@ class Snapshot:
     # Relations whose stored ranks are labels, not ranks (strategies/closure_labels.py).
     labelled: set[str] = field(default_factory=set)
 
+    def labels_any(self, relations) -> bool:
+        """Return whether any of the relations' stored ranks are labels."""
+        return not self.labelled.isdisjoint(relations)
+
     def tuples(self, name: str) -> DataFrame:
         """Return the tuples of relation `name` (columns c0.., no count or rank)."""
         frame, extra = self.rel[name], COUNT if name in self.counted else RANK

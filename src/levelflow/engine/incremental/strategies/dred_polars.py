@@ -363,9 +363,14 @@ def _ranked_above(found: TaskOutcome, names, top: int) -> dict[str, pl.DataFrame
             for n in names}
 
 
+def deleted_rows(inp: Inputs) -> int:
+    """Return how many lower and own base tuples the epoch deletes."""
+    return sum(df.height for df in (*inp.lower_minus.values(), *inp.facts_minus.values()))
+
+
 def _recompute_cheaper(state: Arranged, inp: Inputs, recompute_rows: int) -> bool:
     """Return whether the share is small and the deletion large enough to recompute it."""
-    deleted = sum(df.height for df in (*inp.lower_minus.values(), *inp.facts_minus.values()))
+    deleted = deleted_rows(inp)
     read = sum(df.height for df in (*inp.lower_new.values(), *inp.facts_new.values()))
     size = sum(state.size(n) for n in state.ranked)
     return deleted > 0 and size <= recompute_rows and deleted >= RECOMPUTE_FRACTION * read

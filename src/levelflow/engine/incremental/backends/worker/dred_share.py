@@ -33,6 +33,7 @@ from levelflow.engine.incremental.strategies.dred_polars import (
     RECOMPUTE_ROWS,
     Inputs,
     Outcome,
+    deleted_rows,
     old_version,
     update,
 )
@@ -328,8 +329,7 @@ def _epoch(spec: Spec, entry: RankedShare, inp: Inputs) -> _Done:
     found = _bits_epoch(entry, inp)
     if found is not None:
         return _Done(found[0], found[0], found[1], True)
-    anew = entry.stale and any(df.height for df in (*inp.lower_minus.values(),
-                                                   *inp.facts_minus.values()))
+    anew = entry.stale and deleted_rows(inp) > 0
     if anew:  # DRed needs valid ranks
         entry = _ranked_anew(entry, inp)
     out = update(entry.state, inp, spec.recompute_rows)
