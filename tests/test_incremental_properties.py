@@ -172,22 +172,29 @@ def check_against_reference(session, pt, facts, tmp: Path) -> None:
         assert session.size(name) == len(ref[name]), name
 
 
-def start_family(spark, tmp_path, family: str, seed: int):
+def start_family(spark, tmp_path, family: str, seed: int, **options):
     """Return (session, ProgramTasks, facts, generators, rng): a family on random facts."""
     text, gens = FAMILIES[family]
     rng = random.Random(seed)
     pt = build_tasks(parse_program(text, f"{family}.dl"))
     facts = {name: {gen(rng) for _ in range(SIZES[name])} for name, gen in gens.items()}
     write_facts(tmp_path / "f0", facts)
-    session = IncrementalSession.bootstrap(spark, pt, tmp_path / "f0", mode="incremental")
+    session = IncrementalSession.bootstrap(spark, pt, tmp_path / "f0", mode="incremental",
+                                           **options)
     return session, pt, facts, gens, rng
 
 
+# Where the tasks run: these small programs' in the driver (plans/driver.py) by default, and
+# on Spark (the executors keep each task's state) when the session runs nothing there.
+WHERE = {"driver": {}, "spark": {"driver_rows": None}}
+
+
+@pytest.mark.parametrize("where", sorted(WHERE))
 @pytest.mark.parametrize("family,seed", [("tc", 1), ("sg", 2), ("pointsto", 3),
                                          ("negation", 4)])
-def test_epochs_match_from_scratch(spark, tmp_path, family, seed):
+def test_epochs_match_from_scratch(spark, tmp_path, family, seed, where):
     from test_incremental_ranks import assert_ranks_valid  # it imports this module
-    session, pt, facts, gens, rng = start_family(spark, tmp_path, family, seed)
+    session, pt, facts, gens, rng = start_family(spark, tmp_path, family, seed, **WHERE[where])
     check_against_reference(session, pt, facts, tmp_path / "ref0")
     for k, ops in enumerate(random_epochs(rng, gens, facts, 2), 1):
         for sign, name, row in ops:

@@ -1,4 +1,5 @@
-"""Plans: each task's fixpoint inside Spark tasks (local, partitioned) or round by round (global).
+"""Plans: each task's fixpoint in the driver, inside Spark tasks (local, partitioned) or round by
+round (global).
 
 Every plan must give the naive reference's tuples; the planner must pick by the rules' shape
 and refuse a forced plan that does not apply, naming the task.
@@ -34,7 +35,7 @@ def _tasks(text: str):
 
 def test_a_counter_loop_of_over_300_rounds_runs_in_one_spark_job(spark):
     pt = _tasks(COUNTER)
-    result = run_program(spark, pt, None, None, jobs=1)
+    result = run_program(spark, pt, None, None, jobs=1, driver_rows=None)  # auto on Spark
     loop = pt.task_of("loop").id
     stats = result.task_stats[loop]
     assert stats.iterations == 321 and stats.plan == "local"
@@ -53,7 +54,7 @@ def test_random_families_agree_across_plans(spark, tmp_path, family):
     write_facts(tmp_path, facts)
     pt = _tasks(text)
     expected = naive_evaluate(pt, tmp_path)
-    for plan in ("local", "partitioned", "global"):
+    for plan in ("driver", "local", "partitioned", "global"):
         if plan == "partitioned" and any(t.recursive and carried_key(t, pt.program.decls)[0]
                                          is None for t in pt.tasks):
             continue  # refused, as test_programs checks; the other plans still run
@@ -87,6 +88,13 @@ b(x, z) :- a(x, y), e(y, z).
     assert choose_plan(pt.task_of("left"), decls, 50_000).kind == "partitioned"
     assert choose_plan(pt.task_of("left"), decls, 10**9).kind == "global"
     assert choose_plan(pt.task_of("sq"), decls, 50_000).kind == "local"
+    # Auto runs small inputs in the driver when the caller allows it, whatever the shape;
+    # a forced plan is kept.
+    assert choose_plan(pt.task_of("sq"), decls, 100, driver_rows=100).kind == "driver"
+    assert choose_plan(pt.task_of("e"), decls, 0, driver_rows=100).kind == "driver"
+    assert choose_plan(pt.task_of("left"), decls, 101, driver_rows=100).kind == "local"
+    assert choose_plan(pt.task_of("left"), decls, 10**9, "driver").kind == "driver"
+    assert choose_plan(pt.task_of("left"), decls, 100, "local", driver_rows=100).kind == "local"
     with pytest.raises(PlanError, match=r"^task sq: the partitioned plan does not apply "
                                         r"\(non-linear rule at line 9"):
         choose_plan(pt.task_of("sq"), decls, 0, "partitioned")

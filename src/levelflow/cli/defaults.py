@@ -9,6 +9,7 @@ DRIVER_MEMORY = "2g"
 CHECKPOINT = "local"
 PLAN = "auto"
 LOCAL_ROWS = 2_000_000          # engine/plans/planner.py LOCAL_ROWS (tests check they agree)
+DRIVER_ROWS = 50_000            # engine/plans/driver.py DRIVER_ROWS (tests check they agree)
 MAX_TUPLES = 100_000_000        # engine/guard.py MAX_TUPLES: tuples per task
 
 # The engine's elastic-switch defaults (engine/incremental/elastic.py), repeated here so that
@@ -29,7 +30,8 @@ SWITCH_HELP = (f"Elastic switch: stop a task's update after this fraction of its
                f"--strategy incremental never switches.")
 LARGE_CHANGE_HELP = ("Elastic: recompute a recursive task at once when this fraction of the "
                      "tuples it reads changed (5x for a task updated where its state lives).")
-PLAN_HELP = "How tasks run: auto (by shape and size), local, partitioned or global."
+PLAN_HELP = ("How tasks run: auto (by shape and size: small inputs in the driver), driver, "
+             "local, partitioned or global.")
 LOCAL_ROWS_HELP = "auto runs a task inside Spark tasks up to this many input rows."
 MAX_TUPLES_HELP = ("Stop with one line when a task would make more than this many tuples "
                    "(a rule's cross product is refused before it runs); nothing is written.")

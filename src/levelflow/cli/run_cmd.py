@@ -20,6 +20,8 @@ from levelflow.errors import LevelflowError, UsageError
 
 CONFINE_HELP = ("Refuse an .input file outside -F and an .output file outside -D (off by "
                 "default, as in Soufflé, where filename= may name any path).")
+MASTER_RUN_HELP = ("Given, every task runs on Spark (else a task with small inputs runs in the "
+                   "driver).")
 STATE_HELP = ("Keep the maintained state here (epoch 0) for `levelflow update`. Takes "
               "--trace-out and --schedule; not --plan or --checkpoint reliable: a state's "
               "epochs choose each task's plan as its updates need.")
@@ -51,6 +53,12 @@ def check_run_flags(jobs: int, checkpoint: str, plan: str, local_rows: int, mast
     if local_rows < 0:
         raise UsageError(f"--local-rows: must be a number of rows >= 0, got {local_rows}")
     check_master_url(master)
+
+
+def master_given(ctx: typer.Context) -> bool:
+    """Return whether the command line names `--master` (its default is not asked for)."""
+    source = ctx.get_parameter_source("master")
+    return source is not None and source.name != "DEFAULT"
 
 
 def missing_dirs(paths) -> list[Path]:
@@ -149,10 +157,10 @@ def outputs_note(program, outdir: Path, counts: dict[str, int], most: int = 6) -
 def _check_state(state: Path | None, trace_out, schedule_out, checkpoint: str,
                  plan: str = "auto") -> None:
     """Return None if `--state` can be honoured with the other flags; else raise one line."""
-    from levelflow.engine.incremental.state.directory import StateDir, StateError
-
     if state is None:
         return
+    from levelflow.engine.incremental.state.directory import StateDir, StateError
+
     # Epoch 0 runs as the state's updates will: each task's plan follows what its updates
     # need (a state held where it lives, a counted task's counts), so no plan is forced.
     flags = (("--checkpoint reliable", checkpoint == "reliable"),
@@ -205,7 +213,8 @@ def _evaluate_into_state(spark, program_tasks, sched, factdir, outdir, opts: dic
     t0 = time.perf_counter()
     session = IncrementalSession.bootstrap(spark, program_tasks, factdir, opts["state"],
                                            scheduler=sched, jobs=opts["jobs"],
-                                           progress=progress, max_tuples=opts["max_tuples"])
+                                           progress=progress, max_tuples=opts["max_tuples"],
+                                           driver_rows=opts["driver_rows"])
     last = session.last
     clock.add("reading facts", time.perf_counter() - t0 - last.seconds)  # and indexing them
     clock.add("tasks", last.seconds - last.write_seconds)
@@ -235,8 +244,11 @@ def _evaluate(spark, program_tasks, sched, factdir, outdir, opts: dict, progress
     result = run_program(spark, program_tasks, factdir, outdir, scheduler=sched,
                          jobs=opts["jobs"], progress=progress,
                          checkpoint=opts["checkpoint"], plan=opts["plan"],
-                         plan_rows=opts["plan_rows"], max_tuples=opts["max_tuples"])
-    clock.add("tasks", result.wall_seconds - result.output_seconds)
+                         plan_rows=opts["plan_rows"], max_tuples=opts["max_tuples"],
+                         driver_rows=opts["driver_rows"])
+    # What tasks waited for Spark to start is its part "Spark start" already.
+    clock.add("tasks", result.wall_seconds - result.output_seconds
+              - getattr(spark, "waited", 0.0))
     clock.add("outputs", result.output_seconds)
     notes = write_trace_files(result.trace, sorted(result.schedule,
                                                    key=lambda row: (row[2], row[1])),
@@ -252,6 +264,7 @@ def _evaluate(spark, program_tasks, sched, factdir, outdir, opts: dict, progress
 @app.command("run")
 @options.binds_functors
 def run_command(
+    ctx: typer.Context,
     program: Annotated[Path, typer.Argument(help="The Datalog program (.dl, Soufflé syntax).")],
     factdir: Annotated[Path, typer.Option(
         "-F", "--fact-dir", help="Directory of the .input fact files.")] = Path("."),
@@ -260,8 +273,8 @@ def run_command(
     scheduler: Annotated[str, typer.Option(
         "--scheduler", "-s", help=defaults.SCHEDULER_HELP)] = defaults.SCHEDULER,
     jobs: Annotated[int, typer.Option("-j", "--jobs", help=defaults.JOBS_HELP)] = defaults.JOBS,
-    master: Annotated[str, typer.Option("--master", help=defaults.MASTER_HELP)
-                      ] = defaults.MASTER,
+    master: Annotated[str, typer.Option("--master", help=defaults.MASTER_HELP + " "
+                                        + MASTER_RUN_HELP)] = defaults.MASTER,
     trace_out: Annotated[Path | None, typer.Option(
         "--trace-out", help="Write the run as a jobtrace/1 file.")] = None,
     schedule_out: Annotated[Path | None, typer.Option(
@@ -294,39 +307,42 @@ def run_command(
     _check_state(state, trace_out, schedule_out, checkpoint, plan)
     files = [p.parent for p in (trace_out, schedule_out) if p is not None]
     made = missing_dirs([outdir, *files])  # removed again if the run fails before writing
+    opts = {"state": state, "jobs": jobs, "trace_out": trace_out,
+            "schedule_out": schedule_out, "checkpoint": checkpoint, "plan": plan,
+            "plan_rows": local_rows, "master": master,
+            # A master asked for is where every task runs: no task in the driver.
+            "driver_rows": None if master_given(ctx) else defaults.DRIVER_ROWS,
+            "driver_memory": driver_memory, "spark_log": spark_log, "quiet": quiet,
+            "max_tuples": max_tuples}
     try:
-        program_tasks, sched = _prepare(program, factdir, outdir, scheduler, jobs, checkpoint,
-                                        {"--trace-out": trace_out, "--schedule": schedule_out},
-                                        confine, (include or (), not no_preprocessor))
-        opts = {"state": state, "jobs": jobs, "trace_out": trace_out,
-                "schedule_out": schedule_out, "checkpoint": checkpoint, "plan": plan,
-                "plan_rows": local_rows, "master": master, "driver_memory": driver_memory,
-                "spark_log": spark_log, "quiet": quiet, "max_tuples": max_tuples}
-        _run_on_spark(program_tasks, sched, factdir, outdir, opts, clock)
+        with _spark(opts, clock) as (spark, progress):
+            # Spark starts meanwhile, on its own thread: a task that needs it does not wait
+            # for the program to be read.
+            program_tasks, sched = _prepare(program, factdir, outdir, scheduler, jobs,
+                                            checkpoint,
+                                            {"--trace-out": trace_out, "--schedule": schedule_out},
+                                            confine, (include or (), not no_preprocessor))
+            _run_on_spark(spark, progress, program_tasks, sched, factdir, outdir, opts, clock)
     except BaseException:
         remove_empty(made)
         raise
 
 
-def _run_on_spark(program_tasks, sched, factdir, outdir, opts: dict, clock) -> None:
-    """Start Spark and evaluate, with the live line; a Spark failure names Spark's log."""
+@contextmanager
+def _spark(opts: dict, clock):
+    """Yield (the command's SparkSession, starting in the background; the live line); a Spark
+    failure names Spark's log."""
     from levelflow.cli.spark import spark_session
-    from levelflow.engine.plans import check_plan
     from levelflow.engine.progress import make_progress
     from levelflow.engine.runner import RunError
 
-    check_plan(program_tasks, opts["plan"])  # a forced plan that does not apply: before Spark
     spark_log, master = opts["spark_log"], opts["master"]
     log = spark_log or Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
     keep_log, progress = spark_log is not None, make_progress(opts["quiet"])
     try:
-        progress.start(program_tasks.graph.names)
-        progress.phase(f"starting Spark ({master})")
         with spark_session(master, opts["driver_memory"], log, clock) as spark, \
                 _checkpoints(spark, opts["checkpoint"]):
-            progress.phase("")
-            progress.watch(spark)
-            _evaluate(spark, program_tasks, sched, factdir, outdir, opts, progress, clock)
+            yield spark, progress
     except RunError as e:
         keep_log = True  # a Spark failure: its log says why
         raise RunError(f"{e} (Spark log: {log})") from None
@@ -334,3 +350,14 @@ def _run_on_spark(program_tasks, sched, factdir, outdir, opts: dict, clock) -> N
         progress.stop()
         if not keep_log:
             log.unlink(missing_ok=True)
+
+
+def _run_on_spark(spark, progress, program_tasks, sched, factdir, outdir, opts: dict,
+                  clock) -> None:
+    """Evaluate on `spark`, with the live line."""
+    from levelflow.engine.plans import check_plan
+
+    check_plan(program_tasks, opts["plan"])  # a forced plan that does not apply: before Spark
+    progress.start(program_tasks.graph.names)
+    progress.watch(spark)
+    _evaluate(spark, program_tasks, sched, factdir, outdir, opts, progress, clock)

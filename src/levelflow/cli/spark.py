@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import threading
-import time
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -34,6 +33,8 @@ MASTER_FORMS = "local, local[N], local[*], local[N,F], spark://HOST:PORT, yarn o
 # Seconds a remote master gets to accept the application once the JVM is up; Spark itself
 # retries for 60 s and then fails with a stopped context (LEVELFLOW_MASTER_TIMEOUT overrides).
 REGISTER_TIMEOUT = 30.0
+# Seconds a command waits for a JVM nothing used to end on SIGTERM.
+JVM_GRACE = 0.2
 
 
 class SparkStartError(LevelflowError):
@@ -230,13 +231,14 @@ def _log_tail(log: Path) -> str:
     return lines[-1][:200] if lines else ""
 
 
-def _launch(conf, log: Path):
-    """Return the JVM's gateway, launched with Ctrl-C held; a JVM that dies is one line."""
+def _launch(conf, log: Path, launched=None):
+    """Return the JVM's gateway, launched with Ctrl-C held; a JVM that dies is one line.
+    `launched(proc)` is told the JVM's Popen as soon as it exists."""
     from levelflow.engine.session import launch_jvm
 
     with deferred_sigint() as pending:
         try:
-            gateway = launch_jvm(conf, log)
+            gateway = launch_jvm(conf, log, launched)
         except Exception:  # JAVA_GATEWAY_EXITED: the JVM refused its options, or crashed
             raise SparkStartError(f"levelflow: error: Spark's JVM did not start: "
                                   f"{_log_tail(log) or 'no reason given'}") from None
@@ -246,7 +248,7 @@ def _launch(conf, log: Path):
     return gateway
 
 
-def _start(conf, master: str, log: Path):
+def _start(conf, master: str, log: Path, launched=None):
     """Return (SparkSession, JVM Popen); a remote master gets register_timeout() to answer.
 
     The SparkContext is made on a helper thread: PySpark then leaves SIGINT alone (its own
@@ -254,7 +256,7 @@ def _start(conf, master: str, log: Path):
     """
     from levelflow.engine.session import session_on
 
-    proc = (gateway := _launch(conf, log)).proc
+    proc = (gateway := _launch(conf, log, launched)).proc
     Interrupted.jvm = proc
     made: dict = {}
 
@@ -264,7 +266,7 @@ def _start(conf, master: str, log: Path):
         except BaseException as e:  # handed to the main thread
             made["error"] = e
 
-    worker = threading.Thread(target=make, name="levelflow-spark-start", daemon=True)
+    worker = threading.Thread(target=make, name="levelflow-spark-context", daemon=True)
     worker.start()
     try:
         worker.join(register_timeout() if master_addresses(master) else None)
@@ -282,29 +284,91 @@ def _start(conf, master: str, log: Path):
     return made["spark"], proc
 
 
+class _Launch:
+    """A command's JVM as its background start launches it, so that the command can end it at
+    any point: before the launch (it never happens), during it, or once it is up."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.proc: subprocess.Popen | None = None
+        self.launching = self.ended = False
+
+    def begin(self) -> None:
+        """Say the launch starts now; raise SparkStartError if the command has ended."""
+        with self.cond:
+            if self.ended:
+                raise SparkStartError("levelflow: error: the command ended before Spark started")
+            self.launching = True
+
+    def told(self, proc: subprocess.Popen) -> None:
+        """Take the JVM's Popen the moment it exists: from now on Ctrl-C ends it."""
+        with self.cond:
+            self.proc = Interrupted.jvm = proc
+            self.cond.notify_all()
+        if self.ended:
+            _terminate(proc)
+
+    def end(self, wait: bool = True) -> None:
+        """End the JVM: launched or about to be (its Popen is a few calls away), or never."""
+        with self.cond:
+            self.ended = True
+            if self.launching:
+                self.cond.wait_for(lambda: self.proc is not None, timeout=10.0)
+            proc = self.proc
+        if proc is None:
+            return
+        silence_py4j()
+        if wait:
+            end_jvm(proc)
+        else:
+            _terminate(proc)
+
+
+def _terminate(proc: subprocess.Popen) -> None:
+    """Send the JVM's process group SIGTERM and wait a moment: a JVM ends on it, and Spark's
+    hooks remove its temp files (SIGKILL would leave them); this process need not wait for
+    that, and the JVM is not left behind (its start, if not over, ends too)."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=JVM_GRACE)
+    except (ProcessLookupError, PermissionError, subprocess.TimeoutExpired):
+        pass
+
+
 @contextmanager
 def spark_session(master: str, driver_memory: str, log: Path, clock=None):
-    """Yield a SparkSession for a CLI command; Ctrl-C or an error ends its JVM, and it is stopped.
+    """Yield a session.DeferredSession for a CLI command: Spark starts at once on a background
+    thread, and whatever first needs it waits for it; work that needs none (the driver plan)
+    never waits. Ctrl-C or an error ends its JVM; a session in use is stopped at the end, and
+    a JVM nothing used is ended without waiting for it to come up.
 
-    Java and a remote master are checked before the JVM starts; the JVM writes to `log`. The
-    time to start counts as `clock`'s part "Spark start" (cli.timing.WallClock), if given.
+    Java and a remote master are checked (on that thread) before the JVM starts; a failure is
+    raised, as one line, where Spark is first needed. The JVM writes to `log`. The time the
+    command waited for Spark counts as `clock`'s part "Spark start" (cli.timing.WallClock).
     """
-    from levelflow.engine.session import spark_conf
+    from levelflow.engine.session import DeferredSession, spark_conf
 
-    t0 = time.perf_counter()
-    check_java()
-    check_master(master)
-    quiet_pyspark_loggers()
+    jvm = _Launch()
+
+    def make():
+        check_java()
+        check_master(master)
+        quiet_pyspark_loggers()
+        conf = spark_conf(master, driver_memory=driver_memory)
+        jvm.begin()
+        return _start(conf, master, log, jvm.told)[0]
+
+    deferred = DeferredSession(make, clock)
     try:
-        spark, proc = _start(spark_conf(master, driver_memory=driver_memory), master, log)
-        if clock is not None:
-            clock.add("Spark start", time.perf_counter() - t0)
         try:
-            yield spark
+            yield deferred
         except BaseException:
-            silence_py4j()
-            end_jvm(proc)  # Ctrl-C or a failure: spark.stop() could wait on jobs still running
+            jvm.end()  # spark.stop() could wait on jobs still running
             raise
-        spark.stop()  # the JVM itself exits when this process does (its stdin closes)
+        spark = deferred.made()
+        if deferred.in_use and spark is not None:
+            spark.stop()  # the JVM itself exits when this process does (its stdin closes)
+        else:  # nothing needed Spark: not worth waiting for
+            jvm.end(wait=False)
     finally:
         Interrupted.jvm = None

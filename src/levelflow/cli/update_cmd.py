@@ -11,6 +11,8 @@ import typer
 
 from levelflow.cli import defaults, options
 from levelflow.cli.app import app
+from levelflow.cli.defaults import DRIVER_ROWS
+from levelflow.cli.run_cmd import master_given
 from levelflow.engine.paths import CONFINE_DEFAULT
 from levelflow.errors import LevelflowError, UsageError
 
@@ -107,7 +109,8 @@ def _apply(spark, state, ops, program, flags: dict, progress, clock) -> None:
         session = IncrementalSession.open(
             spark, state, scheduler=flags["scheduler"], jobs=flags["jobs"],
             mode=flags["strategy"], switch=flags["switch"], large_change=flags["large_change"],
-            max_tuples=flags["max_tuples"], warm=False)  # one epoch: it ships the states itself
+            max_tuples=flags["max_tuples"], driver_rows=flags.get("driver_rows", DRIVER_ROWS),
+            warm=False)  # one epoch: it ships the states itself
     if not ops and flags["program"] is None:  # only -D: write the outputs, no new epoch
         progress.phase("writing outputs")
         session.write_outputs(flags["outdir"])
@@ -147,6 +150,7 @@ def _apply(spark, state, ops, program, flags: dict, progress, clock) -> None:
 @app.command("update")
 @options.binds_functors
 def update_command(
+    ctx: typer.Context,
     statedir: Annotated[Path, typer.Argument(help="State directory made by `run --state`.")],
     insert: Annotated[list[Path] | None, typer.Option(
         "--insert", metavar="FILE", help="Facts to insert: REL.facts or the file its .input "
@@ -188,7 +192,9 @@ def update_command(
     flags = {"switch": switch, "strategy": strategy, "large_change": large_change,
              "scheduler": scheduler, "jobs": jobs, "trace_out": trace_out, "outdir": outdir,
              "schedule_out": schedule_out, "keep_epochs": keep_epochs, "confine": confine,
-             "program": program, "facts": facts, "max_tuples": max_tuples}
+             "program": program, "facts": facts, "max_tuples": max_tuples,
+             # A master asked for is where every task runs: no task in the driver.
+             "driver_rows": None if master_given(ctx) else defaults.DRIVER_ROWS}
     if program is not None and (include or no_preprocessor):
         flags["program"] = _program_text(program, include or (), not no_preprocessor)
     from levelflow.cli.timing import WallClock
@@ -223,7 +229,8 @@ def _run(master: str, driver_memory: str, program_tasks, state, ops, flags: dict
     progress = make_progress()  # a live line on a terminal, as `run` shows
     try:
         progress.start(program_tasks.graph.names)
-        progress.phase(f"starting Spark ({master})")
+        # Spark starts in the background: an epoch whose tasks all run in the driver never
+        # waits for it.
         with spark_session(master, driver_memory, log, clock) as spark:
             progress.phase("opening the state")
             _apply(spark, state, ops, program_tasks.program, flags, progress, clock)

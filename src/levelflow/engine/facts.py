@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from levelflow.engine.types import SQL_TYPES, empty_relation, relation_schema
+from levelflow.engine.types import SQL_TYPES, column_names, empty_relation, relation_schema
 from levelflow.errors import LevelflowError
 
 if TYPE_CHECKING:
@@ -31,9 +31,9 @@ if TYPE_CHECKING:
 
 # empty_relation and relation_schema live in engine.types; they are re-exported here because
 # callers that do I/O (the runner) reach for them next to read_facts/write_relation.
-__all__ = ["COLLECT_ROWS", "FactError", "check_fact_lines", "empty_relation", "fact_lines",
-           "fact_table", "format_rows", "format_value", "input_path", "io_compress", "io_delimiter",
-           "io_headers", "is_gzip",
+__all__ = ["COLLECT_ROWS", "FactError", "check_fact_lines", "empty_relation", "fact_frame",
+           "fact_lines", "fact_table", "format_rows", "format_value", "input_path", "io_compress",
+           "io_delimiter", "io_headers", "is_gzip",
            "output_path", "read_facts", "relation_schema", "validate_facts", "write_relation"]
 
 # Relations up to this many rows are written from one collect(); bigger ones are streamed.
@@ -239,25 +239,40 @@ def fact_table(path: Path, decl: Decl, delimiter: str = "\t", headers: bool = Fa
     """Return a validated fact file's distinct tuples as an Arrow table (c0..) parsed in the
     driver, the rows read_facts gives with no Spark job; None for what only Spark reads here
     (floats, records, a header, a nullary relation)."""
-    import polars as pl
     from pyspark.sql.pandas.types import to_arrow_schema
-
-    from levelflow.engine.plans.columnar import frame_schema
 
     if headers or decl.shapes or not decl.arity or "float" in decl.types:
         return None
+    table = fact_frame(path, decl, delimiter, headers).to_arrow()
+    return table.cast(to_arrow_schema(relation_schema(decl)))
+
+
+def fact_frame(path: Path, decl: Decl, delimiter: str = "\t", headers: bool = False):
+    """Return a validated fact file's distinct tuples as a Polars frame (c0.., the relation's
+    frame schema) parsed in the driver: the tuples read_facts gives, with no Spark."""
+    import polars as pl
+
+    from levelflow.engine.plans.columnar import frame_schema
+
     lines = fact_lines(path)
     check_fact_lines(path, lines, decl, delimiter, headers)
     schema = frame_schema(decl)
+    lines = lines[1:] if headers else lines  # a header line is no tuple (read_facts drops it)
+    if decl.arity == 0:
+        return pl.DataFrame({"c0": [True] if lines else []}, schema=schema)
+    if decl.shapes:  # records and ADTs: read in Python (engine/record_facts.py)
+        from levelflow.engine.record_facts import record_rows
+
+        rows = record_rows(path, lines, decl, delimiter, 2 if headers else 1, FactError)
+        return pl.DataFrame(rows, schema=schema, orient="row").unique(maintain_order=True)
     # As read_facts: split on the literal delimiter, extra fields ignored, one trailing CR
     # dropped; a validated field casts as Spark casts it.
     fields = pl.Series(lines, dtype=pl.String).str.strip_suffix("\r") \
         .str.splitn(delimiter, decl.arity + 1).struct.unnest()
     # Distinct in the file's order: an arranged task's 10% epochs ran 0.3 s slower on
     # edges in hash order (bench_shapes' dag).
-    table = fields.select([pl.col(f"field_{i}").cast(t).alias(c)
-                           for i, (c, t) in enumerate(schema.items())]).unique(maintain_order=True)
-    return table.to_arrow().cast(to_arrow_schema(relation_schema(decl)))
+    return fields.select([pl.col(f"field_{i}").cast(t).alias(c)
+                          for i, (c, t) in enumerate(schema.items())]).unique(maintain_order=True)
 
 
 def _gzip_named(path: Path) -> Path:
@@ -327,8 +342,14 @@ def write_relation(df: DataFrame, decl: Decl, path: str | Path, delimiter: str =
     `shown` is the file an error names (the final path of a temporary one); `compress`
     gzips it.
     """
+    from levelflow.engine.incremental.backends.driver_rows import rows_of
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    table = rows_of(df)
+    if table is not None:  # rows the driver holds (a driver task's relation): no Spark
+        return _write_held(table, decl, path, delimiter, sort=sort, headers=headers,
+                           shown=shown, compress=compress)
     if decl.arity == 0:
         rows = df.limit(1).collect()
     else:
@@ -349,3 +370,42 @@ def write_relation(df: DataFrame, decl: Decl, path: str | Path, delimiter: str =
             out.write(line)
             count += 1
     return count
+
+
+def _write_held(table, decl: Decl, path: Path, delimiter: str, *, sort: bool, headers: bool,
+                shown, compress: bool) -> int:
+    """Return the number of tuples written from an Arrow table the driver holds, as
+    write_relation writes a DataFrame's; plain columns formatted by Polars, not tuple by tuple."""
+    import polars as pl
+
+    frame = pl.from_arrow(table).select(column_names(decl.arity))
+    if sort and decl.arity:
+        frame = frame.sort(frame.columns)
+    opener = gzip.open if compress else open
+    with opener(path, "wt", encoding="utf-8", newline="\n") as out:
+        if headers:
+            out.write(delimiter.join(decl.attrs) + "\n")
+        if decl.arity == 0 or decl.shapes or "float" in decl.types:
+            rows = frame.head(1).rows() if decl.arity == 0 else frame.rows()
+            out.writelines(format_rows(writable(rows, decl, shown or path), decl, delimiter))
+            return min(frame.height, 1) if decl.arity == 0 else frame.height
+        _check_writable(frame, decl, shown or path)
+        if frame.height:
+            lines = frame.select(pl.concat_str([pl.col(c).cast(pl.String) for c in frame.columns],
+                                               separator=delimiter))
+            out.write(lines.to_series().str.join("\n").item() + "\n")
+    return frame.height
+
+
+def _check_writable(frame, decl: Decl, shown) -> None:
+    """Raise FactError (as `writable` does) at the first row holding a symbol a fact file
+    cannot carry."""
+    import polars as pl
+
+    symbols = [i for i, t in enumerate(decl.types) if t == "symbol"]
+    if not symbols:
+        return
+    bad = frame.filter(pl.any_horizontal([pl.col(f"c{i}").str.contains(_UNWRITABLE.pattern)
+                                          for i in symbols]))
+    if bad.height:
+        list(writable(bad.head(1).rows(), decl, shown))  # raises, naming the column

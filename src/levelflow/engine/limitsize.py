@@ -33,7 +33,12 @@ def limited(program, relations: Iterable[str]) -> bool:
 
 
 def smallest(df, n: int, arity: int):
-    """Return the n smallest tuples of `df` by its first `arity` columns (others ride along)."""
+    """Return the n smallest tuples of `df` (a DataFrame or, in the driver, a Polars frame) by
+    its first `arity` columns (others ride along)."""
+    import polars as pl
+
+    if isinstance(df, pl.DataFrame):
+        return df.sort(column_names(arity)).head(n)
     return df.orderBy(*column_names(arity)).limit(n)
 
 

@@ -1,4 +1,5 @@
-"""What the dispatch loop reports while it runs: nothing, or a live rich line on a terminal.
+"""What the dispatch loop reports while it runs: a live rich line on a terminal, one line per
+long phase off a terminal (PhaseLines), or nothing.
 
 Constant: the task names and N. Changes: activated / running / done sets, updated by the loop's
 main thread only (rich's refresh thread only reads them).
@@ -49,7 +50,8 @@ class RichProgress(Progress):
         self._done = 0
         self._phase = ""
         self._t0 = time.perf_counter()
-        self._tracker = None  # a SparkContext's status tracker, once watched
+        self._spark = None  # the session watched
+        self._tracker = None  # its SparkContext's status tracker, once it is in use
 
     def start(self, names: Sequence[str]) -> None:
         """Begin a run and start the live display (already live: just take the names)."""
@@ -81,8 +83,9 @@ class RichProgress(Progress):
         self._phase = text
 
     def watch(self, spark) -> None:
-        """Show the running Spark stages' tasks done of all on the line."""
-        self._tracker = spark.sparkContext.statusTracker()
+        """Show the running Spark stages' tasks done of all on the line (once Spark is in use:
+        a session still starting is not waited for)."""
+        self._spark = spark
 
     def stop(self) -> None:
         """Stop the live display, leaving the terminal clean."""
@@ -107,10 +110,21 @@ class RichProgress(Progress):
             line.append(running, style="cyan")
         if self._phase:
             line.append(f"  {self._phase}", style="yellow")
-        if (stages := spark_stages(self._tracker)):
+        if (stages := spark_stages(self._status())):
             line.append(f"  Spark: {stages}", style="green")
         line.append(f"  {now - self._t0:.1f}s", style="dim")
         return line
+
+    def _status(self):
+        """Return the watched session's status tracker, None until Spark is in use."""
+        from levelflow.engine.session import spark_in_use
+
+        if self._tracker is None and self._spark is not None and spark_in_use(self._spark):
+            made = getattr(self._spark, "made", None)
+            spark = made() if made is not None else self._spark
+            if spark is not None:
+                self._tracker = spark.sparkContext.statusTracker()
+        return self._tracker
 
     def __rich__(self):
         # Live re-renders on every refresh, so the elapsed times tick without events.
@@ -134,12 +148,57 @@ def spark_stages(tracker) -> str:
     return f"{done} of {total} tasks done in {len(infos)} stage(s)"
 
 
+class PhaseLines(Progress):
+    """Off a terminal: one line on stderr per phase that has lasted `after` seconds (a pipe or
+    a log gets no live line, and a short command prints nothing)."""
+
+    def __init__(self, after: float = 5.0, out=None) -> None:
+        import threading
+
+        self.after = after
+        self.out = out
+        self._lock = threading.Lock()
+        self._phase = ""
+        self._timer = None
+
+    def start(self, names: Sequence[str]) -> None:
+        """Begin a run: its tasks are a phase of their own."""
+        self.phase(f"running tasks ({len(names)} in the program)")
+
+    def phase(self, text: str) -> None:
+        """Begin a phase: its line comes if it is still the phase `after` seconds from now."""
+        import threading
+
+        with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._phase, self._timer = text, None
+            if text:
+                self._timer = threading.Timer(self.after, self._say, (text, time.perf_counter()))
+                self._timer.daemon = True
+                self._timer.start()
+
+    def _say(self, text: str, since: float) -> None:
+        import sys
+
+        with self._lock:
+            if self._phase == text:
+                out = self.out or sys.stderr
+                print(f"levelflow: {text} ({time.perf_counter() - since:.0f} s so far)",
+                      file=out, flush=True)
+
+    def stop(self) -> None:
+        """End the run: a phase still waiting says nothing."""
+        self.phase("")
+
+
 def make_progress(quiet: bool = False, console=None) -> Progress:
-    """Return a live display when writing to a terminal and not quiet, else a silent one."""
+    """Return a live display when writing to a terminal and not quiet; off a terminal, one
+    line on stderr per phase past 5 s (PhaseLines); nothing when quiet."""
     if quiet:
         return Progress()
     if console is None:
         from rich.console import Console
 
         console = Console()
-    return RichProgress(console) if console.is_terminal else Progress()
+    return RichProgress(console) if console.is_terminal else PhaseLines()

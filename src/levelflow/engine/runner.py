@@ -22,10 +22,12 @@ from pathlib import Path
 from levelflow.driver import drive, scheduler_name
 from levelflow.engine.checks import RunError, check_fact_files, check_run_args
 from levelflow.engine.guard import MAX_TUPLES, check_limit, from_failure
+from levelflow.engine.held import HeldRelations
 from levelflow.engine.limitsize import limit_relations
 from levelflow.engine.outputs import write_outputs
+from levelflow.engine.plans.driver import DRIVER_ROWS
 from levelflow.engine.progress import Progress
-from levelflow.engine.workers import SparkWorkers, one_line, spark_error_types
+from levelflow.engine.workers import SparkWorkers, in_driver, one_line, spark_error_types
 from levelflow.errors import LevelflowError
 from levelflow.scheduler.metered import Metered
 from levelflow.tasks.tasks import ProgramTasks
@@ -92,7 +94,8 @@ class _Run:
 
     def __init__(self, spark, program_tasks: ProgramTasks, factdir, scheduler, jobs: int,
                  checkpoint: str, progress: Progress, plan: str = "auto",
-                 plan_rows: int | None = None, max_tuples: int | None = MAX_TUPLES) -> None:
+                 plan_rows: int | None = None, max_tuples: int | None = MAX_TUPLES,
+                 driver_rows: int | None = None) -> None:
         from levelflow.scheduler import make_scheduler
 
         self.spark = spark
@@ -107,12 +110,12 @@ class _Run:
         self.checkpoint = checkpoint
         self.plan = plan
         self.plan_rows = plan_rows
+        self.driver_rows = driver_rows
         self.max_tuples = max_tuples
         self.progress = progress
         self.cancel = threading.Event()
         n = len(program_tasks.tasks)
-        self.store: dict = {}  # relation name -> DataFrame of a task that ran
-        self.empties: dict = {}  # relation name -> empty DataFrame, made on demand
+        self.store = HeldRelations(spark, self.program.decls)  # the relations of tasks that ran
         self.counts: dict[str, int] = {}  # relation name -> tuples, for relations in store
         self.stats: list = [None] * n  # per task: the evaluator's EvalStats, if it ran
         self.seconds = [0.0] * n
@@ -124,33 +127,29 @@ class _Run:
         # of them (say, `.printsize` only) brings back its counts, not its tuples.
         self.read = set(self.program.outputs).union(*(t.reads_from for t in program_tasks.tasks))
 
-    def _relation(self, name: str):
-        """Return the computed DataFrame of `name`, or an empty one if its task did not run."""
-        df = self.store.get(name)
-        if df is None:
-            df = self.empties.get(name)
-            if df is None:
-                from levelflow.engine.facts import empty_relation
-
-                df = self.empties[name] = empty_relation(self.spark, self.program.decls[name])
-        return df
-
     def _prepare(self, v: int):
-        """Return what a worker calls to evaluate task v (its inputs taken now, in order)."""
-        reads = self.pt.tasks[v].reads_from
-        inputs = {r: self._relation(r) for r in reads}
-        counts = {r: self.counts.get(r, 0) for r in reads}
-        self.progress.started(v)
-        return partial(self._evaluate, v, inputs, counts)
-
-    def _evaluate(self, v: int, inputs: Mapping, counts: Mapping) -> _Outcome:
-        """Return task v evaluated (in a worker thread) under the plan its shape and size give."""
-        from levelflow.engine.plans import LOCAL_ROWS, choose_plan, evaluate_planned, input_rows
+        """Return what a worker calls to evaluate task v under the plan its shape and input size
+        give (a driver task's call is marked `in_driver`: it needs no Spark)."""
+        from levelflow.engine.plans import LOCAL_ROWS, choose_plan, input_rows
+        from levelflow.engine.plans.driver import readable_in_driver
 
         task = self.pt.tasks[v]
+        counts = {r: self.counts.get(r, 0) for r in task.reads_from}
         rows = input_rows(self.program, task, counts, self.factdir)
         threshold = LOCAL_ROWS if self.plan_rows is None else self.plan_rows  # 0: never local
-        plan = choose_plan(task, self.program.decls, rows, self.plan, threshold)
+        driver = self.driver_rows if readable_in_driver(self.program, task) else None
+        plan = choose_plan(task, self.program.decls, rows, self.plan, threshold, driver)
+        self.progress.started(v)
+        call = partial(self._evaluate, v, plan, counts)
+        return in_driver(call) if plan.kind == "driver" else call
+
+    def _evaluate(self, v: int, plan, counts: Mapping) -> _Outcome:
+        """Return task v evaluated (in a worker thread) under `plan`."""
+        from levelflow.engine.plans import evaluate_planned
+
+        task = self.pt.tasks[v]
+        read = self.store.polars if plan.kind == "driver" else self.store.frame
+        inputs = {r: read(r) for r in task.reads_from}
         out = evaluate_planned(self.spark, self.program, task, inputs, self.factdir, plan=plan,
                                checkpoint=self.checkpoint, cancel=self.cancel, counts=counts,
                                store=not self.read.isdisjoint(task.relations),
@@ -167,7 +166,7 @@ class _Run:
         """Store a finished task's relations; return the children it activates."""
         task = self.pt.tasks[v]
         for r in task.relations:
-            self.store[r] = out.relations[r]
+            self.store.put(r, out.relations[r])
         self.counts.update(out.counts)
         self.stats[v] = out.stats
         self.seconds[v] = seconds
@@ -213,13 +212,16 @@ class _Run:
 def run_program(spark, program_tasks: ProgramTasks, factdir=None, outdir=None, *,
                 scheduler="hybrid", jobs: int = 2, trace_out=None, schedule_out=None,
                 progress: Progress | None = None, checkpoint: str = "local", plan: str = "auto",
-                plan_rows: int | None = None, max_tuples: int | None = MAX_TUPLES) -> RunResult:
+                plan_rows: int | None = None, max_tuples: int | None = MAX_TUPLES,
+                driver_rows: int | None = DRIVER_ROWS) -> RunResult:
     """Return the RunResult of evaluating the program from scratch, writing outputs to outdir.
 
-    `plan` forces how tasks run (auto|local|partitioned|global, engine/plans); `plan_rows` is
-    the input size up to which `auto` runs a task inside Spark tasks. A task that would make
-    more than `max_tuples` tuples (None: no limit) stops the run with TupleLimit, before any
-    output is written (engine/guard.py).
+    `plan` forces how tasks run (auto|driver|local|partitioned|global, engine/plans);
+    `plan_rows` is the input size up to which `auto` runs a task inside Spark tasks, and
+    `driver_rows` (None: never) the size up to which it runs one in the driver, which needs no
+    Spark: `spark` may be a session.DeferredSession, asked for only by a task that needs it.
+    A task that would make more than `max_tuples` tuples (None: no limit) stops the run with
+    TupleLimit, before any output is written (engine/guard.py).
     """
     from levelflow.engine.plans import check_plan
 
@@ -231,13 +233,13 @@ def run_program(spark, program_tasks: ProgramTasks, factdir=None, outdir=None, *
     factdir = Path(factdir) if factdir is not None else Path.cwd()
     t_start = time.perf_counter()
     run = _Run(spark, program_tasks, factdir, scheduler, jobs, checkpoint, progress, plan,
-               plan_rows, max_tuples)
+               plan_rows, max_tuples, driver_rows)
     check_fact_files(program, factdir)
     initial = program_tasks.initial
     progress.start(run.graph.names)
     try:
         run.execute(initial)
-        relations = {name: run._relation(name) for name in program.decls}
+        relations = {name: run.store.result(name) for name in program.decls}
         t_out = time.perf_counter()
         output_counts: dict[str, int] = {}
         if outdir is not None and program.outputs:

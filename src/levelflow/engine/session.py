@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 _LOG4J = """\
@@ -85,18 +87,31 @@ def default_jvm_log() -> Path:
     return Path(tempfile.gettempdir()) / f"levelflow-spark-{os.getuid()}.log"
 
 
-def launch_jvm(conf, jvm_log: str | Path | None = None):
+def launch_jvm(conf, jvm_log: str | Path | None = None, launched=None):
     """Start Spark's JVM for `conf`; return its py4j gateway (`.proc` is the JVM's Popen).
 
     The JVM writes its start-up noise ("Using incubator modules", log lines) to `jvm_log`, not to
     the terminal; it gets a session of its own so that it can be ended with its whole group.
+    `launched(proc)` is told the JVM's Popen as soon as it exists (PySpark hands it over only
+    once the JVM answers, seconds later): a command that ends first can end the JVM.
     """
-    from pyspark.java_gateway import launch_gateway
+    from pyspark import java_gateway
 
     path = Path(jvm_log) if jvm_log is not None else default_jvm_log()
-    with open(path, "wb") as log:  # Popen duplicates the descriptor: ours can close now
-        return launch_gateway(conf, popen_kwargs={"stderr": log, "stdout": log,
-                                                  "start_new_session": True})
+    popen = java_gateway.Popen
+    if launched is not None:
+        class Told(popen):
+            def __init__(self, *args, **kwargs):
+                super().__init__(*args, **kwargs)
+                launched(self)
+
+        java_gateway.Popen = Told  # one JVM per process: nothing else launches meanwhile
+    try:
+        with open(path, "wb") as log:  # Popen duplicates the descriptor: ours can close now
+            return java_gateway.launch_gateway(
+                conf, popen_kwargs={"stderr": log, "stdout": log, "start_new_session": True})
+    finally:
+        java_gateway.Popen = popen
 
 
 def session_on(gateway, conf):
@@ -136,3 +151,86 @@ def jobs_started(spark) -> int:
     except Exception:  # noqa: BLE001 - no JVM gateway (Spark Connect): jobs outside groups
         ids = spark.sparkContext.statusTracker().getJobIdsForGroup()
         return max(ids) + 1 if ids else 0
+
+
+class DeferredSession:
+    """A SparkSession that `make()` builds on a background thread, started at once; any
+    attribute waits for it. Work that needs no Spark (the driver plan) never waits, and
+    `in_use` says whether anything asked for the session; `waited` is how long callers waited
+    for it (also counted as `clock`'s part "Spark start", cli.timing.WallClock)."""
+
+    def __init__(self, make, clock=None) -> None:
+        self._made = threading.Event()
+        self._session = self._error = None
+        self._clock = clock
+        self.in_use = False
+        self.waited = 0.0
+        self._thread = threading.Thread(target=self._build, args=(make,),
+                                        name="levelflow-spark-start", daemon=True)
+        self._thread.start()
+
+    def _build(self, make) -> None:
+        try:
+            self._session = make()
+        except BaseException as e:  # noqa: BLE001 - handed to whoever asks for the session
+            self._error = e
+        finally:
+            self._made.set()
+
+    def get(self):
+        """Return the SparkSession once started; raise what stopped it from starting."""
+        self.in_use = True
+        if not self._made.is_set():
+            import time
+
+            t0 = time.perf_counter()
+            self._made.wait()
+            self.waited += time.perf_counter() - t0
+            if self._clock is not None:
+                self._clock.add("Spark start", time.perf_counter() - t0)
+        if self._error is not None:
+            raise self._error
+        hook = getattr(_first_use, "hook", None)
+        if hook is not None:  # this thread's first use: it sets its Spark properties now
+            _first_use.hook = None
+            hook(self._session)
+        return self._session
+
+    def made(self):
+        """Return the SparkSession if it has started (without waiting), else None."""
+        return self._session if self._made.is_set() else None
+
+    def join(self, timeout: float) -> None:
+        """Wait up to `timeout` seconds for the start to finish or fail."""
+        self._thread.join(timeout)
+
+    def __getattr__(self, name: str):
+        return getattr(self.get(), name)
+
+
+_first_use = threading.local()  # per thread: what to do when it first uses a DeferredSession
+
+
+@contextlib.contextmanager
+def on_first_use(spark, hook):
+    """Run `hook(session)` when this thread first uses `spark` in the block, or now if it is in
+    use already: a worker thread tells its JVM thread its job group only once there is one."""
+    if spark_in_use(spark):
+        hook(session_of(spark))
+        yield
+        return
+    _first_use.hook = hook
+    try:
+        yield
+    finally:
+        _first_use.hook = None
+
+
+def spark_in_use(spark) -> bool:
+    """Return whether a session (or a DeferredSession) has been asked for: Spark is running."""
+    return not isinstance(spark, DeferredSession) or spark.in_use
+
+
+def session_of(spark):
+    """Return the SparkSession itself (a DeferredSession's, once started)."""
+    return spark.get() if isinstance(spark, DeferredSession) else spark

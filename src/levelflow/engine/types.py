@@ -9,29 +9,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pyspark.sql.types import (
-    BooleanType,
-    DataType,
-    DoubleType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-)
-
 from levelflow.engine.sql_text import null_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructType
 
     from levelflow.tasks.ast import Decl
 
-_SPARK_TYPES: dict[str, DataType] = {
-    "number": LongType(),
-    "unsigned": LongType(),
-    "float": DoubleType(),
-    "symbol": StringType(),
-}
+# The Spark type of each primitive (pyspark.sql.types' name): imported where first used, so
+# that work in the driver alone never imports Spark.
+_SPARK_TYPES = {"number": "LongType", "unsigned": "LongType", "float": "DoubleType",
+                "symbol": "StringType"}
 
 # The SQL type names, for Column.cast.
 SQL_TYPES: dict[str, str] = {"number": "bigint", "unsigned": "bigint", "float": "double",
@@ -40,8 +29,10 @@ SQL_TYPES: dict[str, str] = {"number": "bigint", "unsigned": "bigint", "float": 
 
 def spark_type(primitive: str) -> DataType:
     """Return the Spark type that stores a value of the given primitive Datalog type."""
+    from pyspark.sql import types
+
     try:
-        return _SPARK_TYPES[primitive]
+        return getattr(types, _SPARK_TYPES[primitive])()
     except KeyError:
         raise ValueError(f"unknown primitive type {primitive!r}") from None
 
@@ -53,6 +44,8 @@ def column_names(arity: int) -> list[str]:
 
 def relation_schema(decl: Decl) -> StructType:
     """Return the Spark schema of a declared relation (positional columns c0..c{n-1})."""
+    from pyspark.sql.types import BooleanType, StructField, StructType
+
     if decl.arity == 0:
         return StructType([StructField("c0", BooleanType(), True)])
     return StructType([StructField(f"c{i}", spark_type(t), True)

@@ -30,7 +30,7 @@ class SparkWorkers:
     """
 
     __slots__ = ("spark", "names", "prepare", "finish", "cancel", "tag", "free", "inflight",
-                 "pool", "schedule", "t0", "failed")
+                 "pool", "schedule", "t0", "failed", "in_driver")
 
     def __init__(self, spark, jobs: int, names: Sequence[str],
                  prepare: Callable[[int], Callable[[], object]],
@@ -48,17 +48,24 @@ class SparkWorkers:
         self.schedule: list[tuple[int, int, float, float]] = []  # (task, slot, start, end)
         self.t0 = time.perf_counter()
         self.failed: int | None = None  # the task whose result is being collected
+        self.in_driver: set[int] = set()  # tasks whose call needs no Spark (`in_driver`)
 
     def __enter__(self) -> SparkWorkers:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        # Ctrl-C: a task running in the driver cannot be stopped, and the command exits now:
+        # only Spark's tasks are waited for, and the threads are not parked for a later run.
+        interrupted = exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
+        waited = {f for f, (v, _) in self.inflight.items()
+                  if not (interrupted and v in self.in_driver)}
         try:
             if exc_type is not None:
-                self.abort()
+                self.abort(waited)
         finally:
-            wait(self.inflight)  # a thread is parked idle (abort waited already)
-            give_back(self.pool)
+            wait(waited)  # a thread is parked idle (abort waited already)
+            if len(waited) == len(self.inflight):
+                give_back(self.pool)
 
     def idle(self) -> int:
         """Return the number of free worker slots."""
@@ -72,6 +79,8 @@ class SparkWorkers:
         """Submit each ready task to a free slot."""
         for v in ready:
             call = self.prepare(v)
+            if isinstance(call, in_driver):
+                self.in_driver.add(v)
             slot = self.free.pop()
             self.inflight[self.pool[slot].submit(self._run, v, slot, call)] = (v, slot)
 
@@ -91,41 +100,74 @@ class SparkWorkers:
             yield v, self.finish(v, out, end - start)
 
     def _run(self, v: int, slot: int, call: Callable[[], object]):
-        """Return (result, start, end) of one task, run in a worker thread with its jobs tagged."""
+        """Return (result, start, end) of one task, run in a worker thread with its jobs tagged
+        (a task run in the driver starts none, and does not wait for Spark to start)."""
+        from levelflow.engine.session import on_first_use
+
+        if isinstance(call, in_driver):
+            start = time.perf_counter()
+            return call(), start, time.perf_counter()
+        # A session still starting (session.DeferredSession) is told once this task uses it.
+        with on_first_use(self.spark, lambda spark: self._tell(spark, v, slot)):
+            start = time.perf_counter()
+            return call(), start, time.perf_counter()
+
+    def _tell(self, spark, v: int, slot: int) -> None:
+        """Set task v's Spark properties on this worker thread's JVM thread."""
         # Local properties live on the JVM thread behind this Python thread, and worker
         # threads do not inherit them, so each task tells its own: the pool and tag only when
         # they changed (the thread runs nothing else, so they stay set until its next task).
-        sc = self.spark.sparkContext
+        sc = spark.sparkContext
         tell(sc, {"spark.scheduler.pool": f"levelflow-{slot}"}, self.tag)
         # Spark's own job-group calls set or clear these three on the JVM thread (in the full
         # test suite a parked thread lost interruptOnCancel): sent every task.
         sc.setLocalProperty("spark.jobGroup.id", self.job_group(v))  # counts the task's jobs
         sc.setLocalProperty("spark.job.description", f"levelflow task {self.names[v]}")
         sc.setInterruptOnCancel(True)  # a cancelled run should not wait for long tasks
-        start = time.perf_counter()
-        return call(), start, time.perf_counter()
 
     def job_group(self, v: int) -> str:
         """Return the Spark job group of task v's jobs under these workers."""
         return f"{self.tag}-task-{v}"
 
     def spark_jobs(self, tasks) -> dict[int, int]:
-        """Return per task the Spark jobs it started (read from Spark's status store)."""
+        """Return per task the Spark jobs it started (read from Spark's status store; a task
+        run in the driver started none)."""
+        from levelflow.engine.session import spark_in_use
+
+        tasks = list(tasks)
+        if not spark_in_use(self.spark) or self.in_driver.issuperset(tasks):
+            return dict.fromkeys(tasks, 0)
         # The JVM's array's length: PySpark's tracker fetches each id in a call of its own.
         tracker = self.spark.sparkContext._jsc.statusTracker()
-        return {v: len(tracker.getJobIdsForGroup(self.job_group(v))) for v in tasks}
+        return {v: 0 if v in self.in_driver else
+                len(tracker.getJobIdsForGroup(self.job_group(v))) for v in tasks}
 
-    def abort(self) -> None:
-        """Cancel this run's Spark jobs and wait until no worker is still running."""
+    def abort(self, pending) -> None:
+        """Cancel this run's Spark jobs and wait until none of the `pending` futures runs."""
+        from levelflow.engine.session import spark_in_use
+
         self.cancel.set()
-        pending = set(self.inflight)
+        pending = set(pending)
         while pending:
             # Again and again: a worker may submit its next job after a cancel went out.
             try:
-                self.spark.sparkContext.cancelJobsWithTag(self.tag)
+                if spark_in_use(self.spark):  # else no job runs: nothing to cancel
+                    self.spark.sparkContext.cancelJobsWithTag(self.tag)
             except Exception:  # noqa: BLE001 - the context may be gone; the first error matters
                 pass
             pending = wait(pending, timeout=0.5).not_done
+
+
+class in_driver:  # noqa: N801 - used as a function: in_driver(call)
+    """A task's call that runs in the driver: it needs no Spark (plans/driver.py)."""
+
+    __slots__ = ("call",)
+
+    def __init__(self, call: Callable[[], object]) -> None:
+        self.call = call
+
+    def __call__(self):
+        return self.call()
 
 
 def one_line(exc: BaseException) -> str:

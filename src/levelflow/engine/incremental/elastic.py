@@ -46,26 +46,33 @@ BOOTSTRAP_COUNT_ROWS = 100_000
 
 
 @contextlib.contextmanager
-def cancelled_after(sc, budget: float | None):
+def cancelled_after(spark, budget: float | None):
     """Yield an Event set, and the block's Spark jobs cancelled, once `budget` seconds pass
-    (None: never); the block's jobs carry a tag of their own."""
+    (None: never); the block's jobs carry a tag of their own (none while Spark is not in use:
+    work in the driver watches the Event)."""
+    from levelflow.engine.session import spark_in_use
+
     cancel = threading.Event()
     if budget is None:  # nothing cancels the block's jobs: no tag (two py4j calls) needed
         yield cancel
         return
     tag = f"levelflow-inc-{uuid.uuid4().hex[:12]}"
+    sc = spark.sparkContext if spark_in_use(spark) else None
 
     def fire():
         cancel.set()
-        sc.cancelJobsWithTag(tag)
+        if sc is not None:
+            sc.cancelJobsWithTag(tag)
 
     timer = threading.Timer(budget, fire)
     timer.daemon = True
     # Its jobs interrupt their tasks when cancelled: a SparkWorkers thread's jobs all do.
-    sc.addJobTag(tag)
+    if sc is not None:
+        sc.addJobTag(tag)
     try:
         timer.start()
         yield cancel
     finally:
         timer.cancel()
-        sc.removeJobTag(tag)
+        if sc is not None:
+            sc.removeJobTag(tag)

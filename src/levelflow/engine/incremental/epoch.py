@@ -20,7 +20,7 @@ from levelflow.driver import drive
 from levelflow.engine.choose import chosen
 from levelflow.engine.evaluate import cut
 from levelflow.engine.guard import check_products, from_failure, task_limit
-from levelflow.engine.incremental.backends.driver_rows import with_constant
+from levelflow.engine.incremental.backends.driver_rows import held_columns, with_constant
 from levelflow.engine.incremental.backends.worker.counting_job import counted_update
 from levelflow.engine.incremental.backends.worker.dred_job import (
     arranged_update,
@@ -70,7 +70,8 @@ class Epoch:
                  mode: str = "elastic", switch: float = SWITCH,
                  switch_floor: float = SWITCH_FLOOR_SECONDS, bootstrap: bool = False,
                  large_change: float | None = LARGE_CHANGE, progress=None,
-                 arranged: bool = True, change=None, max_tuples: int | None = None) -> None:
+                 arranged: bool = True, change=None, max_tuples: int | None = None,
+                 driver_rows: int | None = None) -> None:
         from levelflow.engine.progress import Progress
 
         if mode not in MODES:
@@ -93,7 +94,7 @@ class Epoch:
         self.ctx = TaskContext(spark, self.program, self.versions,
                                {n: snap.rel[n] for n in snap.counted}, base,
                                {n: snap.rel[n] for n in self.program.decls
-                                if n not in snap.counted}, snap.max_rank)
+                                if n not in snap.counted}, snap.max_rank, driver_rows)
         self.updates: dict[int, TaskUpdate] = {}
         self.activations: dict[int, tuple[int, ...]] = {}  # task -> children it activated
         self.schedule: list[tuple[int, int, float, float]] = []  # (task, slot, start, end)
@@ -143,6 +144,11 @@ class Epoch:
             # Its stored ranks are labels (closure_labels.py): DRed on the Spark side would
             # keep tuples by them. Recomputed, it is ranked again.
             return self._scratch(v, counted, "scratch", t0)
+        if plan is None and not counted and not aggregate_task(task) and ctx is self.ctx and \
+                self.mode == "elastic" and self._in_driver(task):
+            # Small, but its share cannot be updated where it lives (a negated relation that
+            # changed, say): recomputed in the driver, not DRed's rounds of Spark jobs.
+            return self._scratch(v, counted, "scratch", t0)
         large, switch = self._elastic_limits(task, ctx, plan, counted)
         recompute = None  # else where the state lives, the share recomputed (in_place.py)
         if self.mode == "elastic" and not counted and large is not None and \
@@ -152,7 +158,7 @@ class Epoch:
             recompute = EVERY_SHARE
         budget = max(switch * last, self.switch_floor) \
             if self.mode == "elastic" and last is not None and switch is not None else None
-        with cancelled_after(self.spark.sparkContext, budget) as cancel:
+        with cancelled_after(self.spark, budget) as cancel:
             try:
                 if counted:
                     upd = self._counting(v, gated, ctx, cancel, t0)
@@ -240,15 +246,23 @@ class Epoch:
             return self._kept_counts(v, task, ctx, cancel, t0, "counting")
         return self._apply_counts(v, counting_spark.count_update(ctx, task, summed), "counting", t0)
 
+    def _in_driver(self, task) -> bool:
+        """Return whether the task reads few enough rows to run in the driver."""
+        limit = self.ctx.driver_rows
+        return limit is not None and self._rows_read(task) <= limit
+
+    def _rows_read(self, task) -> int:
+        """Return the rows a task reads: its lower relations' new versions and base facts."""
+        return sum(self.versions[n].new_rows for n in task.reads_from) + \
+            sum(self.base[n].new_rows for n in task.relations if n in self.base)
+
     def _counts_kept(self, task, ctx, limit: int = LOCAL_ROWS) -> bool:
         """Return whether a counted task's counts can be kept (in the driver): it reads at most
         `limit` rows (its lower relations' new versions and base facts) and is not gated by a
         program change."""
         if not self.arranged or ctx is not self.ctx:  # a gated task reads stand-ins too
             return False
-        rows = sum(self.versions[n].new_rows for n in task.reads_from)
-        return rows + sum(self.base[n].new_rows for n in task.relations if n in self.base) \
-            <= limit
+        return self._rows_read(task) <= limit
 
     def _kept_counts(self, v: int, task, ctx, cancel, t0: float, strategy: str
                        ) -> TaskUpdate:
@@ -318,8 +332,8 @@ class Epoch:
             else:
                 # one cut piece; its ranks are this evaluation's rounds
                 ranked, rows = keep_smallest(self.program, n, *sets[n])
-                out[n] = Change(ranked, *diff(ver.old, ver.old_rows, ranked.select(*cols), rows,
-                                              cols), rows, pieces=1, top=rounds)
+                out[n] = Change(ranked, *diff(ver.old, ver.old_rows, held_columns(ranked, cols),
+                                              rows, cols), rows, pieces=1, top=rounds)
         upd = self._apply_counts(v, out, strategy, t0) if counted else \
             self._apply_sets(v, out, strategy, t0, rounds)
         upd.scratch_seconds = seconds

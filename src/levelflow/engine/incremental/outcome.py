@@ -9,11 +9,15 @@ import time
 from pathlib import Path
 
 from levelflow.engine.evaluate import cut
-from levelflow.engine.incremental.backends.driver_rows import LazyFrame
+from levelflow.engine.incremental.backends.driver_rows import (
+    held_columns,
+    held_empty,
+    without,
+)
 from levelflow.engine.incremental.results import Delta, EpochResult
 from levelflow.engine.incremental.state.snapshot import COUNT
 from levelflow.engine.incremental.versions import TaskUpdate, Versions
-from levelflow.engine.types import column_names, empty_relation
+from levelflow.engine.types import column_names
 from levelflow.traces.model import JobTrace
 
 
@@ -29,7 +33,7 @@ def apply_counts(epoch, v, out, strategy, t0) -> TaskUpdate:
             if not ch.whole and strategy == "counting":
                 new_c = cut(new_c)[0]
             counts[n] = new_c
-            tuples = LazyFrame(lambda c=new_c: c.drop(COUNT))
+            tuples = without(new_c, COUNT)
             ver.set_change(tuples, ch.rows, ch.plus, ch.plus_rows, ch.minus, ch.minus_rows)
             if ch.stored is not None:
                 stored[n] = ch.stored
@@ -46,7 +50,7 @@ def apply_sets(epoch, v, out, strategy, t0, rounds) -> TaskUpdate:
         ver = Versions(epoch.program.decls[n], old.old, old.old_rows, old.pieces)
         if ch.plus_rows or ch.minus_rows:
             cols = column_names(epoch.program.decls[n].arity)
-            tuples = LazyFrame(lambda new=ch.new, cols=cols: new.select(*cols))
+            tuples = held_columns(ch.new, cols)
             ver.set_change(tuples, ch.rows, ch.plus, ch.plus_rows, ch.minus, ch.minus_rows)
         if ch.new is not None:
             # Same tuples can come with new ranks (a tuple lost its support and was
@@ -66,9 +70,8 @@ def epoch_result(epoch, seconds: float) -> EpochResult:
     for n, ver in epoch.versions.items():
         if ver.changed:
             decl = epoch.program.decls[n]
-            deltas[n] = Delta(ver.plus if ver.plus_rows else empty_relation(epoch.spark, decl),
-                              ver.minus if ver.minus_rows else empty_relation(epoch.spark,
-                                                                              decl),
+            deltas[n] = Delta(ver.plus if ver.plus_rows else held_empty(epoch.spark, decl),
+                              ver.minus if ver.minus_rows else held_empty(epoch.spark, decl),
                               ver.plus_rows, ver.minus_rows)
     names = epoch.pt.graph.names
     number = epoch.snap.epoch + 1

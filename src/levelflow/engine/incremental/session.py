@@ -37,6 +37,7 @@ from levelflow.engine.incremental.strategies.counting_spark import counted_relat
 from levelflow.engine.incremental.strategies.subsumed import rekey_frames
 from levelflow.engine.incremental.updates import Op, coerce_row, parse_literal
 from levelflow.engine.incremental.versions import Versions
+from levelflow.engine.plans.driver import DRIVER_ROWS
 from levelflow.engine.plans.resident import check_root
 from levelflow.tasks.tasks import ProgramTasks
 
@@ -79,7 +80,8 @@ class IncrementalSession:
                  mode: str = "elastic", switch: float = SWITCH,
                  switch_floor: float = SWITCH_FLOOR_SECONDS,
                  large_change: float | None = LARGE_CHANGE, arranged: bool = True,
-                 max_tuples: int | None = MAX_TUPLES) -> None:
+                 max_tuples: int | None = MAX_TUPLES,
+                 driver_rows: int | None = DRIVER_ROWS) -> None:
         self.spark = spark
         self.pt = program_tasks
         self.program = program_tasks.program
@@ -91,6 +93,9 @@ class IncrementalSession:
         self.large_change = large_change
         self.arranged = arranged  # recursive tasks updated where their state lives
         self.max_tuples = check_limit(max_tuples)  # per task (engine/guard.py); None: no limit
+        # A task reading at most this many rows runs in the driver, from scratch and in its
+        # epochs (plans/driver.py); None: on Spark.
+        self.driver_rows = driver_rows
         check_root()  # executor state's folder: refused in one line before any job if not private
         self.pending: list[Op] = []
         self.last: EpochResult | None = None
@@ -179,7 +184,8 @@ class IncrementalSession:
         return type(self)(self.spark, program_tasks, program_text, snap, self.statedir,
                           scheduler=self.scheduler, jobs=self.jobs, mode=self.mode,
                           switch=self.switch, switch_floor=self.switch_floor,
-                          large_change=self.large_change, max_tuples=self.max_tuples)
+                          large_change=self.large_change, max_tuples=self.max_tuples,
+                          driver_rows=self.driver_rows)
 
     # -- changes -------------------------------------------------------------------------------
 
@@ -324,7 +330,8 @@ class IncrementalSession:
         epoch = Epoch(self.spark, self.pt, self.snap, base, mode=self.mode, switch=self.switch,
                       switch_floor=self.switch_floor, bootstrap=bootstrap,
                       large_change=self.large_change, progress=progress,
-                      arranged=self.arranged, change=change, max_tuples=self.max_tuples)
+                      arranged=self.arranged, change=change, max_tuples=self.max_tuples,
+                      driver_rows=self.driver_rows)
         epoch.run(self.scheduler, self.jobs)
         snap, changed, changed_base = epoch.snapshot()
         t_write = time.perf_counter()

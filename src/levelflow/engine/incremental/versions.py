@@ -142,8 +142,12 @@ class TaskContext:
     def __init__(self, spark: SparkSession, program: Program, versions: Mapping[str, Versions],
                  old_counts: Mapping[str, DataFrame], base: Mapping[str, Versions],
                  old_ranked: Mapping[str, DataFrame] | None = None,
-                 max_rank: Mapping[str, int] | None = None) -> None:
+                 max_rank: Mapping[str, int] | None = None,
+                 driver_rows: int | None = None) -> None:
         self.spark = spark
+        # A task reading at most this many rows runs in the driver (plans/driver.py), from
+        # scratch and in its epochs; None: on Spark.
+        self.driver_rows = driver_rows
         self.program = program
         self.decls = program.decls
         self.versions = versions

@@ -11,7 +11,7 @@ from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import Atom, Decl, Var
 from levelflow.tasks.tasks import Task
 
-PLANS = ("auto", "local", "partitioned", "global")
+PLANS = ("auto", "driver", "local", "partitioned", "global")
 # Inputs (rows of lower relations and fact files) up to this many run in Spark tasks (local or
 # partitioned): they are gathered into, or copied to, each Python worker.
 LOCAL_ROWS = 2_000_000
@@ -99,10 +99,17 @@ def check_plan(program_tasks, forced: str) -> None:
 
 
 def choose_plan(task: Task, decls: Mapping[str, Decl], rows: int, forced: str = "auto",
-                threshold: int = LOCAL_ROWS) -> Plan:
-    """Return the task's plan for `rows` input rows; a forced plan that does not apply raises."""
+                threshold: int = LOCAL_ROWS, driver_rows: int | None = None) -> Plan:
+    """Return the task's plan for `rows` input rows; a forced plan that does not apply raises.
+
+    `driver_rows`: auto runs the task in the driver up to this many input rows (None: never).
+    """
     if forced not in PLANS:
         raise PlanError(f"plan: must be one of {', '.join(PLANS)}, got {forced!r}")
+    if forced == "driver":
+        return Plan("driver", "forced")
+    if forced == "auto" and driver_rows is not None and rows <= driver_rows:
+        return Plan("driver", f"{rows:,} input rows <= {driver_rows:,}")
     if task.subsumes:  # pruned each round, in one process (plans/subsume.py)
         return Plan("local", "subsumptive rules: pruned each round in one Spark task")
     if forced == "global":

@@ -82,7 +82,7 @@ def evaluate_planned(spark, program: Program, task: Task, relations: Mapping,
     limit = task_limit(task, max_tuples)
     if limit is not None:
         check_products(program.file, task, counts or {}, max_tuples)
-    if task.subsumes and plan.kind != "local":  # pruned each round in one process
+    if task.subsumes and plan.kind not in ("local", "driver"):  # pruned in one process
         plan = Plan("local", f"subsumptive rules ({plan.kind} asked)")
     if plan.kind == "global":
         out = evaluate_task(spark, program, task, relations, factdir, checkpoint=checkpoint,
@@ -91,6 +91,9 @@ def evaluate_planned(spark, program: Program, task: Task, relations: Mapping,
     if cancel is not None and cancel.is_set():
         raise Cancelled(f"task {task.name} cancelled before it started")
     t0 = time.perf_counter()
+    if plan.kind == "driver":
+        return _checked(_in_driver(spark, program, task, relations, factdir, plan, ranked,
+                                   limit, t0, keep), limit, program.file)
     # Per source: (relation, whether it is that relation's fact file), and its frame.
     specs = [(name, False) for name in task.reads_from]
     frames = [relations[name] for name in task.reads_from]
@@ -110,6 +113,22 @@ def evaluate_planned(spark, program: Program, task: Task, relations: Mapping,
     out.stats = EvalStats(task=task.name, iterations=rounds, rows=rows,
                           seconds=time.perf_counter() - t0, plan=plan.kind)
     return _checked(out, limit, program.file)
+
+
+def _in_driver(spark, program: Program, task: Task, relations: Mapping, factdir, plan: Plan,
+               ranked: bool, limit: Limit | None, t0: float, keep=None) -> TaskResult:
+    """Return the task evaluated in the driver (plans/driver.py): Polars frames, no job."""
+    from levelflow.engine.plans.driver import driver_facts, evaluate_in_driver, polars_input
+
+    lower = {n: polars_input(relations[n], program.decls[n]) for n in task.reads_from}
+    facts = driver_facts(spark, program, task, factdir)
+    layout = _layout(program, task, (), plan, 1, keep, ranked=ranked, limit=limit)
+    frames, rounds = evaluate_in_driver(layout, lower, facts)
+    out = TaskResult(frames)
+    out.stats = EvalStats(task=task.name, iterations=rounds,
+                          rows={n: df.height for n, df in frames.items()},
+                          seconds=time.perf_counter() - t0, plan=plan.kind)
+    return out
 
 
 def _checked(out: TaskResult, limit: Limit | None, file: str) -> TaskResult:

@@ -7,7 +7,7 @@ share and packs each relation back into the layout of in_spark.py.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from functools import partial
 
 import numpy as np
@@ -73,10 +73,16 @@ def _sources(part: pl.DataFrame, layout: Layout) -> tuple[dict, dict]:
             facts.setdefault(name, []).append(frame)
         else:
             lower[name] = frame
+    return lower, with_program_facts(layout, facts)
+
+
+def with_program_facts(layout: Layout, facts: Mapping[str, list[pl.DataFrame]]) -> dict:
+    """Return per task relation its fact frames and the program's own facts, concatenated."""
+    facts = {n: list(frames) for n, frames in facts.items()}
     for name, rows in layout.facts.items():
         schema = frame_schema(layout.decls[name])
         facts.setdefault(name, []).append(pl.DataFrame(rows, schema=schema, orient="row"))
-    return lower, {n: pl.concat(frames) for n, frames in facts.items()}
+    return {n: pl.concat(frames) for n, frames in facts.items()}
 
 
 def share_filter(layout, index: int):
@@ -135,6 +141,26 @@ def evaluate_partition(layout: Layout, batches: Iterable[pa.RecordBatch]
 def _run_encoded(layout: Layout, lower: dict, facts: dict, share, schema: pa.Schema,
                  index: int) -> Iterator[pa.RecordBatch]:
     """Yield a share's packed relations, its fixpoint run over symbols encoded as integers."""
+    outcome, symbols, coded = evaluate_encoded(layout, lower, facts, share)
+    if layout.keep is not None:
+        keep_share(layout, index, outcome, symbols, coded)
+    yield from _pack(outcome, layout, schema, symbols)
+
+
+def keep_share(layout: Layout, index: int, outcome: TaskOutcome, symbols, coded: dict) -> None:
+    """Leave share `index`'s result where its epochs find it (layout.keep: lineage, token):
+    its ranked tuples, symbols and the lower relations they came from (dred_share.py)."""
+    ranked = {n: outcome.relation(n, ranked=True) for n in layout.names}
+    kept = {n: df for n, df in coded.items() if not n.startswith(BASE_FACTS)}
+    lineage, token = layout.keep
+    resident.store(lineage, index, token, (ranked, symbols, kept))
+
+
+def evaluate_encoded(layout: Layout, lower: Mapping[str, pl.DataFrame],
+                     facts: Mapping[str, pl.DataFrame], share=None
+                     ) -> tuple[TaskOutcome, pl.Series | None, dict[str, pl.DataFrame]]:
+    """Return (the task's fixpoint over symbols encoded as integers, the symbols, the encoded
+    lower relations): what a worker's share runs, and the driver plan (plans/driver.py)."""
     decls = layout.decls
     symbols = dictionary([(decls[n], df) for n, df in (*lower.items(), *facts.items())],
                          layout.rules + layout.subsumes)
@@ -150,9 +176,4 @@ def _run_encoded(layout: Layout, lower: dict, facts: dict, share, schema: pa.Sch
     outcome = evaluate(rules, layout.names, coded_decls, coded,
                        {n: encode(df, decls[n], symbols) for n, df in facts.items()}, share,
                        layout.limit)
-    if layout.keep is not None:
-        ranked = {n: outcome.relation(n, ranked=True) for n in layout.names}
-        kept = {n: df for n, df in coded.items() if not n.startswith(BASE_FACTS)}
-        lineage, token = layout.keep
-        resident.store(lineage, index, token, (ranked, symbols, kept))
-    yield from _pack(outcome, layout, schema, symbols)
+    return outcome, symbols, coded

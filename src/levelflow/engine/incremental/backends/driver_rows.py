@@ -101,7 +101,8 @@ def frame_of_rows(spark, decl: Decl, rows: list[tuple]):
     """Return rows_frame(rows) built on first use, the rows kept beside it."""
     df = LazyFrame(lambda: rows_frame(spark, decl, rows))
     if decl.arity:
-        _ROWS[df] = _Rows(arrow_of(pl.DataFrame(rows, schema=frame_schema(decl), orient="row")))
+        _ROWS[df] = _Rows(arrow_of(pl.DataFrame(rows, schema=frame_schema(decl), orient="row")),
+                          relation_schema(decl), spark)
     return df
 
 
@@ -121,6 +122,57 @@ def frame_of_table(spark, table: pa.Table, schema):
     df = LazyFrame(lambda: spark_frame(spark, table, schema))
     _ROWS[df] = _Rows(table, schema, spark)
     return df
+
+
+def frame_of_held(spark, table: pa.Table, decl: Decl):
+    """Return a DataFrame of a relation's rows the driver holds (c0..), built on first use,
+    the table kept beside it; nothing of Spark is touched, nor imported, until then."""
+    df = LazyFrame(lambda: spark_frame(spark, table, relation_schema(decl)))
+    _ROWS[df] = _Rows(table)
+    return df
+
+
+def rows_like(df, table: pa.Table):
+    """Return a frame of `table`'s rows with the schema of `df`, a frame over rows the driver
+    holds (frame_of_table), kept beside it; None if `df` is not such a frame."""
+    made = _ROWS.get(df)
+    if made is None or made.schema is None:
+        return None
+    return frame_of_table(made.spark, table.select(made.schema.fieldNames()), made.schema)
+
+
+def held_empty(spark, decl: Decl, extra: str | None = None):
+    """Return an empty relation (c0.., then a bigint column `extra` if given) as rows the
+    driver holds: no JVM call until something reads it on Spark."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    schema, frame = relation_schema(decl), pl.DataFrame(schema=frame_schema(decl))
+    if extra is not None:
+        schema = StructType([*schema.fields, StructField(extra, LongType())])
+        frame = frame.with_columns(pl.lit(None, pl.Int64).alias(extra))
+    return frame_of_table(spark, arrow_of(frame), schema)
+
+
+def held_columns(df, columns: list[str]):
+    """Return a frame's `columns` only: rows the driver holds stay held (no plan), else a
+    select built on first use."""
+    from pyspark.sql.types import StructType
+
+    made = _ROWS.get(df)
+    if made is None or made.schema is None:
+        return LazyFrame(lambda: df.select(*columns))
+    fields = {f.name: f for f in made.schema.fields}
+    return frame_of_table(made.spark, made.table.select(columns),
+                          StructType([fields[c] for c in columns]))
+
+
+def without(df, column: str):
+    """Return a frame without `column`: rows the driver holds stay held, else a drop built on
+    first use."""
+    table = rows_of(df)
+    if table is None:
+        return LazyFrame(lambda: df.drop(column))
+    return held_columns(df, [c for c in table.column_names if c != column])
 
 
 def with_constant(spark, df, decl: Decl, name: str, value: int):

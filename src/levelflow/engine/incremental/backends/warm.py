@@ -35,7 +35,8 @@ def _context(session) -> TaskContext:
             for n in session.program.inputs}
     return TaskContext(session.spark, session.program, versions,
                        {n: snap.rel[n] for n in snap.counted}, base,
-                       {n: snap.rel[n] for n in decls if n not in snap.counted}, snap.max_rank)
+                       {n: snap.rel[n] for n in decls if n not in snap.counted}, snap.max_rank,
+                       session.driver_rows)
 
 
 def warm_tasks(session, ctx: TaskContext) -> list:

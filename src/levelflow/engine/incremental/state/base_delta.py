@@ -6,7 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from levelflow.engine.evaluate import cut
-from levelflow.engine.incremental.backends.driver_rows import LazyFrame, frame_of_rows
+from levelflow.engine.incremental.backends.driver_rows import (
+    LazyFrame,
+    arrow_of,
+    frame_of_rows,
+    rows_like,
+    rows_of,
+)
 from levelflow.engine.types import column_names
 
 # Facts an input's base may differ by from its last cut frame, kept as sets in the driver,
@@ -30,6 +36,9 @@ class BaseDelta:
         plus_df and minus_df: their frames)."""
         import pyspark.sql.functions as F
 
+        held = _held_then(self.saved, decl, plus, minus)
+        if held is not None:  # the driver holds the base: the new one is built here, now
+            return BaseDelta(held, frozenset(), frozenset(), held)
         if self.plus or self.minus:  # else the sets are the epoch's, and so are their frames
             added, removed = set(self.plus), set(self.minus)
             for row in plus:
@@ -51,3 +60,23 @@ class BaseDelta:
             new, _ = cut(build())
             return BaseDelta(new, frozenset(), frozenset(), new)
         return BaseDelta(self.saved, frozenset(added), frozenset(removed), LazyFrame(build))
+
+
+def _held_then(saved, decl, plus: list, minus: list):
+    """Return the base after the change as a frame over rows the driver holds, when it holds
+    the base's (else None)."""
+    import polars as pl
+
+    from levelflow.engine.plans.columnar import frame_schema
+
+    table = rows_of(saved)
+    if table is None or not decl.arity:
+        return None
+    schema = frame_schema(decl)
+    new = pl.from_arrow(table).select(list(schema))
+    if minus:
+        gone = pl.DataFrame(minus, schema=schema, orient="row")
+        new = new.join(gone, on=new.columns, how="anti", nulls_equal=True)
+    if plus:
+        new = pl.concat([new, pl.DataFrame(plus, schema=schema, orient="row")])
+    return rows_like(saved, arrow_of(new))

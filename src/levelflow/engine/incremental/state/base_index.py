@@ -13,7 +13,7 @@ import threading
 
 import polars as pl
 
-from levelflow.engine.incremental.backends.driver_rows import frame_of_table, polars_of
+from levelflow.engine.incremental.backends.driver_rows import frame_of_table, polars_of, rows_of
 from levelflow.engine.plans.columnar import frame_schema
 from levelflow.tasks.ast import Decl
 
@@ -112,8 +112,10 @@ def _kept(snap, name: str, decl: Decl) -> bool:
 
 
 def _load(snap, name: str, decl: Decl) -> pl.DataFrame:
-    """Return relation `name`'s base facts in `snap` as a Polars frame (one Spark job)."""
-    return polars_of(snap.base[name].toArrow(), decl)
+    """Return relation `name`'s base facts in `snap` as a Polars frame (held in the driver
+    already, else one Spark job)."""
+    table = rows_of(snap.base[name])
+    return polars_of(table if table is not None else snap.base[name].toArrow(), decl)
 
 
 def read_small(spark, decl: Decl, df) -> tuple[object, int, pl.DataFrame]:

@@ -36,7 +36,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from levelflow.engine.evaluate import RANK
-from levelflow.engine.incremental.backends.driver_rows import LazyFrame
+from levelflow.engine.incremental.backends.driver_rows import (
+    LazyFrame,
+    frame_of_table,
+    held_empty,
+)
 from levelflow.engine.incremental.state.durable import (
     SUM_KEY,
     current_text,
@@ -54,8 +58,10 @@ from levelflow.engine.incremental.state.integrity import (
     cause,
     verify,
 )
+from levelflow.engine.incremental.state.local_base import local_base
 from levelflow.engine.incremental.state.locks import DirLocks
 from levelflow.engine.incremental.state.segments import (
+    chain_rows,
     compose,
     segment_path,
     segment_schema,
@@ -67,7 +73,7 @@ from levelflow.engine.incremental.state.write import (
     stored_schema,
     write_all,
 )
-from levelflow.engine.types import column_names, empty_relation
+from levelflow.engine.types import column_names
 from levelflow.errors import LevelflowError
 
 if TYPE_CHECKING:
@@ -87,6 +93,9 @@ if TYPE_CHECKING:
 FORMAT = "levelflow-state/6"
 READABLE = ("levelflow-state/3", "levelflow-state/4", "levelflow-state/5", FORMAT)
 KEEP = 2  # epochs garbage collection keeps by default: the current one and the one before
+# A stored relation of at most this many rows (base and chain) is read by the driver when the
+# state is loaded: an epoch in the driver (plans/driver.py) finds it there.
+HELD_ROWS = 50_000
 
 
 class StateDir(DirLocks):
@@ -183,8 +192,6 @@ class StateDir(DirLocks):
              epoch: int | None = None) -> Snapshot:
         """Return an epoch's snapshot (the current one by default), relations read lazily from
         Parquet after verifying every file against the manifest (unless `check` is False)."""
-        import pyspark.sql.functions as F
-
         data = self.manifest(epoch)
         if check:
             self.verify(spark, program, data)
@@ -194,14 +201,13 @@ class StateDir(DirLocks):
             info = data["relations"][name]
             extra = COUNT if name in counted else RANK
             where[name], rows[name] = info["epoch"], int(info["rows"])
-            rel[name] = (empty_relation(spark, decl).withColumn(extra, F.lit(0).cast("bigint"))
-                         if info["epoch"] is None else self._read(spark, program, name, "rel",
-                                                                  info, counted))
+            rel[name] = (held_empty(spark, decl, extra) if info["epoch"] is None
+                         else self._read(spark, program, name, "rel", info, counted))
         base, base_rows, base_where = {}, {}, {}
         for name in program.inputs:
             info = data["base"][name]
             base_where[name], base_rows[name] = info["epoch"], int(info["rows"])
-            base[name] = (empty_relation(spark, program.decls[name]) if info["epoch"] is None
+            base[name] = (held_empty(spark, program.decls[name]) if info["epoch"] is None
                           else self._read(spark, program, name, "base", info, counted))
         max_rank = {n: int(r) for n, r in data.get("max_rank", {}).items()}
         return Snapshot(int(data["epoch"]), rel, base, rows, base_rows, counted,
@@ -215,6 +221,10 @@ class StateDir(DirLocks):
         path = self.epochs / str(info["epoch"]) / kind / name
         schema = stored_schema(program, name, kind, counted)
         cols = column_names(program.decls[name].arity)
+        if chain_rows(info) + int(info.get("base_rows", info["rows"])) <= HELD_ROWS:
+            # Small: read by the driver now (pyarrow), its rows kept beside the frame.
+            table = local_base(self.epochs, kind, name, info, None, schema, cols)
+            return frame_of_table(spark, table, schema)
         return LazyFrame(lambda: compose(spark, spark.read.schema(schema).parquet(str(path)),
                                          self.epochs, kind, name, info, schema, cols))
 

@@ -197,8 +197,18 @@ def verify(spark: SparkSession | None, items: list[Stored]) -> list[str]:
     out = [p for item in items for p in file_problems(item)]
     if out or spark is None:
         return out
+    # What the driver reads faster than a job starts, it reads (scan_here); Spark the rest.
+    found = {}
+    for i, item in enumerate(items):
+        try:
+            here = scan_here(item)
+        except (OSError, ValueError):  # unreadable here: Spark names the file
+            here = None
+        if here is not None:
+            found[i] = here
+    rest = [i for i in range(len(items)) if i not in found]
     try:
-        found = scan(spark, items)
+        found.update(zip(rest, scan(spark, [items[i] for i in rest]).values(), strict=True))
     except Exception as e:  # noqa: BLE001 - name the file that fails, else the cause
         return unreadable(spark, items) or [f"{items[0].path.parent.parent}: error: cannot "
                                             f"read the state ({cause(e)})"]

@@ -29,14 +29,17 @@ from levelflow.engine.plans.keys import pack_expr, packable
 LOCAL_BASE_ROWS = 16_000_000
 
 
-def local_base(epochs: Path, kind: str, name: str, entry: dict, segment: pa.Table, schema,
-               tuple_cols: list[str]) -> pa.Table | None:
-    """Return the stored rows of relation `name` (`kind` rel or base) after `segment`, from
-    the base and chain its manifest `entry` names; None past LOCAL_BASE_ROWS."""
+def local_base(epochs: Path, kind: str, name: str, entry: dict, segment: pa.Table | None,
+               schema, tuple_cols: list[str]) -> pa.Table | None:
+    """Return the stored rows of relation `name` (`kind` rel or base) after `segment` (None:
+    as stored), from the base and chain its manifest `entry` names; None past
+    LOCAL_BASE_ROWS."""
     import pyarrow.parquet as pq
     from pyspark.sql.pandas.types import to_arrow_schema
 
     base_rows = int(entry.get("base_rows", entry["rows"]))
+    if segment is None:
+        segment = to_arrow_schema(segment_schema(schema)).empty_table()
     if base_rows + chain_rows(entry) + segment.num_rows > LOCAL_BASE_ROWS:
         return None
     arrow, seg_arrow = to_arrow_schema(schema), to_arrow_schema(segment_schema(schema))

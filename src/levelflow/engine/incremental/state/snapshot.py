@@ -7,9 +7,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from levelflow.engine.evaluate import RANK
-from levelflow.engine.incremental.backends.driver_rows import LazyFrame
+from levelflow.engine.incremental.backends.driver_rows import held_empty, without
 from levelflow.engine.incremental.state.segments import rewrite_whole
-from levelflow.engine.types import empty_relation
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -47,20 +46,17 @@ class Snapshot:
         return not self.labelled.isdisjoint(relations)
 
     def tuples(self, name: str) -> DataFrame:
-        """Return the tuples of relation `name` (columns c0.., no count or rank)."""
-        frame, extra = self.rel[name], COUNT if name in self.counted else RANK
-        return LazyFrame(lambda: frame.drop(extra))
+        """Return the tuples of relation `name` (columns c0.., no count or rank); rows the
+        driver holds stay held."""
+        return without(self.rel[name], COUNT if name in self.counted else RANK)
 
 
 def empty_snapshot(spark: SparkSession, program: Program, counted: set[str]) -> Snapshot:
-    """Return the epoch -1 snapshot: every relation and every base relation empty."""
-    import pyspark.sql.functions as F
-
-    rel = {}
-    for name, decl in program.decls.items():
-        extra = COUNT if name in counted else RANK
-        rel[name] = empty_relation(spark, decl).withColumn(extra, F.lit(0).cast("bigint"))
-    base = {name: empty_relation(spark, program.decls[name]) for name in program.inputs}
+    """Return the epoch -1 snapshot: every relation and every base relation empty, held in
+    the driver (no JVM call until something reads one on Spark)."""
+    rel = {name: held_empty(spark, decl, COUNT if name in counted else RANK)
+           for name, decl in program.decls.items()}
+    base = {name: held_empty(spark, program.decls[name]) for name in program.inputs}
     return Snapshot(-1, rel, base, dict.fromkeys(program.decls, 0),
                     dict.fromkeys(program.inputs, 0), set(counted),
                     where=dict.fromkeys(program.decls), base_where=dict.fromkeys(program.inputs),

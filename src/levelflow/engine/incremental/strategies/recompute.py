@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import polars as pl
+
 from levelflow.engine.evaluate import cut_observed
 from levelflow.engine.incremental.versions import TaskContext
 from levelflow.engine.plans import choose_plan, evaluate_planned
@@ -50,7 +52,8 @@ def scratch_sets(ctx: TaskContext, task: Task, cancel=None, held=None,
                                        reads=task.reads | {BASE + n for n in task.relations
                                                            if n in ctx.base})
     # From scratch, a task runs as `run` would run it: under the plan its shape and size give.
-    plan = choose_plan(run_task, program.decls, sum(counts.values()))
+    plan = choose_plan(run_task, program.decls, sum(counts.values()),
+                       driver_rows=ctx.driver_rows)
     keep = {}
     if held is not None:
         plan, where = held
@@ -58,17 +61,36 @@ def scratch_sets(ctx: TaskContext, task: Task, cancel=None, held=None,
     result = evaluate_planned(ctx.spark, program, run_task, relations, None, plan=plan,
                               cancel=cancel, counts=counts, ranked=True, max_tuples=max_tuples,
                               **keep)
-    return {n: (result[n], result.stats.rows[n]) for n in task.relations}, \
-        result.stats.iterations
+    stats = result.stats
+    # The driver plan's Polars frames are kept in the driver beside their DataFrames.
+    frames = {n: ranked_held(ctx, n, result[n]) if plan.kind == "driver" else result[n]
+              for n in task.relations}
+    return {n: (frames[n], stats.rows[n]) for n in task.relations}, stats.iterations
+
+
+def ranked_held(ctx: TaskContext, name: str, frame: pl.DataFrame):
+    """Return a relation's ranked tuples (c0.., _it) the driver holds as a frame over them."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from levelflow.engine.evaluate import RANK
+    from levelflow.engine.incremental.backends.driver_rows import arrow_of, frame_of_table
+    from levelflow.engine.types import relation_schema
+
+    schema = StructType([*relation_schema(ctx.decls[name]).fields, StructField(RANK, LongType())])
+    return frame_of_table(ctx.spark, arrow_of(frame), schema)
 
 
 def diff(old: DataFrame, old_rows: int, new: DataFrame, new_rows: int, cols) -> tuple:
-    """Return (Δ+, Δ+ rows, Δ-, Δ- rows) between two versions of a relation."""
+    """Return (Δ+, Δ+ rows, Δ-, Δ- rows) between two versions of a relation (in the driver
+    where it holds both)."""
     if not old_rows:
         plus, plus_rows = (new, new_rows) if new_rows else (None, 0)
         return plus, plus_rows, None, 0
     if not new_rows:
         return None, 0, old, old_rows
+    held = _held_diff(old, new, cols)
+    if held is not None:
+        return held
     # One shuffle of both versions instead of one anti join each way: per tuple, which
     # versions hold it (1 old, 2 new); the tuples in only one of them are the change.
     # (SQL text throughout: one JVM call per expression, not one per piece.)
@@ -84,3 +106,20 @@ def diff(old: DataFrame, old_rows: int, new: DataFrame, new_rows: int, cols) -> 
     plus = changed.filter("_in = 2").select(*cols) if plus_rows else None
     minus = changed.filter("_in = 1").select(*cols) if minus_rows else None
     return plus, plus_rows, minus, minus_rows
+
+
+def _held_diff(old, new, cols) -> tuple | None:
+    """Return diff's answer computed in the driver when it holds both versions, else None."""
+    from levelflow.engine.incremental.backends.driver_rows import arrow_of, rows_like, rows_of
+
+    made = [rows_of(df) for df in (old, new)]
+    if any(t is None for t in made):
+        return None
+    old_t, new_t = (pl.from_arrow(t).select(cols) for t in made)
+    plus = new_t.join(old_t, on=cols, how="anti", nulls_equal=True)
+    minus = old_t.join(new_t, on=cols, how="anti", nulls_equal=True)
+    plus_df = rows_like(new, arrow_of(plus)) if plus.height else None
+    minus_df = rows_like(old, arrow_of(minus)) if minus.height else None
+    if (plus.height and plus_df is None) or (minus.height and minus_df is None):
+        return None
+    return plus_df, plus.height, minus_df, minus.height

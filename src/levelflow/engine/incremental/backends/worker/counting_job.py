@@ -20,10 +20,8 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from levelflow.engine.incremental.backends.driver_rows import (
-    LazyFrame,
     arrow_of,
     frame_of_table,
-    spark_frame,
 )
 from levelflow.engine.incremental.backends.worker import counting_share
 from levelflow.engine.incremental.backends.worker.dred_share import MISS_REL
@@ -101,7 +99,7 @@ def _change(ctx: TaskContext, n: str, out: pl.DataFrame, r: int, counts: pl.Data
     counted_fields = StructType([*fields, StructField(counting_share.COUNT, LongType())])
     # The Spark-side version is built from the driver's counts on first use, never a plan
     # over the old counts (nothing to cut, no JVM call until something reads it).
-    new_c = LazyFrame(lambda: spark_frame(ctx.spark, arrow_of(counts), counted_fields))
+    new_c = frame_of_table(ctx.spark, arrow_of(counts), counted_fields)
     # Δ± and the segment as rows the driver holds: the tasks below can run direct too, and
     # the segment is written from the driver (state.write_all).
     old_, new_ = pl.col("_old"), pl.col("_new")

@@ -25,7 +25,9 @@ from levelflow.engine.incremental.backends.driver_rows import (
     LazyFrame,
     arrow_of,
     frame_of_table,
+    rows_like,
     rows_minus,
+    rows_of,
     union_of_rows,
 )
 from levelflow.engine.incremental.backends.spark_broadcast import bcast_small
@@ -36,14 +38,17 @@ from levelflow.engine.incremental.backends.worker.dred_share import (
     TOP_REL,
     Spec,
     direct_share,
+    driver_share,
     update_partition,
 )
 from levelflow.engine.incremental.backends.worker.share_job import (
     Held,
     direct_input,
+    driver_input,
     next_token,
     packed_sources,
     run_direct,
+    run_in_driver,
     run_job,
     run_or_ship,
     share_spec,
@@ -58,7 +63,7 @@ from levelflow.tasks.ast import Negation
 if TYPE_CHECKING:
     from levelflow.tasks.tasks import Task
 
-PLANS = ("local", "partitioned")
+PLANS = ("driver", "local", "partitioned")
 # Pieces of a Spark-side copy's log before it is compacted into a new base (one job).
 LOG_PIECES = 32
 # Rows of a log's added (or removed) pieces kept as one driver-side table at most.
@@ -101,6 +106,24 @@ class Log:
         new, more = union(self.added, piece)
         return Log(self.base, new, removed, self.removed_rows, self.pieces + more + cancelled)
 
+    def held(self, cols) -> Log:
+        """Return the log as one base the driver holds, when it holds every piece (and the
+        result has at most DRIVER_LOG_ROWS rows); else itself."""
+        pieces = [self.base, self.added, self.removed]
+        tables = [rows_of(df) if df is not None else None for df in pieces]
+        if self.pieces == 0 or any(t is None for t, df in zip(tables, pieces, strict=True)
+                                   if df is not None) or \
+                tables[0].num_rows + (tables[1].num_rows if tables[1] else 0) > DRIVER_LOG_ROWS:
+            return self
+        out = pl.from_arrow(tables[0])
+        if tables[1] is not None:
+            out = pl.concat([out, pl.from_arrow(tables[1]).select(out.columns)])
+        if tables[2] is not None:
+            out = out.join(pl.from_arrow(tables[2]).select(out.columns), on=[*cols, RANK],
+                           how="anti", nulls_equal=True)
+        base = rows_like(self.base, arrow_of(out))
+        return self if base is None else Log(base)
+
     def frame(self, cols):
         """Return the relation's ranked tuples."""
         out = self.base if self.added is None else self.base.unionByName(self.added)
@@ -137,7 +160,7 @@ def plan_for(ctx: TaskContext, task: Task):
                 return None
     rows = sum(ctx.versions[n].new_rows for n in task.reads_from if n in ctx.versions)
     rows += sum(ctx.base[n].new_rows for n in task.relations if n in ctx.base)
-    plan = choose_plan(task, decls, rows)
+    plan = choose_plan(task, decls, rows, driver_rows=ctx.driver_rows)
     if plan.kind not in PLANS:
         return None
     return plan
@@ -165,8 +188,10 @@ def _sources(ctx: TaskContext, task: Task, ship: bool) -> tuple[list, list]:
 
 
 def fresh_held(ctx: TaskContext, task: Task, plan) -> Held:
-    """Return where a from-scratch run under `plan` leaves the task's state (a new lineage)."""
-    return Held(uuid.uuid4().hex[:16], next_token(None), _parts(ctx, task, plan))
+    """Return where a from-scratch run under `plan` leaves the task's state (a new lineage):
+    under the driver plan, in the driver's memory."""
+    return Held(uuid.uuid4().hex[:16], next_token(None), _parts(ctx, task, plan),
+                in_driver=plan.kind == "driver")
 
 
 def _schema(spec: Spec):
@@ -217,7 +242,9 @@ def arranged_update(ctx: TaskContext, task: Task, plan, held: Held | None, cance
         packed = direct_input(frames)
         return _run(ctx, spec, frames) if packed is None else _run_direct(ctx, spec, packed)
 
-    spec, out, seen = run_or_ship(ctx, task, spec, frames, _sources, (first, _run), cancel)
+    here = plan.kind == "driver"  # the one share lives in the driver's process: no job
+    runs = (_run_here, _run_here) if here else (first, _run)
+    spec, out, seen = run_or_ship(ctx, task, spec, frames, _sources, runs, cancel)
     top = max(int(seen["top"] or 0), max((ctx.max_rank.get(n, 0) for n in task.relations),
                                          default=0))
     changes, stored, logs = {}, {}, {}
@@ -226,9 +253,16 @@ def arranged_update(ctx: TaskContext, task: Task, plan, held: Held | None, cance
         pick = _picked_rows(ctx, n, out, r)
         changes[n], stored[n], logs[n] = _change(ctx, n, pick, r, seen, top,
                                                  log or Log(ctx.old_ranked[n]))
-    held = Held(spec.lineage, spec.new_token, parts, logs)
+    held = Held(spec.lineage, spec.new_token, parts, logs, in_driver=here)
     return changes, int(seen["rounds"] or 0), held, stored, \
         bool(seen["labelled"]) if labels else None
+
+
+def _run_here(ctx: TaskContext, spec: Spec, frames):
+    """Return (the share's output rows, the counts) of the epoch run in the driver's process:
+    no job when every input is rows the driver holds, else one bringing them over."""
+    return run_in_driver(spec, driver_input(ctx.spark, spec, frames), driver_share,
+                         lambda col: _counted(col, len(spec.names)))
 
 
 def _run_direct(ctx: TaskContext, spec: Spec, packed: bytes):
@@ -285,12 +319,14 @@ def _change(ctx: TaskContext, n: str, pick, r: int, seen, top: int, log: Log
         log = log.adding(added_rows, counts["added"])
     if counts["removed"]:
         log = log.adding(removed_rows, counts["removed"], removing=True)
+    log = log.held(cols)
     if log.pieces > LOG_PIECES:
         parts = max(ctx.spark.sparkContext.defaultParallelism, 1)
         log = Log(cut(log.frame(cols).coalesce(parts))[0])
     plus = pick(1, True) if counts["plus"] else None
     minus = pick(-1, True) if counts["minus"] else None
     rows = old.old_rows - counts["minus"] + counts["plus"]
-    change = Change(LazyFrame(lambda: log.frame(cols)), plus, counts["plus"], minus,
-                    counts["minus"], rows, pieces=old.pieces, top=top)
+    new = log.base if log.pieces == 0 else LazyFrame(lambda: log.frame(cols))
+    change = Change(new, plus, counts["plus"], minus, counts["minus"], rows, pieces=old.pieces,
+                    top=top)
     return change, (removed_rows, added_rows), log

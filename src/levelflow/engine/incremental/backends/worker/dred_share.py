@@ -248,6 +248,11 @@ def direct_share(spec: Spec, packed: bytes, share: int) -> bytes:
     return direct_rows(spec, packed, share, _share_change, _CHANGE_FIELDS)
 
 
+def driver_share(spec: Spec, packed: pl.DataFrame) -> pl.DataFrame:
+    """Return the one share's change (or MISS) from its packed input, run in the driver."""
+    return frame_rows(spec, packed, 0, _share_change, _CHANGE_FIELDS)
+
+
 def partition_rows(spec, batches: Iterable[pa.RecordBatch], change, fields: tuple
                    ) -> Iterator[pa.RecordBatch]:
     """Yield `change(spec, share, rows, schema)` of each share's packed input batches, the

@@ -1,0 +1,88 @@
+"""The driver plan: a task whose inputs are small runs in the driver's own process.
+
+As Spark runs a local relation in the driver, a task of a few thousand rows is evaluated where
+its inputs already are, on the Polars evaluator a Python worker runs (worker.evaluate_encoded):
+no Spark job, no Python worker. Under the other plans a job's floor (70-200 ms, and a Python
+worker's start) is most of a small task's time. The task's relations come back as Polars frames
+and stay in the driver; a task on Spark that reads one gets it as a DataFrame then
+(engine/held.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import polars as pl
+
+from levelflow.engine.plans.columnar import frame_schema
+from levelflow.tasks.ast import Decl, Program
+from levelflow.tasks.tasks import Task
+
+# Auto runs a task in the driver up to this many input rows (its lower relations' tuples and
+# fact lines). Evaluating a few thousand rows costs the driver less than a Spark job's floor;
+# docs/performance.md ("The driver plan") has what was measured.
+DRIVER_ROWS = 50_000
+
+
+def readable_in_driver(program: Program, task: Task) -> bool:
+    """Return whether the driver reads the task's inputs itself: text fact files (or none),
+    not a DataFrame, Parquet or a catalog table, which Spark reads."""
+    from levelflow.engine.spark_io import frame_kind
+
+    return all(frame_kind(program.inputs.get(name)) is None for name in task.relations)
+
+
+def polars_input(df, decl: Decl) -> pl.DataFrame:
+    """Return a relation as a Polars frame of its columns (c0..): itself if it is one, the rows
+    the driver holds behind a DataFrame, else the DataFrame's rows (one Spark job)."""
+    from levelflow.engine.incremental.backends.driver_rows import polars_of, rows_of
+
+    if isinstance(df, pl.DataFrame):
+        return df
+    table = rows_of(df)
+    return polars_of(table if table is not None else df.toArrow(), decl)
+
+
+def driver_facts(spark, program: Program, task: Task, factdir: str | Path | None
+                 ) -> dict[str, list[pl.DataFrame]]:
+    """Return per relation of the task the tuples of its `.input`, read in the driver (Spark
+    reads a DataFrame, Parquet or table input, and the driver takes its rows)."""
+    from levelflow.engine.facts import fact_frame, input_path, io_delimiter, io_headers
+    from levelflow.engine.session import session_of
+    from levelflow.engine.spark_io import frame_kind, read_input
+
+    facts = {}
+    for name in task.relations:
+        io = program.inputs.get(name)
+        if io is None or factdir is None:
+            continue
+        decl = program.decls[name]
+        if frame_kind(io) is None:
+            frame = fact_frame(input_path(io, factdir), decl, io_delimiter(io), io_headers(io))
+        else:
+            frame = polars_input(read_input(session_of(spark), decl, io, factdir), decl)
+        facts[name] = [frame]
+    return facts
+
+
+def evaluate_in_driver(layout, lower: Mapping[str, pl.DataFrame],
+                       facts: Mapping[str, list[pl.DataFrame]]) -> tuple[dict, int]:
+    """Return (each relation of the task as a Polars frame, `_it` its round where the layout
+    is ranked; the rounds) evaluated in this process, as one share of the local plan (left in
+    this process's memory under `layout.keep`, as a share on an executor)."""
+    from levelflow.engine.plans import resident
+    from levelflow.engine.plans.encode import decode
+    from levelflow.engine.plans.worker import evaluate_encoded, keep_share, with_program_facts
+
+    lower = {n: df.select([pl.col(c).cast(t) for c, t in frame_schema(layout.decls[n]).items()])
+             for n, df in lower.items()}
+    outcome, symbols, coded = evaluate_encoded(layout, lower, with_program_facts(layout, facts))
+    if layout.keep is not None:  # the task's epochs run in the driver too (dred_job.py)
+        with resident.held_here():
+            keep_share(layout, 0, outcome, symbols, coded)
+    out = {}
+    for name in layout.names:
+        df = decode(outcome.relation(name, ranked=layout.ranked), layout.decls[name], symbols)
+        out[name] = df.rechunk()
+    return out, outcome.iterations
