@@ -42,8 +42,10 @@ def _levelflow(args, env, timeout=300) -> subprocess.CompletedProcess:
 
 
 def _run_args(tmp_path, *extra) -> list[str]:
+    # A forced plan: examples/tc's tasks would run in the driver, never waiting for Spark.
+    # Quiet: a phase line past 5 s (a slow JVM) would precede the error line.
     return ["run", str(TC / "program.dl"), "-F", str(TC / "facts"), "-D", str(tmp_path / "o"),
-            "--driver-memory", "1g", *extra]
+            "--driver-memory", "1g", "--plan", "local", "-q", *extra]
 
 
 def _fake_java(tmp_path, version_line: str) -> Path:

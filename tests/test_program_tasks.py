@@ -221,6 +221,8 @@ def run_cli(args, capsys):
 
 
 def test_graph_json_schema_is_exact(program_file, capsys):
+    from levelflow.engine.plans.driver import DRIVER_ROWS
+
     code, out, err = run_cli(["graph", str(program_file), "--json"], capsys)
     assert (code, err) == (0, "")
     data = json.loads(out)
@@ -228,19 +230,22 @@ def test_graph_json_schema_is_exact(program_file, capsys):
     assert type(data["levels"]) is int
     for task in data["tasks"]:
         assert list(task) == ["id", "name", "relations", "level", "recursive", "input", "plan",
-                              "plan_reason"]
-        assert [type(task[k]) for k in task] == [int, str, list, int, bool, bool, str, str]
+                              "plan_reason", "driver_rows"]
+        assert [type(task[k]) for k in task] == [int, str, list, int, bool, bool, str, str, int]
         assert all(type(r) is str for r in task["relations"])
     for edge in data["edges"]:
         assert type(edge) is list and len(edge) == 2 and all(type(x) is int for x in edge)
     assert data == {
         "tasks": [
             {"id": 0, "name": "E", "relations": ["E"], "level": 0, "recursive": False,
-             "input": True, "plan": "global", "plan_reason": "one pass"},
+             "input": True, "plan": "global", "plan_reason": "one pass",
+             "driver_rows": DRIVER_ROWS},
             {"id": 1, "name": "P+Q", "relations": ["P", "Q"], "level": 1, "recursive": True,
-             "input": False, "plan": "partitioned", "plan_reason": "linear, carries P[0], Q[0]"},
+             "input": False, "plan": "partitioned", "plan_reason": "linear, carries P[0], Q[0]",
+             "driver_rows": DRIVER_ROWS},
             {"id": 2, "name": "Out", "relations": ["Out"], "level": 2, "recursive": False,
-             "input": False, "plan": "global", "plan_reason": "one pass"},
+             "input": False, "plan": "global", "plan_reason": "one pass",
+             "driver_rows": DRIVER_ROWS},
         ],
         "edges": [[0, 1], [0, 2], [1, 2]],
         "levels": 3,

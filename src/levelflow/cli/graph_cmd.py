@@ -18,20 +18,30 @@ from levelflow.text import for_rich
 
 
 def _plans(pt: ProgramTasks) -> list:
-    """Return the plan `auto` gives each task when its inputs are small (engine/plans)."""
+    """Return the plan `auto` gives each task on Spark, past the driver plan (engine/plans)."""
     from levelflow.engine.plans.planner import static_plan
 
     return [static_plan(t, pt.program.decls) for t in pt.tasks]
 
 
+def _driver_rows(pt: ProgramTasks) -> list:
+    """Return per task the input rows up to which `auto` runs it in the driver (None: never,
+    Spark reads its inputs)."""
+    from levelflow.cli.defaults import DRIVER_ROWS
+    from levelflow.engine.plans.driver import readable_in_driver
+
+    return [DRIVER_ROWS if readable_in_driver(pt.program, t) else None for t in pt.tasks]
+
+
 def graph_json(pt: ProgramTasks) -> dict:
     """Return the task DAG as `{"tasks": [...], "edges": [[u, v]], "levels": n}`."""
     g = pt.graph
-    plans = _plans(pt)
+    plans, small = _plans(pt), _driver_rows(pt)
     out = {
         "tasks": [{"id": t.id, "name": t.name, "relations": list(t.relations),
                    "level": g.level[t.id], "recursive": t.recursive, "input": t.input,
-                   "plan": plans[t.id].kind, "plan_reason": plans[t.id].reason}
+                   "plan": plans[t.id].kind, "plan_reason": plans[t.id].reason,
+                   "driver_rows": small[t.id]}
                   for t in pt.tasks],
         "edges": [[u, v] for u in range(len(g)) for v in g.children[u]],
         "levels": g.num_levels,
@@ -74,7 +84,7 @@ def _table(pt: ProgramTasks) -> Table:
     table = Table(title=f"{for_rich(pt.program.file)}: task DAG")
     for column in ("id", "level", "name", "relations", "flags", "parents", "plan"):
         table.add_column(column, justify="right" if column in ("id", "level") else "left")
-    plans = _plans(pt)
+    plans, small = _plans(pt), _driver_rows(pt)
     for t in pt.tasks:
         flags = " ".join(f for f, on in (("recursive", t.recursive), ("input", t.input),
                                          ("closure", t.closure)) if on)
@@ -82,7 +92,9 @@ def _table(pt: ProgramTasks) -> Table:
         plan = plans[t.id]
         table.add_row(str(t.id), str(g.level[t.id]), for_rich(t.name),
                       for_rich(", ".join(t.relations)), flags, parents,
-                      for_rich(f"{plan.kind} ({plan.reason})"))
+                      for_rich((f"driver up to {small[t.id]:,} input rows, then "
+                                if small[t.id] is not None else "")
+                               + f"{plan.kind} ({plan.reason})"))
     return table
 
 

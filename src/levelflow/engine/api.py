@@ -6,8 +6,9 @@
     levelflow.run(prog, inputs={"edge": edges_df}, spark=spark)   # a DataFrame as an input
 
 A session passed in is used as it is: nothing here sets its config (only thread-local properties
-while tasks run). Without one, `run` starts (or reuses) a local session and leaves it running so
-that the returned DataFrames stay usable.
+while tasks run). Without one, `run` starts (or reuses) a local session in the background and
+leaves it running so that the returned DataFrames stay usable; a run whose tasks all run in the
+driver does not wait for it.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def run(program: str | os.PathLike | Program | ProgramTasks, factdir=None, outdi
         inputs: dict | None = None) -> RunResult:
     """Return the RunResult of running `program` from scratch on `spark` (or a local session).
 
-    The options are `levelflow run`'s: `plan` (auto|local|partitioned|global), `local_rows`
+    The options are `levelflow run`'s: `plan` (auto|driver|local|partitioned|global), `local_rows`
     (auto's threshold, `--local-rows`), `confine` (`--confine`); `master` and `driver_memory`
     only when no session is passed; `max_tuples` (`--max-tuples`, None: no limit): a task that
     would make more tuples raises TupleLimit. For `--state`, use IncrementalSession.bootstrap.
@@ -71,10 +72,10 @@ def run(program: str | os.PathLike | Program | ProgramTasks, factdir=None, outdi
     if confine:
         check_io_paths(program_tasks.program, Path(factdir) if factdir is not None else Path.cwd(),
                        Path(outdir) if outdir is not None else None, confine)
-    if spark is None:
-        from levelflow.engine.session import make_session
+    if spark is None:  # started in the background: tasks in the driver never wait for it
+        from levelflow.engine.session import DeferredSession, make_session
 
-        spark = make_session(master=master, driver_memory=driver_memory)
+        spark = DeferredSession(lambda: make_session(master=master, driver_memory=driver_memory))
     if checkpoint == "reliable" and not spark.sparkContext.getCheckpointDir():
         raise RunError("checkpoint: 'reliable' needs a checkpoint directory on the session "
                        "(spark.sparkContext.setCheckpointDir(...))")
