@@ -145,6 +145,9 @@ def _assert_index(state, n: str) -> None:
 def _tc_session(spark, tmp_path, edges, **options):
     (tmp_path / "tc.dl").write_text(TC)  # a file: a state records the program's text
     write_facts(tmp_path / "f0", {"edge": edges})
+    # On Spark: the executors keep the shares here (the driver would, for inputs this small:
+    # tests/test_driver_epochs.py).
+    options.setdefault("driver_rows", None)
     session = IncrementalSession.bootstrap(spark, tmp_path / "tc.dl", tmp_path / "f0",
                                            mode="incremental", **options)
     return session, session.pt

@@ -105,7 +105,7 @@ def test_the_python_api_takes_runs_options(spark, tmp_path):
     auto = levelflow.run(TC / "program.dl", tmp_path / "f", spark=spark)
     path_task = [t.id for t in levelflow.load(TC / "program.dl").tasks if t.recursive][0]
     assert forced.task_stats[path_task].plan == "global"
-    assert auto.task_stats[path_task].plan == "local"
+    assert auto.task_stats[path_task].plan == "driver"  # 3 edges: in the driver
     assert forced.relation("path").count() == auto.relation("path").count() == 9
     with pytest.raises(LevelflowError, match="local_rows: must be a number of rows >= 0"):
         levelflow.run(TC / "program.dl", TC / "facts", spark=spark, local_rows=-5)

@@ -175,7 +175,7 @@ def test_a_closure_sends_net_changes_and_survives_reopen_and_spark_side_dred(
     assert StateDir(state).manifest()["labelled"] == ["path"]
     # Reopened: the stored copy is shipped to a worker, whose ranks are its labels (stale):
     # a deletion runs over bit matrices (closure_bits), which need no ranks.
-    session = IncrementalSession.open(spark, state, mode="incremental")
+    session = IncrementalSession.open(spark, state, mode="incremental", driver_rows=None)
     for gone, fresh in [([], [(9, 3)]), ([(4, 5)], []), ([(16, 17)], [])]:
         edges = (edges - set(gone)) | set(fresh)
         result = _commit(session, gone, fresh)

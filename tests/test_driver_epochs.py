@@ -96,3 +96,65 @@ def test_epochs_in_the_driver_write_the_state_spark_writes(spark, tmp_path, fami
     driver, on_spark = _schemas(states["driver"]), _schemas(states["spark"])
     for where in driver.keys() & on_spark.keys():
         assert driver[where] == on_spark[where], where
+
+
+def test_a_share_the_driver_lost_is_shipped_from_the_stored_state(spark, tmp_path):
+    from levelflow.engine.incremental.backends.worker.share_job import Held
+
+    text, _ = FAMILIES["tc"]
+    pt = build_tasks(parse_program(text, "tc.dl"))
+    edges = {(1, 2), (2, 3), (3, 1), (4, 5)}
+    write_facts(tmp_path / "f0", {"edge": edges})
+    session = IncrementalSession.bootstrap(spark, pt, tmp_path / "f0", tmp_path / "st")
+    held = session.snap.arranged["path"]
+    assert held.in_driver
+    # A version the driver does not keep: the share answers MISS and is shipped again.
+    session.snap.arranged["path"] = Held(held.lineage, "9999999999-none", 1, in_driver=True)
+    session.remove("edge", (3, 1))
+    session.insert("edge", (5, 6))
+    result = session.commit()
+    assert result.strategies["path"] == "dred" and result.spark_jobs["path"] == 0
+    write_facts(tmp_path / "ref", {"edge": edges - {(3, 1)} | {(5, 6)}})
+    from naive_datalog import evaluate as naive_evaluate
+
+    ref = naive_evaluate(pt, tmp_path / "ref")
+    for name in pt.program.decls:
+        assert {tuple(r) for r in session.relation(name).collect()} == ref[name], name
+
+
+def test_run_state_and_update_of_small_tasks_need_no_spark(cli, tmp_path, monkeypatch):
+    """`run --state` and `update` of examples/tc with a Spark that cannot start: every task
+    runs in the driver, so neither waits for it, and the epoch equals a run on its facts."""
+    import contextlib
+    from pathlib import Path
+
+    from levelflow.cli import spark as cli_spark
+    from levelflow.engine.session import DeferredSession
+
+    def broken():
+        raise AssertionError("Spark was asked for")
+
+    @contextlib.contextmanager
+    def never(master, driver_memory, log, clock=None):
+        yield DeferredSession(broken)
+
+    monkeypatch.setattr(cli_spark, "spark_session", never)
+    tc = Path(__file__).resolve().parents[1] / "examples" / "tc"
+    code, out, err = cli(["run", tc / "program.dl", "-F", tc / "facts", "-D", tmp_path / "o",
+                          "--state", tmp_path / "st"])
+    assert (code, err) == (0, "") and out.startswith("ran 3 of 3 tasks")
+    (tmp_path / "d.diff").write_text("+edge(21,22)\n-edge(1,2)\n")
+    code, out, err = cli(["update", tmp_path / "st", "--insert", tmp_path / "d.diff",
+                          "-D", tmp_path / "o2"])
+    assert (code, err) == (0, ""), err
+    assert "strategies: edge=counting, path=dred, cyclic=counting" in out
+    facts = tmp_path / "f1"
+    facts.mkdir()
+    lines = (tc / "facts" / "edge.facts").read_text().splitlines()
+    (facts / "edge.facts").write_text("\n".join([ln for ln in lines if ln != "1\t2"]
+                                                + ["21\t22"]) + "\n")
+    code, _, err = cli(["run", tc / "program.dl", "-F", facts, "-D", tmp_path / "o3"])
+    assert code == 0, err
+    for name in ("path.csv", "cyclic.csv"):
+        assert sorted((tmp_path / "o2" / name).read_text().splitlines()) == \
+            sorted((tmp_path / "o3" / name).read_text().splitlines()), name

@@ -60,8 +60,9 @@ def test_a_change_past_the_chain_policy_is_written_as_a_new_base(spark, tmp_path
     (tmp_path / "tc.dl").write_text(TC)
     write_facts(tmp_path / "f0", {"edge": edges})
     IncrementalSession.bootstrap(spark, tmp_path / "tc.dl", tmp_path / "f0",
-                                 statedir=tmp_path / "state").close()
-    session = IncrementalSession.open(spark, tmp_path / "state", mode="incremental")
+                                 statedir=tmp_path / "state", driver_rows=None).close()
+    session = IncrementalSession.open(spark, tmp_path / "state", mode="incremental",
+                                      driver_rows=None)
 
     def path_entry():
         return session.statedir.manifest()["relations"]["path"]

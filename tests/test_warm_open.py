@@ -38,7 +38,8 @@ def test_open_loads_the_state_and_the_first_epoch_is_one_job(spark, tmp_path):
     session, pt = _tc_session(spark, tmp_path, edges, statedir=state)
     session.close()
     phases = Phases()
-    session = IncrementalSession.open(spark, state, mode="incremental", progress=phases)
+    session = IncrementalSession.open(spark, state, mode="incremental", progress=phases,
+                                      driver_rows=None)  # on the executors
     assert "path" in session.snap.arranged
     assert any("loading the state of task path" in p for p in phases.said)
     ring_edges = sorted(e for e in edges if e[0] < 12 and e[1] < 12)
@@ -58,7 +59,8 @@ def test_open_without_warming_ships_the_state_in_the_first_epoch(spark, tmp_path
     state = tmp_path / "state"
     session, pt = _tc_session(spark, tmp_path, edges, statedir=state)
     session.close()
-    session = IncrementalSession.open(spark, state, mode="incremental", warm=False)
+    session = IncrementalSession.open(spark, state, mode="incremental", warm=False,
+                                      driver_rows=None)
     assert session.snap.arranged == {}
     for k, (gone, fresh, now) in enumerate(_epochs(rng, edges, 24, 3), 1):
         edges = now

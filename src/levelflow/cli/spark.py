@@ -348,17 +348,21 @@ def spark_session(master: str, driver_memory: str, log: Path, clock=None):
     """
     from levelflow.engine.session import DeferredSession, spark_conf
 
-    jvm = _Launch()
+    jvm, external = _Launch(), "PYSPARK_GATEWAY_PORT" in os.environ
 
     def make():
         check_java()
         check_master(master)
         quiet_pyspark_loggers()
         conf = spark_conf(master, driver_memory=driver_memory)
-        jvm.begin()
+        if not external:  # PySpark launches none for a gateway already there
+            jvm.begin()
         return _start(conf, master, log, jvm.told)[0]
 
-    deferred = DeferredSession(make, clock)
+    # A JVM this command does not own (PYSPARK_GATEWAY_PORT, as under spark-submit) gets a
+    # SparkContext only if something needs one: one the command left behind would refuse the
+    # next command's.
+    deferred = DeferredSession(make, clock, start=not external)
     try:
         try:
             yield deferred
@@ -366,7 +370,7 @@ def spark_session(master: str, driver_memory: str, log: Path, clock=None):
             jvm.end()  # spark.stop() could wait on jobs still running
             raise
         spark = deferred.made()
-        if deferred.in_use and spark is not None:
+        if spark is not None and (deferred.in_use or jvm.proc is None):
             spark.stop()  # the JVM itself exits when this process does (its stdin closes)
         else:  # nothing needed Spark: not worth waiting for
             jvm.end(wait=False)

@@ -1,10 +1,12 @@
 """A from-scratch run: what a finished task stores and whom it activates; `run_program`.
 
 Constant: the ProgramTasks (tasks, graph, initial tasks, which relations each edge carries).
-Changes (main thread only): the relation store (name -> materialized DataFrame), per-task wall
-times, row counts and who activated whom.
+Changes (main thread only): the relation store (engine/held.py: a Polars frame in the driver
+or a materialized DataFrame), per-task wall times, row counts and who activated whom.
 
-Policy (the order) is the scheduler's; evaluating one task is `evaluate_task`'s; the loop is
+Policy (the order) is the scheduler's; a task's plan is the planner's (engine/plans: a task
+whose inputs are small runs in the driver and needs no Spark); evaluating it under that plan
+is `evaluate_planned`'s; the loop is
 `levelflow.driver.drive` with `SparkWorkers`. This module is the run's side of the workers: a
 run activates the tasks that have input of their own, and a finished task activates each child
 that reads one of its relations that came out non-empty ("changed" from empty).
@@ -246,9 +248,9 @@ def run_program(spark, program_tasks: ProgramTasks, factdir=None, outdir=None, *
             progress.phase("writing outputs")
             output_counts = write_outputs(program, relations, outdir, jobs=jobs)
         output_seconds = time.perf_counter() - t_out
+        # A relation whose task did not run is empty.
         known = {**run.counts, **output_counts}
-        printsize = {name: (known[name] if name in known
-                            else relations[name].count()) for name in program.printsize}
+        printsize = {name: known.get(name, 0) for name in program.printsize}
     finally:
         progress.stop()
     extra = {v: {"plan": run.stats[v].plan, "spark_jobs": run.spark_jobs.get(v, 0)}

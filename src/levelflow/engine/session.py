@@ -159,7 +159,7 @@ class DeferredSession:
     `in_use` says whether anything asked for the session; `waited` is how long callers waited
     for it (also counted as `clock`'s part "Spark start", cli.timing.WallClock)."""
 
-    def __init__(self, make, clock=None) -> None:
+    def __init__(self, make, clock=None, start: bool = True) -> None:
         self._made = threading.Event()
         self._session = self._error = None
         self._clock = clock
@@ -167,7 +167,9 @@ class DeferredSession:
         self.waited = 0.0
         self._thread = threading.Thread(target=self._build, args=(make,),
                                         name="levelflow-spark-start", daemon=True)
-        self._thread.start()
+        self._start_lock = threading.Lock()
+        if start:  # else on first use
+            self._thread.start()
 
     def _build(self, make) -> None:
         try:
@@ -180,6 +182,9 @@ class DeferredSession:
     def get(self):
         """Return the SparkSession once started; raise what stopped it from starting."""
         self.in_use = True
+        with self._start_lock:
+            if self._thread.ident is None:
+                self._thread.start()
         if not self._made.is_set():
             import time
 
@@ -199,10 +204,6 @@ class DeferredSession:
     def made(self):
         """Return the SparkSession if it has started (without waiting), else None."""
         return self._session if self._made.is_set() else None
-
-    def join(self, timeout: float) -> None:
-        """Wait up to `timeout` seconds for the start to finish or fail."""
-        self._thread.join(timeout)
 
     def __getattr__(self, name: str):
         return getattr(self.get(), name)
