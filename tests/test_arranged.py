@@ -292,7 +292,8 @@ def test_partitioned_shares_and_a_restart(spark, tmp_path, monkeypatch):
         if k == 3:  # close, open, continue: the executors' copy is not trusted across opens
             old = session.snap.arranged["path"].lineage
             session.close()
-            session = IncrementalSession.open(spark, state, mode="incremental")
+            session = IncrementalSession.open(spark, state, mode="incremental",
+                                              driver_rows=None)
             assert session.snap.arranged["path"].lineage != old  # shipped anew by open
         for e in gone:
             session.remove("edge", e)

@@ -105,7 +105,8 @@ def test_a_share_the_driver_lost_is_shipped_from_the_stored_state(spark, tmp_pat
     pt = build_tasks(parse_program(text, "tc.dl"))
     edges = {(1, 2), (2, 3), (3, 1), (4, 5)}
     write_facts(tmp_path / "f0", {"edge": edges})
-    session = IncrementalSession.bootstrap(spark, pt, tmp_path / "f0", tmp_path / "st")
+    session = IncrementalSession.bootstrap(spark, pt, tmp_path / "f0", tmp_path / "st",
+                                           mode="incremental")  # DRed, however large
     held = session.snap.arranged["path"]
     assert held.in_driver
     # A version the driver does not keep: the share answers MISS and is shipped again.

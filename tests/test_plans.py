@@ -93,6 +93,11 @@ b(x, z) :- a(x, y), e(y, z).
     assert choose_plan(pt.task_of("sq"), decls, 100, driver_rows=100).kind == "driver"
     assert choose_plan(pt.task_of("e"), decls, 0, driver_rows=100).kind == "driver"
     assert choose_plan(pt.task_of("left"), decls, 101, driver_rows=100).kind == "local"
+    # Not where the partitioned plan would run shares in parallel: the driver runs one.
+    assert choose_plan(pt.task_of("left"), decls, 4_999, driver_rows=50_000).kind == "driver"
+    assert choose_plan(pt.task_of("left"), decls, 5_000, driver_rows=50_000).kind == \
+        "partitioned"
+    assert choose_plan(pt.task_of("sq"), decls, 50_000, driver_rows=50_000).kind == "driver"
     assert choose_plan(pt.task_of("left"), decls, 10**9, "driver").kind == "driver"
     assert choose_plan(pt.task_of("left"), decls, 100, "local", driver_rows=100).kind == "local"
     with pytest.raises(PlanError, match=r"^task sq: the partitioned plan does not apply "

@@ -180,7 +180,8 @@ def test_workers_submit_jobs_in_their_own_fair_pool_with_the_run_tag(spark, monk
 
     monkeypatch.setattr(plans, "evaluate_planned", spy)
     pt = load(EXAMPLES / "tc" / "program.dl")
-    run_program(spark, pt, EXAMPLES / "tc" / "facts", scheduler="levelbased", jobs=2)
+    run_program(spark, pt, EXAMPLES / "tc" / "facts", scheduler="levelbased", jobs=2,
+                driver_rows=None)  # tasks on Spark: in the driver, a task tells Spark nothing
     assert len(seen) == 3
     for thread, pool, tags in seen:
         assert thread.startswith("levelflow-worker")
@@ -225,7 +226,9 @@ def test_a_failing_task_cancels_the_running_ones(spark, tmp_path, monkeypatch):
     out = tmp_path / "out"
     t0 = time.monotonic()
     with pytest.raises(FactError, match="broken on purpose"):
-        run_program(spark, load(path), factdir, out, scheduler="levelbased", jobs=2)
+        # On Spark: a task run in the driver starts no job to cancel.
+        run_program(spark, load(path), factdir, out, scheduler="levelbased", jobs=2,
+                    driver_rows=None)
     assert time.monotonic() - t0 < 60
     assert "cancel" in str(outcome["slow"]).lower()
     assert outcome["cancel_set"]
@@ -245,7 +248,7 @@ def test_a_spark_failure_is_one_line_naming_the_task(spark, branch, monkeypatch)
     monkeypatch.setattr(plans, "evaluate_planned", failing)
     pt, factdir = branch
     with pytest.raises(RunError) as exc:
-        run_program(spark, pt, factdir, scheduler="levelbased", jobs=2)
+        run_program(spark, pt, factdir, scheduler="levelbased", jobs=2, driver_rows=None)
     message = str(exc.value)
     assert "\n" not in message
     assert "task c failed in Spark" in message and "boom in c" in message

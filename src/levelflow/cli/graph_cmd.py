@@ -29,8 +29,10 @@ def _driver_rows(pt: ProgramTasks) -> list:
     Spark reads its inputs)."""
     from levelflow.cli.defaults import DRIVER_ROWS
     from levelflow.engine.plans.driver import readable_in_driver
+    from levelflow.engine.plans.planner import driver_limit
 
-    return [DRIVER_ROWS if readable_in_driver(pt.program, t) else None for t in pt.tasks]
+    return [driver_limit(t, pt.program.decls, DRIVER_ROWS)
+            if readable_in_driver(pt.program, t) else None for t in pt.tasks]
 
 
 def graph_json(pt: ProgramTasks) -> dict:

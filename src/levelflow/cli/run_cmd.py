@@ -335,15 +335,19 @@ def _spark(opts: dict, clock):
     from levelflow.cli.spark import spark_session
     from levelflow.engine.progress import make_progress
     from levelflow.engine.runner import RunError
+    from levelflow.engine.session import spark_in_use
 
     spark_log, master = opts["spark_log"], opts["master"]
     log = spark_log or Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
     keep_log, progress = spark_log is not None, make_progress(opts["quiet"])
+    spark = None
     try:
         with spark_session(master, opts["driver_memory"], log, clock) as spark, \
                 _checkpoints(spark, opts["checkpoint"]):
             yield spark, progress
     except RunError as e:
+        if spark is None or not spark_in_use(spark):  # refused before Spark was used
+            raise
         keep_log = True  # a Spark failure: its log says why
         raise RunError(f"{e} (Spark log: {log})") from None
     finally:
