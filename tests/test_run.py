@@ -296,9 +296,10 @@ def test_recorded_trace_replays_in_the_simulator(branch_runs):
 def test_progress_is_quiet_when_stdout_is_not_a_terminal():
     from rich.console import Console
 
-    from levelflow.engine.progress import Progress, RichProgress, make_progress
+    from levelflow.engine.progress import PhaseLines, Progress, RichProgress, make_progress
 
-    assert type(make_progress(console=Console(file=io.StringIO()))) is Progress
+    # No live line: a phase past 5 s gets one line (tests/test_progress_lines.py).
+    assert type(make_progress(console=Console(file=io.StringIO()))) is PhaseLines
     tty = Console(file=io.StringIO(), force_terminal=True)
     assert type(make_progress(quiet=True, console=tty)) is Progress
     assert isinstance(make_progress(console=tty), RichProgress)
@@ -352,7 +353,7 @@ def test_missing_fact_file_is_one_line_and_leaves_outdir_alone(tmp_path, capsys)
     (["--checkpoint", "disk"], "--checkpoint: must be one of local, reliable"),
     (["--scheduler", "no-such-scheduler"], "no-such-scheduler"),
     (["--local-rows", "-5"], "--local-rows: must be a number of rows >= 0, got -5"),
-    (["--plan", "fast"], "--plan: must be one of auto, local, partitioned, global"),
+    (["--plan", "fast"], "--plan: must be one of auto, driver, local, partitioned, global"),
     (["--master", "foo"], "--master: not a Spark master URL: 'foo'"),
     (["--master", "local[x]"], "--master: not a Spark master URL: 'local[x]'"),
 ])
