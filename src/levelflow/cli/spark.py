@@ -34,7 +34,7 @@ MASTER_FORMS = "local, local[N], local[*], local[N,F], spark://HOST:PORT, yarn o
 # retries for 60 s and then fails with a stopped context (LEVELFLOW_MASTER_TIMEOUT overrides).
 REGISTER_TIMEOUT = 30.0
 # Seconds a command waits for a JVM nothing used to end on SIGTERM.
-JVM_GRACE = 0.2
+JVM_GRACE = 0.1
 
 
 class SparkStartError(LevelflowError):

@@ -239,7 +239,7 @@ def fact_table(path: Path, decl: Decl, delimiter: str = "\t", headers: bool = Fa
     """Return a validated fact file's distinct tuples as an Arrow table (c0..) parsed in the
     driver, the rows read_facts gives with no Spark job; None for what only Spark reads here
     (floats, records, a header, a nullary relation)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
+    from levelflow.engine.types import arrow_schema as to_arrow_schema
 
     if headers or decl.shapes or not decl.arity or "float" in decl.types:
         return None

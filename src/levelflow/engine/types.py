@@ -87,3 +87,14 @@ def rows_frame(spark: SparkSession, decl: Decl, rows: list[tuple]) -> DataFrame:
     text = json.dumps([dict(zip(names, row, strict=True)) for row in rows])
     parsed = F.from_json(F.lit(text), ArrayType(schema), {"allowNonNumericNumbers": "true"})
     return spark.range(1).select(F.inline(parsed))
+
+
+def arrow_schema(schema: StructType):
+    """Return the Arrow schema of a Spark schema of the engine's types (what PySpark's
+    to_arrow_schema gives for them, without importing pandas: work in the driver alone)."""
+    import pyarrow as pa
+
+    arrow = {"LongType": pa.int64(), "DoubleType": pa.float64(), "StringType": pa.string(),
+             "BooleanType": pa.bool_(), "IntegerType": pa.int32()}
+    return pa.schema([pa.field(f.name, arrow[type(f.dataType).__name__], f.nullable)
+                      for f in schema.fields])

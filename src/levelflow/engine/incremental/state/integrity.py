@@ -129,9 +129,9 @@ def scan_here(item: Stored) -> dict[str, tuple[int, str]] | None:
     integer, or more than HERE_ROWS rows (as the files' footers say)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from pyspark.sql.pandas.types import to_arrow_schema
 
     from levelflow.engine.incremental.state.row_hash import row_hashes
+    from levelflow.engine.types import arrow_schema as to_arrow_schema
 
     sizes = part_files(item.path)
     schema = to_arrow_schema(item.schema)

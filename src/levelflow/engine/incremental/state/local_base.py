@@ -35,7 +35,8 @@ def local_base(epochs: Path, kind: str, name: str, entry: dict, segment: pa.Tabl
     as stored), from the base and chain its manifest `entry` names; None past
     LOCAL_BASE_ROWS."""
     import pyarrow.parquet as pq
-    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from levelflow.engine.types import arrow_schema as to_arrow_schema
 
     base_rows = int(entry.get("base_rows", entry["rows"]))
     if segment is None:

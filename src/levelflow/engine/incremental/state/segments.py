@@ -61,9 +61,9 @@ def local_segment(removed, added, schema):
     driver holds every part (driver_rows.rows_of)."""
     import numpy as np
     import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
 
     from levelflow.engine.incremental.backends.driver_rows import rows_of
+    from levelflow.engine.types import arrow_schema as to_arrow_schema
 
     parts = [(sign, df, rows_of(df)) for sign, df in ((-1, removed), (1, added))
              if df is not None]
@@ -143,10 +143,10 @@ def _netted(spark: SparkSession, base: DataFrame, paths: list[Path], schema,
             tuple_cols: list[str]) -> DataFrame:
     """Return base with a chain's net change (net_of_chain of its files) applied."""
     import pyarrow.parquet as pq
-    from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import StructType
 
     from levelflow.engine.incremental.backends.driver_rows import arrow_of, spark_frame
+    from levelflow.engine.types import arrow_schema as to_arrow_schema
 
     arrow = to_arrow_schema(segment_schema(schema))
     touched, added = net_of_chain([pq.read_table(p, schema=arrow) for p in paths], tuple_cols)

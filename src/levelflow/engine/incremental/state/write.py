@@ -110,9 +110,8 @@ def _plan_one(program: Program, snap: Snapshot, tmp: Path, epoch: int, kind: str
 def local_table(frame, schema) -> pa.Table | None:
     """Return a relation's rows as one Arrow table in its stored `schema`, or None unless the
     driver holds them all (driver_rows.rows_of) with every stored column."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
     from levelflow.engine.incremental.backends.driver_rows import rows_of
+    from levelflow.engine.types import arrow_schema as to_arrow_schema
 
     table = rows_of(frame)
     arrow = to_arrow_schema(schema)
