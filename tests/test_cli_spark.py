@@ -286,3 +286,39 @@ def test_a_failure_without_ctrl_c_is_not_called_aborted(monkeypatch, capsys):
     with pytest.raises(RuntimeError, match="a bug"):  # the bug's traceback, exit 1
         _main_failing(monkeypatch, RuntimeError("a bug"), seen=False)
     assert "aborted" not in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# A run in the driver
+
+
+def _writers_of(log: Path) -> list[int]:
+    """Return the pids whose stdout is `log` (the JVM the CLI launched writes there)."""
+    pids = []
+    for fd in Path("/proc").glob("[0-9]*/fd/1"):
+        try:
+            if os.readlink(fd) == str(log):
+                pids.append(int(fd.parent.parent.name))
+        except OSError:
+            continue
+    return pids
+
+
+def test_a_run_in_the_driver_ends_without_waiting_for_the_jvm_and_leaves_none(tmp_path):
+    # Spark starts on a background thread as the command starts; every task of examples/tc
+    # runs in the driver, so the command ends the JVM (launched or not yet) and exits.
+    log = tmp_path / "jvm.log"
+    proc = _levelflow(["run", str(TC / "program.dl"), "-F", str(TC / "facts"), "-D",
+                       str(tmp_path / "o"), "--spark-log", str(log), "--trace-out",
+                       str(tmp_path / "t.json")], _env())
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("ran 3 of 3 tasks") and "Spark start" not in proc.stdout
+    assert (tmp_path / "o" / "path.csv").read_text().count("\n") == 306
+    import json
+
+    nodes = json.loads((tmp_path / "t.json").read_text())["nodes"]
+    assert {(n["plan"], n["spark_jobs"]) for n in nodes} == {("driver", 0)}
+    deadline = time.monotonic() + 10
+    while _writers_of(log) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _writers_of(log) == []

@@ -296,7 +296,7 @@ class _Launch:
     def begin(self) -> None:
         """Say the launch starts now; raise SparkStartError if the command has ended."""
         with self.cond:
-            if self.ended:
+            if self.ended or Interrupted.seen:  # Ctrl-C: no JVM to launch
                 raise SparkStartError("levelflow: error: the command ended before Spark started")
             self.launching = True
 
@@ -305,7 +305,7 @@ class _Launch:
         with self.cond:
             self.proc = Interrupted.jvm = proc
             self.cond.notify_all()
-        if self.ended:
+        if self.ended or Interrupted.seen:  # the command is over, or Ctrl-C came meanwhile
             _terminate(proc)
 
     def end(self, wait: bool = True) -> None:
