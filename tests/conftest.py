@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager
 
 import pytest
+
+# Off a terminal a command says what it does once a phase passes 5 s (engine/progress.py); on
+# a loaded machine that would add lines to the stderr the tests read. Their commands, in this
+# process or in subprocesses, wait an hour; tests/test_progress_lines.py tests the lines.
+os.environ.setdefault("LEVELFLOW_PHASE_SECONDS", "3600")
 
 
 @pytest.fixture(scope="session")

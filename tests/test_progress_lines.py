@@ -39,11 +39,16 @@ def test_tasks_are_a_phase_and_stop_silences_what_waits():
     assert out.getvalue().count("\n") == 1
 
 
-def test_a_terminal_gets_the_live_line_and_a_pipe_the_phase_lines():
+def test_a_terminal_gets_the_live_line_and_a_pipe_the_phase_lines(monkeypatch):
     from rich.console import Console
+
+    def piped():
+        return make_progress(console=Console(file=io.StringIO(), force_terminal=False))
 
     assert isinstance(make_progress(console=Console(file=io.StringIO(), force_terminal=True)),
                       RichProgress)
-    piped = make_progress(console=Console(file=io.StringIO(), force_terminal=False))
-    assert isinstance(piped, PhaseLines) and piped.after == 5.0
+    monkeypatch.delenv("LEVELFLOW_PHASE_SECONDS", raising=False)
+    assert isinstance(piped(), PhaseLines) and piped().after == 5.0
+    monkeypatch.setenv("LEVELFLOW_PHASE_SECONDS", "0.5")
+    assert piped().after == 0.5
     assert type(make_progress(quiet=True)).__name__ == "Progress"

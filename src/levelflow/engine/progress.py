@@ -192,13 +192,26 @@ class PhaseLines(Progress):
         self.phase("")
 
 
+# Off a terminal, a phase gets its line once it has lasted this long (seconds).
+PHASE_SECONDS = 5.0
+PHASE_ENV = "LEVELFLOW_PHASE_SECONDS"  # overrides it (the test suite waits longer)
+
+
 def make_progress(quiet: bool = False, console=None) -> Progress:
     """Return a live display when writing to a terminal and not quiet; off a terminal, one
-    line on stderr per phase past 5 s (PhaseLines); nothing when quiet."""
+    line on stderr per phase past PHASE_SECONDS (PhaseLines); nothing when quiet."""
+    import os
+
     if quiet:
         return Progress()
     if console is None:
         from rich.console import Console
 
         console = Console()
-    return RichProgress(console) if console.is_terminal else PhaseLines()
+    if console.is_terminal:
+        return RichProgress(console)
+    try:
+        after = float(os.environ.get(PHASE_ENV, PHASE_SECONDS))
+    except ValueError:
+        after = PHASE_SECONDS
+    return PhaseLines(after)
