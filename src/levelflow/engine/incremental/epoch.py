@@ -55,7 +55,7 @@ from levelflow.engine.incremental.strategies.renaming import renamed_update, ren
 from levelflow.engine.incremental.strategies.subsumed import subsumed_update
 from levelflow.engine.incremental.versions import Change, TaskContext, TaskUpdate, Versions
 from levelflow.engine.limitsize import keep_smallest, limited
-from levelflow.engine.plans.planner import LOCAL_ROWS
+from levelflow.engine.plans.planner import LOCAL_ROWS, driver_limit
 from levelflow.engine.types import column_names
 from levelflow.engine.workers import SparkWorkers, one_line
 from levelflow.errors import LevelflowError
@@ -249,7 +249,8 @@ class Epoch:
     def _in_driver(self, task) -> bool:
         """Return whether the task reads few enough rows to run in the driver."""
         limit = self.ctx.driver_rows
-        return limit is not None and self._rows_read(task) <= limit
+        return limit is not None and \
+            self._rows_read(task) <= driver_limit(task, self.program.decls, limit)
 
     def _rows_read(self, task) -> int:
         """Return the rows a task reads: its lower relations' new versions and base facts."""

@@ -108,19 +108,19 @@ class Log:
 
     def held(self, cols) -> Log:
         """Return the log as one base the driver holds, when it holds every piece (and the
-        result has at most DRIVER_LOG_ROWS rows); else itself."""
-        pieces = [self.base, self.added, self.removed]
-        tables = [rows_of(df) if df is not None else None for df in pieces]
-        if self.pieces == 0 or any(t is None for t, df in zip(tables, pieces, strict=True)
-                                   if df is not None) or \
-                tables[0].num_rows + (tables[1].num_rows if tables[1] else 0) > DRIVER_LOG_ROWS:
+        base and added rows are at most DRIVER_LOG_ROWS); else itself."""
+        if self.pieces == 0:
             return self
-        out = pl.from_arrow(tables[0])
-        if tables[1] is not None:
-            out = pl.concat([out, pl.from_arrow(tables[1]).select(out.columns)])
-        if tables[2] is not None:
-            out = out.join(pl.from_arrow(tables[2]).select(out.columns), on=[*cols, RANK],
-                           how="anti", nulls_equal=True)
+        kept = [rows_of(df) for df in (self.base, self.added) if df is not None]
+        gone = rows_of(self.removed) if self.removed is not None else None
+        if any(t is None for t in kept) or (self.removed is not None and gone is None) or \
+                sum(t.num_rows for t in kept) > DRIVER_LOG_ROWS:
+            return self
+        names = kept[0].column_names
+        out = pl.concat([pl.from_arrow(t).select(names) for t in kept])
+        if gone is not None:
+            out = out.join(pl.from_arrow(gone).select(names), on=[*cols, RANK], how="anti",
+                           nulls_equal=True)
         base = rows_like(self.base, arrow_of(out))
         return self if base is None else Log(base)
 
