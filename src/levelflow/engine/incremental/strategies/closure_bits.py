@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
 
 from levelflow.engine.incremental.strategies.arranged import RANK, Arranged, changed
 from levelflow.engine.incremental.strategies.closure_labels import NO_LABELS, Labels, at_labels
@@ -43,9 +45,6 @@ def reach_matrix(src: np.ndarray, dst: np.ndarray, n: int, levels: int | None = 
     """Return the (n, words) uint64 bit matrix whose row i holds the nodes a path of one edge
     or more leads to from node i (nodes are dense ids 0..n-1); None past `levels` levels of
     the condensation."""
-    from scipy.sparse import csr_matrix  # here: an epoch without a closure never needs it
-    from scipy.sparse.csgraph import connected_components
-
     words = max(1, (n + 63) // 64)
     graph = csr_matrix((np.ones(len(src), np.int8), (src, dst)), shape=(n, n))
     k, comp = connected_components(graph, directed=True, connection="strong")
