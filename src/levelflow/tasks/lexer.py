@@ -20,10 +20,14 @@ DIRECTIVES = frozenset({
     "pragma", "plan", "include", "once", "override", "number_type", "symbol_type", "lattice",
 })
 
-# Whitespace and comments are skipped in the same match as the token after them (half the
-# matches). Order matters: longer operators before their prefixes, floats before integers.
+# Whitespace and comments, skipped by a match of their own: nothing follows the loop in this
+# pattern, so it never backtracks. Inside a token's pattern the same loop backtracked
+# exponentially over runs of blanks and `//` lines whenever the token after them failed (a
+# blank can end one `[ \t]+` or start the next), holding the GIL meanwhile.
+_SKIP = re.compile(r"(?:[ \t\r\n\f\v]+|//[^\n]*|/\*(?:[^*]|\*(?!/))*\*/)*")
+
+# Order matters: longer operators before their prefixes, floats before integers.
 _TOKEN = re.compile(r"""
-    (?:[ \t\r\n\f\v]+|//[^\n]*|/\*(?:[^*]|\*(?!/))*\*/)*
     (?:
       (?P<str>"(?:[^"\\\n]|\\[^\n])*")
     | (?P<badstr>")
@@ -46,7 +50,6 @@ _TOKEN = re.compile(r"""
 # escapes, arithmetic, a newline inside) leaves it to the ordinary tokens: same result, slower.
 _FACT_ARG = r'(?:(?:-[ \t]*)?\d{1,18}(?:\.\d{1,18})?|"[^"\\\n\t\r]*")'
 _FACT = re.compile(r"""
-    (?:[ \t\r\n\f\v]+|//[^\n]*|/\*(?:[^*]|\*(?!/))*\*/)*
     (?P<fact>[A-Za-z_?][A-Za-z0-9_?]*)[ \t]*\([ \t]*
     (?P<args>ARG(?:[ \t]*,[ \t]*ARG)*)[ \t]*\)[ \t]*\.(?![A-Za-z0-9_?(])
 """.replace("ARG", _FACT_ARG), re.VERBOSE | re.ASCII)
@@ -145,15 +148,17 @@ def tokenize(source: Source) -> tuple[list[Token], DatalogError | None]:
     tokens: list[Token] = []
     append = tokens.append
     start = at = 1 if text.startswith("\ufeff") else 0
-    token_match, fact_match, find = _TOKEN.match, _FACT.match, text.find
+    skip, token_match, fact_match, find = _SKIP.match, _TOKEN.match, _FACT.match, text.find
     after_dot = True
     while True:
+        word_at = skip(text, at).end()
         if after_dot:
-            m = fact_match(text, at)
-            if m is not None and (at == start or find("\n", at, m.start("fact")) >= 0):
-                append(Token("fact", m.group("fact"), m, m.start("fact")))
+            m = fact_match(text, word_at)
+            if m is not None and (at == start or find("\n", at, word_at) >= 0):
+                append(Token("fact", m.group("fact"), m, word_at))
                 at = m.end()
                 continue
+        at = word_at
         m = token_match(text, at)
         at = m.end()
         kind = m.lastgroup
