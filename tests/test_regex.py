@@ -143,8 +143,8 @@ def test_a_match_over_its_budget_fails_in_one_line(monkeypatch):
     with pytest.raises(RegexBudgetError) as e:
         matches("(a|aa)+\\1c", A41)
     assert str(e.value) == ('match("(a|aa)+\\\\1c", ...): a backtracking match over a '
-                            "41-character symbol ran past its 0.2 s budget (backreferences "
-                            "and lookahead need a backtracking engine)")
+                            "41-character symbol ran past its budget of 0.2 s of CPU "
+                            "(backreferences and lookahead need a backtracking engine)")
 
 
 # -- the checker ------------------------------------------------------------------------------
@@ -260,7 +260,7 @@ def test_a_backreference_over_its_budget_stops_the_run_in_one_line(spark, tmp_pa
     message = str(e.value)
     assert "\n" not in message
     assert 'match("(a|aa)+\\\\1c", ...)' in message and "41-character symbol" in message
-    assert f"{regex_match.MATCH_BUDGET:g} s budget" in message
+    assert f"budget of {regex_match.MATCH_BUDGET:g} s of CPU" in message
 
 
 def test_the_cli_prints_the_warning_and_runs(cli_spark, cli, tmp_path):
