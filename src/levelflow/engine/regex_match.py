@@ -97,12 +97,11 @@ def compiled(pattern: str) -> Compiled | None:
         linear = linear if linear.ok() else None
         rust = written.linear if _rust_reads(written.linear) else None
     backtracking = None
-    if linear is None:
+    if linear is None:  # every row needs an engine: Rust answers ASCII texts only
         try:
             backtracking = regex.compile(written.backtracking.encode("ascii"))
         except (regex.error, OverflowError, RecursionError):
-            if rust is None:
-                return None
+            return None
     return Compiled(pattern, rust, linear, backtracking)
 
 

@@ -6,7 +6,8 @@ text (`std::string`), in the C locale. Where GCC's libstdc++, which Soufflé's L
 reads a pattern otherwise than that grammar says, it is followed: `]` and `}` alone are
 literals, `a**` repeats a repetition, `\\cX` is the letter X, a `\\u` escape keeps its low
 byte, a range compares `char`s, which are signed (`[\\x00-\\xff]` is malformed), and a
-backreference must name a group closed before it.
+backreference must name a group closed before it; a pattern of more than 100,000 automaton
+states is refused.
 
 `translate` parses the pattern once and writes it twice: for the linear-time engines (RE2 over
 bytes as Latin-1, Rust's `regex` through Polars over ASCII text), where nothing needs
@@ -53,6 +54,11 @@ _CONTROL = {ord("0"): 0, ord("f"): 0x0C, ord("n"): 0x0A, ord("r"): 0x0D, ord("t"
             ord("v"): 0x0B}
 _QUANTIFIERS = b"*+?{"
 _HEX = b"0123456789abcdefABCDEF"
+# libstdc++ refuses a pattern whose automaton passes this many states (its
+# _GLIBCXX_REGEX_STATE_LIMIT): a repetition {n,m} copies its atom m times. The count here is
+# close to libstdc++'s, not equal; it also keeps counts RE2 would misread (an overflowing
+# `{99999999999}` is literal text to RE2) away from the engines.
+STATE_LIMIT = 100_000
 
 
 class PatternError(ValueError):
@@ -124,13 +130,14 @@ def _range(lo: int, hi: int) -> int:
 class _Reader:
     """A recursive-descent reader of the pattern's bytes; each part returns its two writings."""
 
-    __slots__ = ("backtracks", "data", "groups", "open", "pos")
+    __slots__ = ("backtracks", "data", "groups", "open", "pos", "states")
 
     def __init__(self, data: bytes) -> None:
         self.data, self.pos = data, 0
         self.groups = 0  # capturing groups opened so far
         self.open: list[int] = []  # the ones not closed yet
         self.backtracks = False  # a backreference or a lookahead was read
+        self.states = 0  # about as many as libstdc++'s automaton would hold
 
     def peek(self) -> int | None:
         return self.data[self.pos] if self.pos < len(self.data) else None
@@ -145,6 +152,7 @@ class _Reader:
         alternatives = [self.alternative()]
         while self.peek() == ord("|"):
             self.pos += 1
+            self.states += 1
             alternatives.append(self.alternative())
         return "|".join(a for a, _ in alternatives), "|".join(b for _, b in alternatives)
 
@@ -160,12 +168,18 @@ class _Reader:
         c = self.peek()
         if c in _QUANTIFIERS:
             raise PatternError(f"'{chr(c)}' at byte {self.pos + 1} repeats nothing")
+        before = self.states
+        self.states += 1
         assertion = self.assertion()
         if assertion is not None:
             return assertion
         linear, backtracking = self.atom()
         while self.peek() is not None and self.peek() in _QUANTIFIERS:
-            suffix = self.quantifier()
+            suffix, copies = self.quantifier()
+            self.states += (self.states - before) * copies + 2
+            if self.states > STATE_LIMIT:
+                raise PatternError(f"the repetition {suffix} makes the pattern more than the "
+                                   f"{STATE_LIMIT:,} states std::regex allows")
             linear, backtracking = f"(?:{linear}){suffix}", f"(?:{backtracking}){suffix}"
         return linear, backtracking
 
@@ -333,7 +347,8 @@ class _Reader:
             return ord(name) if kind == "." else (1 << ord(name),)
         return c
 
-    def quantifier(self) -> str:
+    def quantifier(self) -> tuple[str, int]:
+        """Return a quantifier as written for the engines, and the copies of its atom it makes."""
         c = self.take()
         if c == ord("{"):
             end = self.data.find(b"}", self.pos)
@@ -345,9 +360,10 @@ class _Reader:
                 raise PatternError(f"the repetition {{{body}}} has its bounds reversed")
             self.pos = end + 1
             suffix = f"{{{int(low)}{',' if comma else ''}{int(high) if high else ''}}}"
+            copies = int(high) if high else int(low) + bool(comma)
         else:
-            suffix = chr(c)
+            suffix, copies = chr(c), 0
         if self.peek() == ord("?"):  # lazy: the same texts match, in another order
             self.pos += 1
             suffix += "?"
-        return suffix
+        return suffix, copies
