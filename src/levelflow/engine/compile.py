@@ -2,10 +2,10 @@
 
 Spark 4 runs in ANSI mode, where overflow and division by zero raise; here they yield NULL
 instead (try_add, try_mod, a guarded `div`) and the row is dropped. Float arithmetic is on
-doubles. `^`, `match` and conversions from or to text run tasks/functors.py's Python functions
-in a UDF, as the Polars backend runs them, so both answer alike. Known-small atoms are
-broadcast; so are the rows joined so far when the first atom is a few rows (a delta) and the
-next one is big.
+doubles. `^` and conversions from or to text run tasks/functors.py's Python functions in a
+UDF, and `match` runs engine/regex_match.py in an Arrow UDF, as the Polars backend runs them,
+so both answer alike. Known-small atoms are broadcast; so are the rows joined so far when the
+first atom is a few rows (a delta) and the next one is big.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING
 
+from levelflow.engine.regex_match import match_arrays
 from levelflow.engine.rule_body import body_rows
 from levelflow.engine.rules import (
     VALUE,
@@ -186,7 +187,7 @@ class SparkOps(Ops):
     def test(self, op, left, right):
         if op == "contains":
             return right.contains(left)
-        return self.by_rows(functors.matches, [left, right], "boolean")
+        return self.F.arrow_udf(match_arrays, "boolean")(left, right)
 
     def generate(self, df, name, args, kind):
         F = self.F

@@ -31,7 +31,12 @@ from levelflow.tasks.directives import check_limits, ignored_note
 from levelflow.tasks.eqrel import eqrel_rules
 from levelflow.tasks.errors import DatalogError
 from levelflow.tasks.functor_binding import bind_functors
-from levelflow.tasks.functor_check import check_functors, number_autoinc, subterms
+from levelflow.tasks.functor_check import (
+    check_functors,
+    number_autoinc,
+    pattern_warnings,
+    subterms,
+)
 from levelflow.tasks.io_check import check_ios
 from levelflow.tasks.lower import lower_rule
 from levelflow.tasks.parser import Parsed
@@ -127,7 +132,8 @@ def check(parsed: Parsed, file: str) -> Program:
         raise error
     return Program(file, decls, inputs, outputs, printsize, rules, more_outputs,
                    paths=paths, closures=closures, precedence=prec, limits=limits,
-                   notes=ignored_note(parsed, file), subsumptions=subs)
+                   notes=ignored_note(parsed, file) + pattern_warnings(rules + subs),
+                   subsumptions=subs)
 
 
 def _check_decls(parsed: Parsed, types: dict[str, str], report: Problems) -> dict[str, Decl]:

@@ -1,6 +1,7 @@
 """Soufflé's intrinsic functors: their types, and the plain Python value of the ones every
 backend evaluates the same way (a Python function over rows: exact integer `^`, text parsing,
-float printing, regular expressions) or that constant folding needs.
+float printing) or that constant folding needs. `match` is tasks/ecmascript.py's and
+engine/regex_match.py's.
 
 A function here returns None where Soufflé's answer is an error or undefined behaviour (an
 overflow, `0 ^ -1`, `to_number("x")`, a float outside the integers): the row derives nothing.
@@ -11,7 +12,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
-from functools import lru_cache
 
 from levelflow.tasks.ast import BinOp, Call, Rule
 
@@ -338,40 +338,3 @@ def apply(name: str, args: list, source: str | None, kind: str):
     if name == "lnot":
         return int(args[0] == 0)
     raise ValueError(f"functor {name} has no single value")
-
-
-# Syntax Python's re and C++'s std::regex (ECMAScript) read differently: Python's (?P<n>,
-# (?i), lookbehind, \A \Z; C++'s [[:alpha:]] classes. A pattern holding it matches nothing (a
-# constant one is refused by the checker), so no backend answers other than Soufflé would.
-_NOT_ECMASCRIPT = re.compile(r"(?<!\\)\(\?[^:=!]|\\[AZzG]|\[\[[:.=]")
-
-
-@lru_cache(maxsize=256)
-def compiled(pattern: str) -> re.Pattern | None:
-    """Return the compiled pattern (ASCII classes, as std::regex in the C locale), or None
-    when it is malformed or uses Python syntax outside ECMAScript."""
-    if _NOT_ECMASCRIPT.search(pattern):
-        return None
-    try:
-        return re.compile(pattern, re.ASCII)
-    except (re.error, RecursionError, OverflowError):
-        return None
-
-
-def regex_problem(pattern: str) -> str | None:
-    """Return why a constant pattern cannot be matched, or None when it can."""
-    if _NOT_ECMASCRIPT.search(pattern):
-        return ("uses syntax Python and C++ (ECMAScript) read differently: (?P, (?i), "
-                "lookbehind, \\A, \\Z, [[:class:]]")
-    try:
-        re.compile(pattern, re.ASCII)
-    except (re.error, RecursionError, OverflowError) as e:
-        return str(e)
-    return None
-
-
-def matches(pattern: str, text: str) -> bool:
-    """Return whether the whole text matches (std::regex_match); a bad pattern matches nothing,
-    as Soufflé warns and answers false."""
-    regex = compiled(pattern)
-    return regex is not None and regex.fullmatch(text) is not None

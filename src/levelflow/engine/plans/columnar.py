@@ -3,9 +3,10 @@
 A relation is a frame with positional columns c0..; the semantics are those of rules.py, as
 under Spark (compile.py), so every plan gives the same tuples. Polars wraps integers around on
 overflow, so each integer operation checks for it and yields null (the row is dropped); `/`
-and `%` truncate as C (Spark's `div`, `try_mod`); float `%` is C's fmod. `^`, shifts, `match`
-and conversions from or to text run tasks/functors.py's Python functions row by row, as under
-Spark, so both answer alike. Join order uses exact row counts.
+and `%` truncate as C (Spark's `div`, `try_mod`); float `%` is C's fmod. `^`, shifts and
+conversions from or to text run tasks/functors.py's Python functions row by row, and `match`
+runs engine/regex_match.py over the column, as under Spark, so both answer alike. Join order uses
+exact row counts.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from levelflow.engine import rule_body, rules
+from levelflow.engine.regex_match import match_series
 from levelflow.engine.rules import Ops
 from levelflow.tasks import functors
 from levelflow.tasks.ast import Atom, Decl, Rule
@@ -104,6 +106,14 @@ def by_rows(fn: Callable, args: list[pl.Expr], dtype: pl.DataType) -> pl.Expr:
     rows = pl.int_range(pl.len()).alias("_row")
     return pl.struct([rows, *(a.alias(n) for a, n in zip(args, names, strict=True))]
                      ).map_batches(run, return_dtype=dtype)
+
+
+def _matched(pattern: pl.Expr, text: pl.Expr) -> pl.Expr:
+    """Return `match(pattern, text)` over the whole column at once (engine/regex_match.py)."""
+    rows = pl.int_range(pl.len()).alias("_row")  # the frame's height when both are literals
+    return pl.struct([rows, pattern.alias("p"), text.alias("t")]).map_batches(
+        lambda s: match_series(s.struct.field("p"), s.struct.field("t")),
+        return_dtype=pl.Boolean)
 
 
 def _integral_op(op: str, a: pl.Expr, b: pl.Expr, kind: str) -> pl.Expr:
@@ -216,7 +226,7 @@ class PolarsOps(Ops):
     def test(self, op, left, right):
         if op == "contains":
             return right.str.contains(left, literal=True)
-        return by_rows(functors.matches, [left, right], pl.Boolean)
+        return _matched(left, right)
 
     def generate(self, df, name, args, kind):
         if kind == "float":  # accumulated rounding: tasks/functors.py's loop, as in Spark
