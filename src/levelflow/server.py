@@ -16,9 +16,9 @@ A request is applied only once it arrived whole (request line, headers and Conte
 bytes, all within the one request timeout; else 400 or 408) and was checked (else a 4xx whose
 body is one line naming the request line); a refused one applies nothing. Every request is
 answered: an error no check foresaw is a 500 with one line, its stack on the server's stderr.
-Epochs then run one at a time in arrival order
-(serve_service.EpochQueue). A refusal that leaves unread bytes (411, 413, a bad or doubled
-Content-Length, a cut or late body) closes the connection, so they are never read as a request.
+Epochs then run one at a time in arrival order (serve_service.EpochQueue). A refusal that
+leaves unread bytes (411, 413, a bad or doubled Content-Length, a cut or late body) closes the
+connection, so they are never read as a request.
 Chains are compacted after an epoch's answer is sent, before the next epoch. Reads go on while
 an epoch runs (serve_service says how they keep their files).
 Constant: the routes, the timeout. Changes: nothing here; the service holds the state.
@@ -78,6 +78,10 @@ class Handler(BaseHTTPRequestHandler):
 
     server_version = "levelflow"
     protocol_version = "HTTP/1.1"  # keep-alive: a stream of epochs reuses one connection
+    # The headers and the body go out as two writes: with Nagle's algorithm the second waits
+    # for the client's delayed ACK of the first, 40 ms on every keep-alive request (a GET
+    # /status took 46.6 ms; 1.7 ms without).
+    disable_nagle_algorithm = True
 
     @property
     def service(self) -> EpochService:
@@ -85,7 +89,6 @@ class Handler(BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         self.timeout = self.server.request_timeout  # type: ignore[attr-defined]
-        self.deadline, self.received, self.answered = time.monotonic() + self.timeout, 0, False
         super().setup()
         self.rfile.close()  # the base class's reader: ours bounds the whole request
         self.rfile = io.BufferedReader(_DeadlineReader(self))
@@ -98,7 +101,6 @@ class Handler(BaseHTTPRequestHandler):
         try:
             self.raw_requestline = self.rfile.readline(65537)
             if len(self.raw_requestline) > 65536:
-                self.requestline, self.request_version, self.command = "", "", ""
                 self.send_error(HTTPStatus.REQUEST_URI_TOO_LONG)
                 return
             if not self.raw_requestline:  # the client closed between requests
@@ -183,7 +185,7 @@ class Handler(BaseHTTPRequestHandler):
         """Print an unforeseen error with its stack on the server's stderr."""
         log = getattr(self.service, "log", None) or sys.stderr
         print(f"levelflow serve: error: {self.client_address[0]}: "
-              f"{getattr(self, 'requestline', '')!r} failed:", file=log)
+              f"{self.requestline!r} failed:", file=log)
         traceback.print_exception(e, file=log)
         log.flush()
 

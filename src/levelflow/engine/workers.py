@@ -117,8 +117,8 @@ class SparkWorkers:
         """
         done = set()
         while not done:
-            # Not past the deadline: a task's jobs submitted after its cancel still run, and
-            # only abort() (on the way out) cancels again until every worker returned.
+            # Look at the deadline between waits, not only at a finish: a job a task submits
+            # after the cancel runs on, until abort() (on the way out) cancels it again.
             done, _ = wait(self.inflight, timeout=DEADLINE_POLL if self.timer else None,
                            return_when=FIRST_COMPLETED)
             if self.expired:
