@@ -205,7 +205,8 @@ def _evaluate_into_state(spark, program_tasks, sched, factdir, outdir, opts: dic
     t0 = time.perf_counter()
     session = IncrementalSession.bootstrap(spark, program_tasks, factdir, opts["state"],
                                            scheduler=sched, jobs=opts["jobs"],
-                                           progress=progress, max_tuples=opts["max_tuples"])
+                                           progress=progress, max_tuples=opts["max_tuples"],
+                                           epoch_timeout=opts["epoch_timeout"])
     last = session.last
     clock.add("reading facts", time.perf_counter() - t0 - last.seconds)  # and indexing them
     clock.add("tasks", last.seconds - last.write_seconds)
@@ -235,7 +236,8 @@ def _evaluate(spark, program_tasks, sched, factdir, outdir, opts: dict, progress
     result = run_program(spark, program_tasks, factdir, outdir, scheduler=sched,
                          jobs=opts["jobs"], progress=progress,
                          checkpoint=opts["checkpoint"], plan=opts["plan"],
-                         plan_rows=opts["plan_rows"], max_tuples=opts["max_tuples"])
+                         plan_rows=opts["plan_rows"], max_tuples=opts["max_tuples"],
+                         timeout=opts["epoch_timeout"])
     clock.add("tasks", result.wall_seconds - result.output_seconds)
     clock.add("outputs", result.output_seconds)
     notes = write_trace_files(result.trace, sorted(result.schedule,
@@ -284,6 +286,7 @@ def run_command(
     include: options.IncludeDirs = None,
     no_preprocessor: options.NoPreprocessor = False,
     functors: options.Functors = None,
+    epoch_timeout: options.EpochTimeout = None,
 ) -> None:
     """Evaluate PROGRAM from scratch on Spark; print 'ran k of N' with the wall time and its
     parts, the outputs and .printsize counts."""
@@ -291,6 +294,7 @@ def run_command(
 
     clock = WallClock()
     check_run_flags(jobs, checkpoint, plan, local_rows, master)
+    deadline = options.epoch_deadline(epoch_timeout)
     _check_state(state, trace_out, schedule_out, checkpoint, plan)
     files = [p.parent for p in (trace_out, schedule_out) if p is not None]
     made = missing_dirs([outdir, *files])  # removed again if the run fails before writing
@@ -301,7 +305,8 @@ def run_command(
         opts = {"state": state, "jobs": jobs, "trace_out": trace_out,
                 "schedule_out": schedule_out, "checkpoint": checkpoint, "plan": plan,
                 "plan_rows": local_rows, "master": master, "driver_memory": driver_memory,
-                "spark_log": spark_log, "quiet": quiet, "max_tuples": max_tuples}
+                "spark_log": spark_log, "quiet": quiet, "max_tuples": max_tuples,
+                "epoch_timeout": deadline}
         _run_on_spark(program_tasks, sched, factdir, outdir, opts, clock)
     except BaseException:
         remove_empty(made)

@@ -107,7 +107,8 @@ def _apply(spark, state, ops, program, flags: dict, progress, clock) -> None:
         session = IncrementalSession.open(
             spark, state, scheduler=flags["scheduler"], jobs=flags["jobs"],
             mode=flags["strategy"], switch=flags["switch"], large_change=flags["large_change"],
-            max_tuples=flags["max_tuples"], warm=False)  # one epoch: it ships the states itself
+            max_tuples=flags["max_tuples"], epoch_timeout=flags["epoch_timeout"],
+            warm=False)  # one epoch: it ships the states itself
     if not ops and flags["program"] is None:  # only -D: write the outputs, no new epoch
         progress.phase("writing outputs")
         session.write_outputs(flags["outdir"])
@@ -181,6 +182,7 @@ def update_command(
     include: options.IncludeDirs = None,
     no_preprocessor: options.NoPreprocessor = False,
     functors: options.Functors = None,
+    epoch_timeout: options.EpochTimeout = None,
 ) -> None:
     """Apply the changes as one epoch; print per output relation +added -removed, 'ran k of N'.
 
@@ -188,7 +190,8 @@ def update_command(
     flags = {"switch": switch, "strategy": strategy, "large_change": large_change,
              "scheduler": scheduler, "jobs": jobs, "trace_out": trace_out, "outdir": outdir,
              "schedule_out": schedule_out, "keep_epochs": keep_epochs, "confine": confine,
-             "program": program, "facts": facts, "max_tuples": max_tuples}
+             "program": program, "facts": facts, "max_tuples": max_tuples,
+             "epoch_timeout": options.epoch_deadline(epoch_timeout)}
     if program is not None and (include or no_preprocessor):
         flags["program"] = _program_text(program, include or (), not no_preprocessor)
     from levelflow.cli.timing import WallClock

@@ -25,7 +25,7 @@ from levelflow.engine.guard import MAX_TUPLES, check_limit, from_failure
 from levelflow.engine.limitsize import limit_relations
 from levelflow.engine.outputs import write_outputs
 from levelflow.engine.progress import Progress
-from levelflow.engine.workers import SparkWorkers, one_line, spark_error_types
+from levelflow.engine.workers import DeadlinePassed, SparkWorkers, one_line, spark_error_types
 from levelflow.errors import LevelflowError
 from levelflow.scheduler.metered import Metered
 from levelflow.tasks.tasks import ProgramTasks
@@ -92,7 +92,8 @@ class _Run:
 
     def __init__(self, spark, program_tasks: ProgramTasks, factdir, scheduler, jobs: int,
                  checkpoint: str, progress: Progress, plan: str = "auto",
-                 plan_rows: int | None = None, max_tuples: int | None = MAX_TUPLES) -> None:
+                 plan_rows: int | None = None, max_tuples: int | None = MAX_TUPLES,
+                 timeout: float | None = None) -> None:
         from levelflow.scheduler import make_scheduler
 
         self.spark = spark
@@ -109,6 +110,7 @@ class _Run:
         self.plan_rows = plan_rows
         self.max_tuples = max_tuples
         self.progress = progress
+        self.timeout = timeout  # seconds the tasks may take before the run is cancelled
         self.cancel = threading.Event()
         n = len(program_tasks.tasks)
         self.store: dict = {}  # relation name -> DataFrame of a task that ran
@@ -185,10 +187,12 @@ class _Run:
         self.progress.activated(initial)
         sched.activate(initial)
         workers = SparkWorkers(self.spark, self.jobs, self.graph.names, self._prepare,
-                               self._finish, self.cancel)
+                               self._finish, self.cancel, self.timeout)
         try:
             with workers:
                 drive(sched, workers, name=self.name)
+        except DeadlinePassed as e:
+            raise RunTimeout(f"levelflow: error: the run {e}; no output was written") from None
         except BaseException as exc:
             error = self._user_error(exc, workers.failed)
             if error is exc:
@@ -210,16 +214,22 @@ class _Run:
         return RunError(f"{self.program.file}: task {name} failed in Spark: {one_line(exc)}")
 
 
+class RunTimeout(LevelflowError):
+    """A run went past `--epoch-timeout` and was cancelled before writing anything."""
+
+
 def run_program(spark, program_tasks: ProgramTasks, factdir=None, outdir=None, *,
                 scheduler="hybrid", jobs: int = 2, trace_out=None, schedule_out=None,
                 progress: Progress | None = None, checkpoint: str = "local", plan: str = "auto",
-                plan_rows: int | None = None, max_tuples: int | None = MAX_TUPLES) -> RunResult:
+                plan_rows: int | None = None, max_tuples: int | None = MAX_TUPLES,
+                timeout: float | None = None) -> RunResult:
     """Return the RunResult of evaluating the program from scratch, writing outputs to outdir.
 
     `plan` forces how tasks run (auto|local|partitioned|global, engine/plans); `plan_rows` is
     the input size up to which `auto` runs a task inside Spark tasks. A task that would make
     more than `max_tuples` tuples (None: no limit) stops the run with TupleLimit, before any
-    output is written (engine/guard.py).
+    output is written (engine/guard.py). Past `timeout` seconds (None: never) its tasks are
+    cancelled and RunTimeout raised, nothing written.
     """
     from levelflow.engine.plans import check_plan
 
@@ -231,7 +241,7 @@ def run_program(spark, program_tasks: ProgramTasks, factdir=None, outdir=None, *
     factdir = Path(factdir) if factdir is not None else Path.cwd()
     t_start = time.perf_counter()
     run = _Run(spark, program_tasks, factdir, scheduler, jobs, checkpoint, progress, plan,
-               plan_rows, max_tuples)
+               plan_rows, max_tuples, timeout)
     check_fact_files(program, factdir)
     initial = program_tasks.initial
     progress.start(run.graph.names)

@@ -20,6 +20,10 @@ import math
 import re
 
 NIL = "null"
+# Records and ADTs nested in one value of a fact, diff or request: reading and writing a value
+# recurse once per level, and a 400-deep one already passed Python's 1,000 frames; 100 keeps
+# the frames below (a Spark worker's, a server's) well clear of it.
+MAX_DEPTH = 100
 CODES = {"number": "i", "unsigned": "u", "float": "f", "symbol": "s"}
 
 _dump = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
@@ -131,13 +135,19 @@ _FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf|nan)
 _NAME = re.compile(r"[A-Za-z0-9_?.]+")
 
 
+def check_depth(depth: int, pos: int) -> None:
+    """Raise ValueError (with `pos` as its offset) if a value goes one level past MAX_DEPTH."""
+    if depth > MAX_DEPTH:
+        raise ValueError(f"records nested more than {MAX_DEPTH} deep", pos)
+
+
 class _Reader:
     """A cursor over one field's text (Soufflé's ReadStream::readRecord / readADT)."""
 
-    __slots__ = ("text", "pos", "table")
+    __slots__ = ("text", "pos", "table", "depth")
 
     def __init__(self, text: str, table: dict) -> None:
-        self.text, self.pos, self.table = text, 0, table
+        self.text, self.pos, self.table, self.depth = text, 0, table, 0
 
     def space(self) -> None:
         while self.pos < len(self.text) and self.text[self.pos].isspace():
@@ -153,8 +163,12 @@ class _Reader:
     def value(self, ty: str, stops: str):
         self.space()
         if ty in self.table:
+            check_depth(self.depth, self.pos)
+            self.depth += 1
             kind, branches = self.table[ty]
-            return self.record(branches[0][1]) if kind == "record" else self.branch(ty, branches)
+            out = self.record(branches[0][1]) if kind == "record" else self.branch(ty, branches)
+            self.depth -= 1
+            return out
         if ty == "symbol":
             return self.symbol(stops)
         m = (_FLOAT if ty == "float" else _INT).match(self.text, self.pos)

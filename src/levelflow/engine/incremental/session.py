@@ -79,7 +79,8 @@ class IncrementalSession:
                  mode: str = "elastic", switch: float = SWITCH,
                  switch_floor: float = SWITCH_FLOOR_SECONDS,
                  large_change: float | None = LARGE_CHANGE, arranged: bool = True,
-                 max_tuples: int | None = MAX_TUPLES) -> None:
+                 max_tuples: int | None = MAX_TUPLES, epoch_timeout: float | None = None
+                 ) -> None:
         self.spark = spark
         self.pt = program_tasks
         self.program = program_tasks.program
@@ -91,6 +92,8 @@ class IncrementalSession:
         self.large_change = large_change
         self.arranged = arranged  # recursive tasks updated where their state lives
         self.max_tuples = check_limit(max_tuples)  # per task (engine/guard.py); None: no limit
+        # Seconds an epoch's tasks may take before it is cancelled (EpochTimeout); None: no limit
+        self.epoch_timeout = epoch_timeout
         check_root()  # executor state's folder: refused in one line before any job if not private
         self.pending: list[Op] = []
         self.last: EpochResult | None = None
@@ -179,7 +182,8 @@ class IncrementalSession:
         return type(self)(self.spark, program_tasks, program_text, snap, self.statedir,
                           scheduler=self.scheduler, jobs=self.jobs, mode=self.mode,
                           switch=self.switch, switch_floor=self.switch_floor,
-                          large_change=self.large_change, max_tuples=self.max_tuples)
+                          large_change=self.large_change, max_tuples=self.max_tuples,
+                          epoch_timeout=self.epoch_timeout)
 
     # -- changes -------------------------------------------------------------------------------
 
@@ -324,7 +328,8 @@ class IncrementalSession:
         epoch = Epoch(self.spark, self.pt, self.snap, base, mode=self.mode, switch=self.switch,
                       switch_floor=self.switch_floor, bootstrap=bootstrap,
                       large_change=self.large_change, progress=progress,
-                      arranged=self.arranged, change=change, max_tuples=self.max_tuples)
+                      arranged=self.arranged, change=change, max_tuples=self.max_tuples,
+                      timeout=self.epoch_timeout)
         epoch.run(self.scheduler, self.jobs)
         snap, changed, changed_base = epoch.snapshot()
         t_write = time.perf_counter()

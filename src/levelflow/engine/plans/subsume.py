@@ -95,9 +95,10 @@ def prune(subs: list[Rule], decls, lower, old: pl.DataFrame, new: pl.DataFrame
 def run_subsumed(rules: tuple[Rule, ...], names: tuple[str, ...], decls: Mapping[str, Decl],
                  lower: Mapping[str, pl.DataFrame], facts: Mapping[str, pl.DataFrame],
                  share=None, limit: Limit | None = None, *, subs: tuple[Rule, ...] = (),
-                 seed: Mapping[str, pl.DataFrame] | None = None) -> TaskOutcome:
+                 seed: Mapping[str, pl.DataFrame] | None = None, check=None) -> TaskOutcome:
     """Return the pruned fixpoint of a task (every tuple in round 0), from `seed` (surviving
-    tuples of an earlier fixpoint, which its rules are applied to once more) or from empty."""
+    tuples of an earlier fixpoint, which its rules are applied to once more) or from empty.
+    `check()` runs before each round and raises to stop (in the driver, an epoch's deadline)."""
     decls = dict(decls)
     for rule in subs:
         decls.setdefault(SUB + subsumed(rule), pair_decl(decls[subsumed(rule)]))
@@ -123,6 +124,8 @@ def run_subsumed(rules: tuple[Rule, ...], names: tuple[str, ...], decls: Mapping
         if not recursive or not any(k.recent.height for k in kept.values()):
             break
         iterations += 1
+        if check is not None:
+            check()
         more = rule_round(recursive, kept, decls, lower)
         cand = {n: pl.concat(more[n]).unique() if more[n] else empty_frame(decls[n])
                 for n in names}
