@@ -270,9 +270,11 @@ class Types:
         return out
 
 
-_INT = re.compile(r"[+-]?\d+")
-_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf|nan)", re.I)
+# ASCII digits only, as fact files take them (Python's \d and int() would take others).
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf|nan)",
+                     re.I | re.ASCII)
 _NAME = re.compile(r"[A-Za-z0-9_?.]+")
+_SPACE = re.compile(r"\s+")
 
 
 class _Reader:
@@ -285,15 +287,19 @@ class _Reader:
         self.text, self.pos, self.types = text, 0, types
 
     def space(self) -> None:
-        while self.pos < len(self.text) and self.text[self.pos].isspace():
-            self.pos += 1
+        pos = self.pos
+        if pos < len(self.text) and self.text[pos].isspace():
+            self.pos = _SPACE.match(self.text, pos).end()
 
     def char(self, c: str) -> None:
         self.space()
-        if not self.text.startswith(c, self.pos):
-            got = repr(self.text[self.pos]) if self.pos < len(self.text) else "the end"
-            raise ValueError(f"expected '{c}' but found {got}", self.pos)
+        if self.text[self.pos:self.pos + 1] != c:
+            raise ValueError(f"expected '{c}' but found {self.found()}", self.pos)
         self.pos += 1
+
+    def found(self) -> str:
+        """Return what stands at the cursor, for a message."""
+        return repr(self.text[self.pos]) if self.pos < len(self.text) else "the end"
 
     def value(self, ty: str, stops: str, path: tuple[int, ...]):
         self.space()
@@ -308,14 +314,14 @@ class _Reader:
         if m is None:
             raise ValueError(f"{_at(path)}expected {_WHAT[ty]}", self.pos)
         token = m.group()
-        digits = len(token.lstrip("+-"))
-        if ty == "float" or not _INT.fullmatch(token):
+        if ty == "float" or not token.lstrip("+-").isdigit():
             number = float(token)
         else:  # not converted when it has too many digits to be in range
-            number = int(token) if digits <= _DIGITS else INT64_MAX + 1
-        what = problem(number, ty)
-        if what is not None:
-            raise ValueError(why(path, short(token, 30), what), self.pos)
+            number = int(token) if len(token) <= _DIGITS + 1 else INT64_MAX + 1
+        if not (ty == "number" and INT64_MIN <= number <= INT64_MAX and type(number) is int):
+            what = problem(number, ty)  # the common case above needs no call
+            if what is not None:
+                raise ValueError(why(path, short(token, 30), what), self.pos)
         self.pos = m.end()
         return number
 
@@ -338,21 +344,27 @@ class _Reader:
         self.pos = end
         return text[start:end]
 
-    def fields(self, fields: tuple, close: str, name: str, path: tuple[int, ...]) -> list:
-        """Return the fields up to `close` (consumed), said of `name` when they are too few
-        or too many."""
-        out = []
+    def fields(self, fields: tuple, close: str, label: str, path: tuple[int, ...]) -> list:
+        """Return the fields up to `close` (consumed); too few or too many said of `label`
+        (the record type or the branch)."""
+        out, text, stops = [], self.text, "," + close
         for i, (_, ftype) in enumerate(fields):
             if i:
                 self.space()
-                if self.text.startswith(close, self.pos):
-                    raise ValueError(_count(name, len(fields), i), self.pos)
-                self.char(",")
-            out.append(self.value(ftype, "," + close, path + (i + 1,)))
+                c = text[self.pos:self.pos + 1]
+                if c != ",":
+                    if c == close:
+                        raise ValueError(_count(_at(path) + label, len(fields), i), self.pos)
+                    raise ValueError(f"expected ',' but found {self.found()}", self.pos)
+                self.pos += 1
+            out.append(self.value(ftype, stops, path + (i + 1,)))
         self.space()
-        if self.text.startswith(",", self.pos):
-            raise ValueError(_count(name, len(fields), "more"), self.pos)
-        self.char(close)
+        c = text[self.pos:self.pos + 1]
+        if c != close:
+            if c == ",":
+                raise ValueError(_count(_at(path) + label, len(fields), "more"), self.pos)
+            raise ValueError(f"expected '{close}' but found {self.found()}", self.pos)
+        self.pos += 1
         return out
 
     def record(self, ty: str, fields: tuple, path: tuple[int, ...]) -> list | None:
@@ -360,7 +372,7 @@ class _Reader:
             self.pos += 3
             return None
         self.char("[")
-        return self.fields(fields, "]", _at(path) + ty, path)
+        return self.fields(fields, "]", ty, path)
 
     def branch(self, ty: str, path: tuple[int, ...]) -> list:
         self.char("$")
@@ -373,4 +385,4 @@ class _Reader:
         if not fields:
             return [name]
         self.char("(")
-        return [name] + self.fields(fields, ")", f"{_at(path)}${name}", path)
+        return [name] + self.fields(fields, ")", "$" + name, path)
