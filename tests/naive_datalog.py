@@ -197,7 +197,7 @@ def record_functor(name, args):
     import json
     head, _, codes = name.partition(":")
     if head == "#pack":
-        plain = {"i": int, "u": int, "f": float, "s": str, "r": json.loads}
+        plain = {"i": int, "u": int, "f": float, "s": str, "b": str, "r": json.loads}
         fields = [plain[c](a) for c, a in zip(codes, args, strict=True)]
         return json.dumps(fields, separators=(",", ":"), ensure_ascii=False)
     fields = json.loads(args[0])

@@ -4,7 +4,9 @@ A DataFrame given for a relation is matched to its declaration once, here: its c
 declaration's attribute names when it has them all, else by position; each column's Spark type
 must hold the attribute's (integral for number and unsigned, floating or integral for float,
 string for symbol); then one aggregate job refuses nulls, negative unsigned values and
-non-finite floats. Every refusal is one InputError line naming the relation and the column.
+non-finite floats, and one more fetches the distinct values of record and ADT columns to check
+them against their types (engine/record_columns.py). Every refusal is one InputError line
+naming the relation and the column.
 What comes out is the engine's form: distinct rows, columns c0..c{n-1} (engine/types.py).
 Constant: the type rules above. Nothing here keeps state between calls.
 """
@@ -110,6 +112,9 @@ def read_frame_input(spark: SparkSession, decl: Decl, io: IO, factdir) -> DataFr
         df = _spark_call(lambda: spark.table(table), what)
     df = conform(decl, df, what)
     check_values(decl, df, what)
+    if decl.shapes:  # records and ADTs: each distinct value checked against its type
+        from levelflow.engine.record_columns import frame_records
+        df = frame_records(decl, df, what, InputError)
     return df.distinct()
 
 
@@ -206,6 +211,10 @@ def rows_of_arrow(decl: Decl, table, what: str) -> list[tuple]:
         if why is not None:
             raise InputError(f"{what}: error: a row holds {why} in {decl.name}."
                              f"{decl.attrs[i]} (column {i + 1})")
+    if decl.shapes:  # records and ADTs: each distinct value checked against its type
+        from levelflow.engine.record_columns import arrow_records
+        table = arrow_records(decl, table, what, InputError)
+        cols = [table.column(f"c{i}") for i in range(decl.arity)]
     return list(zip(*(col.to_pylist() for col in cols), strict=True))
 
 

@@ -104,7 +104,7 @@ def check(parsed: Parsed, file: str) -> Program:
         parsed.rules = bind_functors(parsed, types, report)
     parsed = lower_aggregates(parsed, report, types)
     decls = _check_decls(parsed, types, report)
-    decls, parsed.rules = lower_records(parsed, types, decls, report)
+    decls, parsed.rules, parsed.subsumptions = lower_records(parsed, types, decls, report)
     decls, parsed.rules = lower_choices(parsed, decls, report)
     pair_decls = add_pair_decls(parsed.subsumptions, decls, report)
     subs = tuple(_check_rule(rule, pair_decls, report, types) for rule in parsed.subsumptions

@@ -78,7 +78,10 @@ def call_type(name: str, types: list[str | None]) -> str | None:
     """
     n = len(types)
     if name.startswith("#"):  # a record functor the front end wrote (tasks/records.py)
-        from levelflow.tasks.record_values import result_kind
+        from levelflow.tasks.record_values import pack_mismatch, result_kind
+        mismatch = pack_mismatch(name, types)
+        if mismatch is not None:
+            raise FunctorTypeError(mismatch)
         return result_kind(name)
     if name.startswith("@"):  # a user functor, bound by tasks/user_functors.py
         if "|" not in name:

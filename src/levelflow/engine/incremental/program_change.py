@@ -364,7 +364,7 @@ def replace_program(session, program, factdir=None, *, progress=None,
     pt, text = load_tasks(program)  # parse and type errors: before anything runs
     change = diff_programs(session.pt, pt)
     # The queued ops were checked against the old program: they must fit the new one too.
-    ops = [Op(op.sign, op.relation, coerce_row(pt.program, op.relation, op.row))
+    ops = [Op(op.sign, op.relation, coerce_row(pt.program, op.relation, op.row, held=True))
            for op in session.pending]
     pending, session.pending = session.pending, []
     try:

@@ -118,10 +118,10 @@ def parse_literal(program: Program, text: str, where: str = "<input>") -> tuple[
     _check_arity(name, decl.arity, len(args), "arguments", where)
     row = []
     for i, (arg, primitive) in enumerate(zip(args, decl.types, strict=True)):
+        if decl.shapes and decl.shapes[i]:
+            row.append(read_record(decl, i, arg, where, UpdateError))
+            continue
         try:
-            if decl.shapes and decl.shapes[i]:
-                row.append(read_record(decl, i, arg))
-                continue
             row.append(convert(arg, primitive))
         except ValueError as e:
             raise UpdateError(f"{where}: error: argument {i + 1} {arg!r} is {e} "
@@ -144,12 +144,14 @@ def check_input(program: Program, name: str, where: str) -> None:
                           f"can be inserted or removed")
 
 
-def coerce_row(program: Program, name: str, values: Iterable, where: str = "<api>") -> tuple:
+def coerce_row(program: Program, name: str, values: Iterable, where: str = "<api>", *,
+               held: bool = False) -> tuple:
     """Return a Python row checked and converted for input relation `name`; raise UpdateError.
 
     Values must already have their column's type (an integer, a real or a str; a float
     column takes an integer too): a string is not parsed as a number. NaN and infinities are
     refused, as in fact files: NaN is not equal to itself, so it could never be removed.
+    A record or ADT is Soufflé's text form, or with `held` the engine's (a queued op's row).
     """
     check_input(program, name, where)
     decl = program.decls[name]
@@ -165,8 +167,8 @@ def coerce_row(program: Program, name: str, values: Iterable, where: str = "<api
                 raise ValueError
             if decl.shapes and decl.shapes[i]:  # a record or ADT in Soufflé's text form
                 if not isinstance(v, str):
-                    raise ValueError
-                out.append(read_record(decl, i, v))
+                    raise ValueError(f"not a {decl.shapes[i]} in Soufflé's text form (a str)")
+                out.append(read_record(decl, i, v, where, UpdateError, held))
                 continue
             if primitive == "symbol":
                 if not isinstance(v, str):
@@ -191,15 +193,19 @@ def coerce_row(program: Program, name: str, values: Iterable, where: str = "<api
     return tuple(out)
 
 
-def read_record(decl, i: int, text: str) -> str:
-    """Return the value of a record or ADT written in Soufflé's text form for attribute i;
-    ValueError saying why when it is not one."""
+def read_record(decl, i: int, text: str, where: str, error: type[Exception],
+                held: bool = False) -> str:
+    """Return the value of a record or ADT written in Soufflé's text form (with `held`, the
+    engine's) for attribute i, checked against its type; `error` naming `where` and the
+    field when it is not one."""
+    from levelflow.engine.record_facts import field_error
     from levelflow.tasks.record_values import Types
 
+    types = Types(decl.record_types)
     try:
-        return Types(decl.record_types).read(text, decl.shapes[i])
+        return (types.canonical if held else types.read)(text, decl.shapes[i])
     except ValueError as e:
-        raise ValueError(f"not a {decl.shapes[i]}: {e.args[0]}") from None
+        raise error(f"{where}: error: {field_error(decl, i, text, e.args[0])}") from None
 
 
 def _fact_file_rows(program: Program, name: str, path: Path) -> list[tuple]:
