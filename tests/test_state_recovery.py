@@ -176,6 +176,9 @@ def test_a_damaged_current_is_recovered_to_the_last_epoch(spark, copy, cli, how,
     code, out, err = cli(["update", copy, "--insert", tmp_path / "d.diff"])
     assert code == 1 and err.count("\n") == 1 and "state repair" in err and problem in err
     assert {k: v for k, v in files_of(copy).items() if k != "CURRENT"} == before
+    code, out, err = cli(["state", "repair", copy, "--rebuild"])  # needs a CURRENT first
+    assert code == 1 and err.count("\n") == 1 and problem in err
+    assert {k: v for k, v in files_of(copy).items() if k != "CURRENT"} == before
     code, out, err = cli(["state", "repair", copy])
     assert code == 0 and out.count("\n") == 1, (out, err)
     assert out == f"{copy}: {problem}: epoch 3, the last committed, is current again\n"
@@ -241,16 +244,12 @@ def test_an_epoch_whose_commit_record_was_not_written_is_not_recovered(spark, co
     """CURRENT switched, the update killed before it recorded COMMITTED (so before it
     answered): while CURRENT is whole, that epoch is current; once CURRENT is lost, the
     recovery goes back to the last epoch whose commit was recorded."""
-    real = state_files.write_durably
-
     def killed(path, text):
-        if path.name == state_files.COMMITTED:
-            raise Crash
-        real(path, text)
+        raise Crash
 
     s = IncrementalSession.open(spark, copy)
     s.insert("edge", (10, 11))
-    monkeypatch.setattr(state_files, "write_durably", killed)
+    monkeypatch.setattr(state_files, "create_durably", killed)  # a new epoch's COMMITTED
     with pytest.raises(Crash):
         s.commit()
     monkeypatch.undo()
@@ -261,6 +260,46 @@ def test_an_epoch_whose_commit_record_was_not_written_is_not_recovered(spark, co
     code, out, err = cli(["state", "repair", copy])
     assert code == 0 and "epoch 3, the last committed, is current again" in out
     assert_state_equals(spark, copy, 3, tmp_path / "ref")
+
+
+def test_an_epoch_compacted_in_place_is_still_recovered(spark, copy, cli, monkeypatch,
+                                                      tmp_path):
+    """A compaction replaces epoch 3's manifest, killed before CURRENT and COMMITTED name the
+    new one: COMMITTED still names the manifest it replaced (`compacted_from`), so epoch 3 is
+    still the one committed; its recovery records the new manifest."""
+    s = IncrementalSession.open(spark, copy)
+    monkeypatch.setattr(state_files.StateFiles, "switch", lambda *args: crash())
+    with pytest.raises((StateError, Crash)):
+        s.compact(force=True)
+    monkeypatch.undo()
+    s.close()
+    data = StateDir(copy).manifest()
+    assert data["compacted_from"] and data["compacted_from"] != data["manifest_sha256"]
+    (copy / "CURRENT").unlink()
+    code, out, err = cli(["state", "repair", copy])
+    assert code == 0 and "epoch 3, the last committed, is current again" in out, err
+    assert (copy / "epochs" / "3" / state_files.COMMITTED).read_text() == \
+        (copy / "CURRENT").read_text()
+    assert f"manifest sha256:{data['manifest_sha256']}" in (copy / "CURRENT").read_text()
+    assert_state_equals(spark, copy, 3, tmp_path / "ref")
+
+
+def test_a_first_run_killed_before_its_switch_leaves_no_state(spark, tmp_path, monkeypatch):
+    """Nothing was acknowledged: the directory holds no state, and a new run makes one (the
+    unswitched epoch 0 set aside, not deleted)."""
+    write_facts(tmp_path / "f", facts_after(0))
+    (tmp_path / "p.dl").write_text(PROGRAM)
+    state = tmp_path / "state"
+    monkeypatch.setattr(state_files.StateFiles, "switch", lambda *args: crash())
+    with pytest.raises(Crash):
+        IncrementalSession.bootstrap(spark, tmp_path / "p.dl", tmp_path / "f", state)
+    monkeypatch.undo()
+    assert (state / "epochs" / "0" / "manifest.json").is_file()
+    assert not StateDir(state).exists()
+    s = IncrementalSession.bootstrap(spark, tmp_path / "p.dl", tmp_path / "f", state)
+    s.close()
+    assert len(list((state / "epochs").glob(".aside-0-*"))) == 1
+    assert_state_equals(spark, state, 0, tmp_path / "ref")
 
 
 def test_a_committed_epoch_whose_files_are_damaged_is_passed_over(spark, copy, cli, tmp_path):

@@ -76,8 +76,8 @@ def _open(statedir: Path):
 
     state = StateFiles(statedir)
     state.check_usable()
-    if not state.exists():
-        state.current()  # one line: not a state directory
+    if not state.on_disk():
+        state.current()  # one line if it is not a state at all
     return state
 
 

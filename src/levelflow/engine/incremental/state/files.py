@@ -29,6 +29,7 @@ import pyarrow as pa
 from levelflow.engine.arrow_types import arrow_schema
 from levelflow.engine.incremental.state.durable import (
     SUM_KEY,
+    create_durably,
     current_text,
     fsync_path,
     fsync_tree,
@@ -108,8 +109,11 @@ class StateFiles(DirLocks):
         return self.path / "epochs"
 
     def exists(self) -> bool:
-        """Return whether the directory holds a state (CURRENT, or an epoch: CURRENT lost)."""
-        return (self.path / "CURRENT").is_file() or bool(self.on_disk())
+        """Return whether the directory holds a state: CURRENT, or an epoch that committed
+        (CURRENT lost since). Epochs that never did (a first run killed before its switch)
+        are no state: a new one is made beside them (they are set aside)."""
+        return (self.path / "CURRENT").is_file() or any(
+            (self.epochs / str(e) / COMMITTED).is_file() for e in self.on_disk())
 
     def check_usable(self) -> None:
         """Raise StateError if the path exists but is not a directory (checked before Spark)."""
@@ -279,10 +283,13 @@ class StateFiles(DirLocks):
         text = current_text(epoch, digest)
         write_durably(self.path / "CURRENT", text)
         record = self.epochs / str(epoch) / COMMITTED
-        with contextlib.suppress(OSError):
+        try:
             if record.read_text() == text:
                 return  # recovered: it already says so
-        write_durably(record, text)
+        except FileNotFoundError:  # a new epoch's: a cut one reads as not committed
+            create_durably(record, text)
+            return
+        write_durably(record, text)  # a compaction's: replaced whole, never cut
 
     def manifest_file_sum(self, epoch: int) -> str | None:
         """Return the checksum an epoch's manifest file records (None: written before them)."""

@@ -88,17 +88,17 @@ def _doubles(array, seed):
     return _hash_long(bits.view(np.int64), seed)
 
 
-def _words(data: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
-    """Return the little-endian unsigned words of `width` bytes at the byte offsets `at`."""
-    return np.ascontiguousarray(data[at[:, None] + np.arange(width)]).view(
-        f"<u{width}").ravel().astype(np.uint64)
+def _words(data: np.ndarray, width: int) -> np.ndarray:
+    """Return a view of `data` whose item i is the little-endian word of `width` bytes at
+    byte i (unaligned: one gather reads a word wherever it starts)."""
+    return np.ndarray((max(len(data) - width + 1, 0),), f"<u{width}", data, strides=(1,))
 
 
 def _round(acc: np.ndarray, word: np.ndarray) -> np.ndarray:
     return _rotl(acc + word * _P2, 31) * _P1
 
 
-def _stripes(data, starts, lengths, seed) -> np.ndarray:
+def _stripes(words, starts, lengths, seed) -> np.ndarray:
     """Return XXH64's state after its 32-byte stripes, of values at least 32 bytes long."""
     n = lengths // 32
     order = np.argsort(-n, kind="stable")  # longest first: the rows a stripe k has are a prefix
@@ -107,7 +107,7 @@ def _stripes(data, starts, lengths, seed) -> np.ndarray:
     for k in range(int(n[0])):
         m = int(np.searchsorted(-n, -k, side="left"))  # rows with more than k stripes
         for lane in range(4):
-            v[lane][:m] = _round(v[lane][:m], _words(data, at[:m] + (32 * k + 8 * lane), 8))
+            v[lane][:m] = _round(v[lane][:m], words[at[:m] + (32 * k + 8 * lane)])
     h = _rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)
     for acc in v:
         h = (h ^ _round(np.zeros_like(acc), acc)) * _P1 + _P4
@@ -118,34 +118,37 @@ def _stripes(data, starts, lengths, seed) -> np.ndarray:
 
 def _strings(array, seed):
     """Return XXH64 of each value's UTF-8 bytes, seeded per row (Spark's hashUnsafeBytes)."""
-    array = array.cast(pa.large_string())
-    offsets = np.frombuffer(array.buffers()[1], np.int64)[array.offset:
-                                                          array.offset + len(array) + 1]
+    offsets = np.frombuffer(array.buffers()[1], np.int64 if array.type == pa.large_string()
+                            else np.int32)[array.offset:array.offset + len(array) + 1]
     data = array.buffers()[2]
-    data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
-    starts, lengths = offsets[:-1].copy(), np.diff(offsets)
+    # Padded: a row's last step reads a word at any of its bytes (the rows past their end
+    # keep their hash below, whatever the word).
+    data = np.concatenate([np.frombuffer(data, np.uint8) if data is not None else
+                           np.zeros(0, np.uint8), np.zeros(8, np.uint8)])
+    starts, lengths = offsets[:-1].astype(np.int64), np.diff(offsets).astype(np.int64)
     h = seed + _P5
     long = np.nonzero(lengths >= 32)[0]
     if len(long):
-        h[long] = _stripes(data, starts[long], lengths[long], seed[long])
+        h[long] = _stripes(_words(data, 8), starts[long], lengths[long], seed[long])
     h = h + lengths.astype(np.uint64)
     at = starts + lengths // 32 * 32
     left = lengths % 32
     for width, steps in ((8, 3), (4, 1), (1, 3)):  # words, then a half word, then bytes
+        words = _words(data, width)
         for _ in range(steps):
-            rows = np.nonzero(left >= width)[0]
-            if not len(rows):
+            more = left >= width
+            if not more.any():
                 break
-            word, hr = _words(data, at[rows], width), h[rows]
+            word = words[at].astype(np.uint64)
             if width == 8:
-                hr = _rotl(hr ^ _round(np.zeros_like(word), word), 27) * _P1 + _P4
+                new = _rotl(h ^ _round(np.zeros_like(word), word), 27) * _P1 + _P4
             elif width == 4:
-                hr = _rotl(hr ^ (word * _P1), 23) * _P2 + _P3
+                new = _rotl(h ^ (word * _P1), 23) * _P2 + _P3
             else:
-                hr = _rotl(hr ^ (word * _P5), 11) * _P1
-            h[rows] = hr
-            at[rows] += width
-            left[rows] -= width
+                new = _rotl(h ^ (word * _P5), 11) * _P1
+            h = np.where(more, new, h)
+            at += width * more
+            left -= width * more
     return _fmix(h)
 
 
