@@ -117,7 +117,7 @@ def pristine(spark, tmp_path_factory):
     (tmp / "p.dl").write_text(PROGRAM)
     state = tmp / "state"
     runs = [["run", tmp / "p.dl", "-F", write_facts(tmp / "f", facts_after(0)),
-             "--state", state]]
+             "-D", tmp / "out", "--state", state]]
     for i, diff in enumerate(DIFFS):
         (tmp / f"d{i}.diff").write_text(diff)
         runs.append(["update", state, "--insert", tmp / f"d{i}.diff"])
