@@ -161,7 +161,7 @@ def serve_command(
     state = StateDir(statedir, keep=keep_epochs)
     data = state.manifest()  # one line if there is no state
     pt = build_tasks(parse_program(data["program"], data["program_file"]))
-    state.verify(None, pt.program, data)  # missing or cut files: before Spark
+    state.verify(None, pt.program, data, listing=True)  # missing, cut: before Spark
     scheduler_from_flag(scheduler, pt.graph)
     server = _bind(host, port, request_timeout)
     _warn(host, no_confine)

@@ -81,7 +81,7 @@ def _prepare(statedir: Path, ops_files: tuple, flags: dict):
     state = StateDir(statedir, keep=flags["keep_epochs"])
     data = state.manifest()  # raises a one-line StateError if there is no state
     program_tasks = build_tasks(parse_program(data["program"], data["program_file"]))
-    state.verify(None, program_tasks.program, data)  # missing or cut files: before Spark
+    state.verify(None, program_tasks.program, data, listing=True)  # missing, cut: before Spark
     if flags["program"] is not None:  # checked as `run` checks it; the state is untouched
         from levelflow.engine.incremental.program_change import load_new_program
 
