@@ -7,12 +7,14 @@ are replaced by their arguments in each part. Then every relation and type the i
 (nested instances' included) is renamed `a.name`, everywhere it is named: in the instance and in
 the clauses not yet placed.
 
-A clause is placed in the innermost instance that declares its head relation; a clause whose
-head an instance does not declare waits (an "orphan") and is placed further out, at the top
-level if no instance declares it. So a relation the body names but does not declare stays
-global. `.override r` in C drops the clauses its bases (directly or not) write to r themselves;
-it does not drop clauses that reach r from elsewhere: from a component instantiated inside a
-base, or from a base that does not declare r (those wait as orphans until r's instance).
+A clause whose head its component does not declare waits (an "orphan"), renamed by each
+instance made meanwhile, and is placed in the first one that then declares its head (the
+enclosing instance that declares it, as a rule), else at the top level: so a relation the body
+names but does not declare stays global.
+
+`.override r` in C drops the clauses its bases (directly or not) write to r themselves,
+facts included; not those that reach r from a component instantiated inside a base, which is
+made with nothing overridden and whose clauses wait as orphans until r's instance.
 """
 
 from __future__ import annotations
