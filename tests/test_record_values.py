@@ -93,6 +93,9 @@ DECLS = TYPES + """.type S = [s: symbol]
     ("w([-1, 0.5]).", 4, "element 1 of W is -1, not an unsigned number"),
     ("w([1, \"x\"]).", 7, 'element 2 of W is "x", not a float'),
     ("s([1]).", 4, "element 1 of S is 1, not a symbol"),
+    # a plain constant where a nested record or ADT is declared
+    ('e($Add($Num(1), "x")).', 17, "a constant of Expr is written [...], $Branch(...) or nil"),
+    ("e($Add(3, $Num(1))).", 8, "a constant of Expr is written [...], $Branch(...) or nil"),
     ('p([x, y]) :- n(y), y(x).', 3, "type mismatch: element 1 is a symbol, not a number"),
     ('q(a, b) :- p(a), p(b), a < b.', 26, "records and ADT values compare only with = and !="),
     ('q(a, b) :- p(a), p(b), a >= b.', 26, "records and ADT values compare only with = and !="),

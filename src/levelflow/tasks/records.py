@@ -210,7 +210,8 @@ class Lowering:
         if not isinstance(term, Record):
             if ty in self.types and isinstance(term, Const):
                 self.report(term.loc, f"a constant of {ty} is written [...], $Branch(...) or nil")
-            elif _holds_record(term):
+                return Wildcard(term.loc)  # reported: no value is made of it
+            if _holds_record(term):
                 self.report(term.loc, "a record or ADT term cannot stand inside an expression")
                 return Wildcard(term.loc)
             return term
