@@ -17,12 +17,12 @@ from levelflow.engine.incremental.state.directory import (
 from levelflow.engine.incremental.state.garbage import referenced
 from levelflow.engine.incremental.state.integrity import verify
 from levelflow.engine.incremental.state.snapshot import empty_snapshot
-from levelflow.tasks import build_tasks, parse_program
+from levelflow.tasks import build_tasks, parse_stored
 
 
 def _program(state: StateDir, data: dict):
     """Return the ProgramTasks of the program a manifest stores."""
-    return build_tasks(parse_program(data["program"], data["program_file"]))
+    return build_tasks(parse_stored(data["program"], data["program_file"]))
 
 
 def epochs_on_disk(state: StateDir) -> list[int]:
