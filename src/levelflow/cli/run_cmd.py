@@ -80,11 +80,13 @@ def _prepare(program: Path, factdir: Path, outdir: Path, scheduler: str, jobs: i
 
     `out_files` maps a flag to the file it writes: its directory is made now, not after the run.
     """
-    from levelflow.engine.paths import check_io_paths
+    from levelflow.engine.paths import check_io_paths, confined_includes
     from levelflow.engine.runner import RunError, check_fact_files
     from levelflow.tasks import build_tasks, load_program
 
-    program_tasks = build_tasks(load_program(program, preprocess[0], preprocessor=preprocess[1]))
+    confined = confined_includes(confine, (factdir, *preprocess[0]))
+    program_tasks = build_tasks(load_program(program, preprocess[0], preprocessor=preprocess[1],
+                                             confined=confined))
     sched = scheduler_from_flag(scheduler, program_tasks.graph)
     if not factdir.is_dir():
         why = "is not a directory" if factdir.exists() else "does not exist"

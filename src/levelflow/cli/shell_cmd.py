@@ -214,7 +214,7 @@ def shell_command(
     from levelflow.cli.run_cmd import scheduler_from_flag
     from levelflow.cli.update_cmd import check_session_flags
     from levelflow.engine.incremental.state.directory import StateDir, StateError
-    from levelflow.engine.paths import check_io_paths
+    from levelflow.engine.paths import check_io_paths, confined_includes
     from levelflow.engine.runner import check_fact_files
     from levelflow.tasks import build_tasks, load_program
 
@@ -222,7 +222,8 @@ def shell_command(
              "scheduler": scheduler, "jobs": jobs, "keep_epochs": keep_epochs,
              "max_tuples": max_tuples}
     check_session_flags(flags, master)
-    program_tasks = build_tasks(load_program(program))
+    program_tasks = build_tasks(load_program(program,
+                                             confined=confined_includes(confine, (factdir,))))
     scheduler_from_flag(scheduler, program_tasks.graph)  # checked before Spark starts
     if state is not None:
         StateDir(state).check_usable()

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING
 
+from levelflow.engine.guard import UPDATING, Limit, symbol_limit
 from levelflow.engine.regex_match import match_arrays
 from levelflow.engine.rule_body import body_rows
 from levelflow.engine.rules import (
@@ -40,6 +41,7 @@ __all__ = ["BROADCAST_ROWS", "CompileError", "body_frame", "c_div", "c_mod", "gr
 BROADCAST_ROWS = 20_000
 # Row estimate for a relation whose size is unknown: it sorts after every known one.
 _UNKNOWN_ROWS = 1 << 62
+RANGE_BLOCK = 4096  # values of a range made per array (generate)
 
 
 def c_div(a: int, b: int) -> int:
@@ -78,13 +80,15 @@ def ground_value(term: Term) -> int | float | str:
 class SparkOps(Ops):
     """rules.Ops over Spark DataFrames and Columns."""
 
-    def __init__(self, spark: SparkSession, counts: Mapping[int, int], small_seed: bool) -> None:
+    def __init__(self, spark: SparkSession, counts: Mapping[int, int], small_seed: bool,
+                 limit: Limit | None = None) -> None:
         import pyspark.sql.functions as F
 
         self.F = F
         self.spark = spark
         self.counts = counts
         self.small_seed = small_seed  # the first atom is a few rows: ship them to a big atom
+        self.limit = limit if limit is not None else UPDATING.get()
 
     def lit(self, value, kind):
         return self.F.lit(value).cast(SQL_TYPES.get(kind, "bigint"))
@@ -184,24 +188,48 @@ class SparkOps(Ops):
             return (args[0] == 0).cast("bigint")
         raise ValueError(f"unknown functor {name}")
 
+    def bounded(self, value, call):
+        F = self.F
+        return F.when(F.char_length(value) > functors.MAX_SYMBOL,
+                      F.raise_error(F.lit(f"SymbolLimit: {symbol_limit(call)}"))
+                      ).otherwise(value)
+
     def test(self, op, left, right):
         if op == "contains":
             return right.contains(left)
         return self.F.arrow_udf(match_arrays, "boolean")(left, right)
+
+    def _range_counts(self, args: list):
+        """Return how many values range(from, to[, step]) makes per row, and its step."""
+        F = self.F
+        lo, hi = args[0], args[1]
+        step = args[2] if len(args) == 3 else F.when(lo <= hi, 1).otherwise(-1).cast("bigint")
+        count = (F.when(step > 0, F.call_function("div", hi - lo + step - 1, step))
+                 .when(step < 0, F.call_function("div", lo - hi - step - 1, -step))
+                 .otherwise((lo != hi).cast("bigint")))
+        return count, step
 
     def generate(self, df, name, args, kind):
         F = self.F
         if kind == "float":  # accumulated rounding: tasks/functors.py's loop, as in Polars
             values = self.by_rows(functors.float_range, args, "array<double>")
             return df.withColumn(name, F.explode(values))
-        lo, hi = args[0], args[1]
-        step = args[2] if len(args) == 3 else F.when(lo <= hi, 1).otherwise(-1).cast("bigint")
-        count = (F.when(step > 0, F.call_function("div", hi - lo + step - 1, step))
-                 .when(step < 0, F.call_function("div", lo - hi - step - 1, -step))
-                 .otherwise((lo != hi).cast("bigint")))
-        ks = F.when(count > 0, F.sequence(F.lit(0).cast("bigint"), count - 1))
-        return (df.withColumn("_k", F.explode(ks))
-                .withColumn(name, lo + F.col("_k") * step).drop("_k"))
+        count, step = self._range_counts(args)
+        # In blocks of RANGE_BLOCK: no array holds more than that, or count / RANGE_BLOCK,
+        # values (one array of a range's every value runs the JVM out of memory).
+        block = F.lit(RANGE_BLOCK).cast("bigint")
+        blocks = F.when(count > 0, F.sequence(F.lit(0).cast("bigint"),
+                                               F.call_function("div", count - 1, block)))
+        start = F.col("_b") * block
+        ks = F.sequence(start, F.least(count, start + block) - 1)
+        return (df.withColumn("_b", F.explode(blocks)).withColumn("_k", F.explode(ks))
+                .withColumn(name, args[0] + F.col("_k") * step).drop("_b", "_k"))
+
+    def values(self, df, args, kind):
+        F = self.F
+        counts = self.by_rows(functors.range_count, args, "bigint") if kind == "float" \
+            else F.greatest(self._range_counts(args)[0], F.lit(0).cast("bigint"))
+        return int(df.select(F.sum(counts)).first()[0] or 0)  # one job, before any value
 
     def numbered(self, df, cols, name):
         from pyspark.sql import Window
@@ -291,16 +319,19 @@ def total_type(primitive: str) -> str:
 
 def body_frame(spark: SparkSession, rule: Rule, decls: Mapping[str, Decl],
                frames: Mapping[int, DataFrame], counts: Mapping[int, int] | None = None,
-               first: int | None = None,
-               small_seed: bool = False) -> tuple[DataFrame, dict[str, str]]:
+               first: int | None = None, small_seed: bool = False,
+               limit: Limit | None = None) -> tuple[DataFrame, dict[str, str]]:
     """Return the rule body's plan (one column per bound variable) and the variable types.
 
     `frames` maps the body position of every atom (positive or negated) to the DataFrame it
     reads; `counts` maps positions to known row counts; `first` is the atom to start from
     (the recent delta of a semi-naive variant); `small_seed` says that atom has few rows, so the
-    rows joined so far are broadcast to the first big atom instead of shuffling it.
+    rows joined so far are broadcast to the first big atom instead of shuffling it. A range
+    past `limit` raises TupleLimit before its values are made (a range over variables is
+    counted in one job).
     """
-    return body_rows(SparkOps(spark, counts or {}, small_seed), rule, decls, frames, first)
+    return body_rows(SparkOps(spark, counts or {}, small_seed, limit), rule, decls, frames,
+                     first)
 
 
 def head_frame(body: DataFrame, types: Mapping[str, str], head, decl: Decl) -> DataFrame:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from levelflow.engine.types import SQL_TYPES, empty_relation, relation_schema
 from levelflow.errors import LevelflowError
+from levelflow.tasks.functors import MAX_SYMBOL
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -46,6 +47,7 @@ _FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 # A symbol holding one of these could not be written as a fact line and read back as itself.
 _UNWRITABLE = re.compile(r"[\t\n\r]")
 UNWRITABLE_WHY = "a symbol with a TAB, CR or newline, which a fact file cannot carry"
+TOO_LONG_WHY = f"longer than {MAX_SYMBOL:,} characters, the longest symbol levelflow holds"
 
 
 class FactError(LevelflowError):
@@ -89,6 +91,8 @@ def io_headers(io: IO | None) -> bool:
 def field_error(field: str, primitive: str) -> str | None:
     """Return why `field` is not a valid value of the primitive type, or None if it is."""
     if primitive == "symbol":
+        if len(field) > MAX_SYMBOL:
+            return TOO_LONG_WHY
         return UNWRITABLE_WHY if _UNWRITABLE.search(field) else None
     if primitive == "float":
         if not _FLOAT.fullmatch(field):
@@ -105,6 +109,11 @@ def field_error(field: str, primitive: str) -> str | None:
     if not _LONG_MIN <= value <= _LONG_MAX:
         return "out of the 64-bit range"
     return None
+
+
+def shown(value: str) -> str:
+    """Return a value as an error line quotes it: repr(), cut short if long."""
+    return repr(value) if len(value) <= 60 else repr(value[:40]) + f"... ({len(value):,} chars)"
 
 
 def fact_lines(path: Path) -> list[str]:
@@ -168,14 +177,15 @@ def check_fact_lines(path: Path, lines: list[str], decl: Decl, delimiter: str,
             hint = " (fields are TAB-separated)" if delimiter == "\t" and " " in line else ""
             raise FactError(f"{path}:{lineno}:{len(line) + 1}: error: {decl.name} expects "
                             f"{arity} fields, found {len(fields)}{hint}")
-        # Symbols are only looked at when the line holds a character no symbol may hold.
-        for i, primitive in (checked if probe is None or not probe.search(line)
-                             else checked + symbols):
+        # Symbols are only looked at when the line holds a character no symbol may hold, or
+        # is longer than a symbol may be.
+        for i, primitive in (checked if len(line) <= MAX_SYMBOL and
+                             (probe is None or not probe.search(line)) else checked + symbols):
             why = field_error(fields[i], primitive)
             if why is not None:
                 col = 1 + sum(len(f) for f in fields[:i]) + i * width
                 raise FactError(f"{path}:{lineno}:{col}: error: field {i + 1} "
-                                f"{fields[i]!r} is {why} ({decl.name}.{decl.attrs[i]})")
+                                f"{shown(fields[i])} is {why} ({decl.name}.{decl.attrs[i]})")
     return len(lines)
 
 

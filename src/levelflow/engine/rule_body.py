@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from levelflow.engine.guard import constant_values
 from levelflow.engine.rules import (
     CompileError,
     Ops,
@@ -220,8 +221,13 @@ class Body:
         return False
 
     def _generate(self, var: Var, call: Call) -> None:
-        """Bind `var = range(...)`: a row per value; a bound var keeps the rows it is among."""
+        """Bind `var = range(...)`: a row per value; a bound var keeps the rows it is among.
+        Under a limit, the values are counted first (over constants without a job)."""
         exprs, _, kind = call_args(self.ops, call, self.types)
+        if self.ops.limit is not None:
+            values = constant_values(call)
+            self.ops.limit.check_range(values if values is not None else
+                                       self.ops.values(self.df, exprs, kind), call.loc)
         name = var_col(var.name)
         if var.name not in self.types:
             self.df = self.ops.generate(self.df, name, exprs, kind)

@@ -90,13 +90,18 @@ def literal_vars(lit: object) -> set[str]:
 class Ops:
     """A backend's operations on frames and expressions (see compile.py, plans/columnar.py)."""
 
+    limit = None  # the task's guard.Limit, if any: a range's values are counted against it
+
     def lit(self, value, kind: str): ...
     def col(self, name: str): ...
     def arith(self, op: str, left, right, kind: str): ...  # no value on overflow or x / 0
     # + - * / % ^ and the bitwise, shift and logical operators of tasks/functors.py.
     def call(self, name: str, args: list, kinds: list[str], kind: str): ...  # a functor's value
+    def bounded(self, value, call): ...  # the symbol `value`, SymbolLimit (guard.py) where
+    # one is longer than MAX_SYMBOL: the check `call` (cat, a record, a user functor) needs
     def test(self, op: str, left, right): ...  # `contains` / `match` as a condition
     def generate(self, df, name: str, args: list, kind: str): ...  # a row per `range` value
+    def values(self, df, args: list, kind: str) -> int: ...  # how many rows generate() makes
     def numbered(self, df, cols: list[str], name: str): ...  # distinct rows numbered 0.. in
     # the order of `cols` (the variables by name): autoinc()'s numbers, the same in every plan
     def non_negative(self, value): ...  # the value where >= 0, else none
@@ -178,6 +183,8 @@ def call_expr(ops: Ops, call: Call, types: Mapping[str, str]) -> tuple[object, s
         return ops.arith("+", ops.col(AUTOINC), ops.lit(base, "number"), "number"), "number"
     exprs, kinds, kind = call_args(ops, call, types)
     value = ops.call(call.name, exprs, kinds, kind)
+    if kind == "symbol" and functors.grows_symbols(call.name):
+        value = ops.bounded(value, call)
     return (ops.non_negative(value) if kind == "unsigned" else value), kind
 
 

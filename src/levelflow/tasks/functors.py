@@ -34,6 +34,14 @@ CASTS = {
 # Fixed signatures: name -> (argument types, result type).
 FIXED = {"strlen": (("symbol",), "number"), "substr": (("symbol", "number", "number"), "symbol")}
 CONSTRAINTS = ("contains", "match")  # boolean functors: body literals, never values
+# The longest symbol levelflow holds, in characters: one a functor makes (`cat`, a record or
+# ADT's text, a user functor's result) or a fact file or diff brings. Soufflé has no bound, so
+# `s(cat(x, x)) :- s(x).` runs until memory is gone; 1 Mi characters is far beyond any name,
+# path or text a fact carries, is reached by such a doubling in 20 rounds (a few MB made), and
+# an Arrow batch of them between Spark and a Python worker still fits its 2 GiB of string
+# offsets at 500 rows of 4-byte characters. (substr, to_string and a record's field cannot
+# make a symbol longer than their arguments.)
+MAX_SYMBOL = 1 << 20
 # Every functor name a term may call (`range` only as `x = range(...)`).
 CALLS = frozenset({*CASTS, *FIXED, "min", "max", "cat", "bnot", "lnot", "range", "autoinc"})
 
@@ -307,6 +315,35 @@ def float_range(lo: float, hi: float, step: float | None = None) -> list[float] 
         out.append(x)
         x += step
     return out
+
+
+def range_count(lo: float, hi: float, step: float | None = None) -> int:
+    """Return how many values range(lo, hi[, step]) makes (Soufflé's: `hi` excluded, the step
+    1 or -1 by direction, a zero step `lo` once when lo != hi); a float range's loop may make
+    one value fewer."""
+    if step is None:
+        step = 1 if lo <= hi else -1
+    if step == 0:
+        return int(lo != hi)
+    if not all(map(math.isfinite, (lo, hi, step))):
+        return 0  # no value (float_range)
+    span = (hi - lo) / step if isinstance(step, float) or isinstance(lo + hi, float) \
+        else None
+    if span is not None:
+        return max(math.ceil(span), 0)
+    return max(-((lo - hi) // step), 0)  # ceil((hi - lo) / step), exactly
+
+
+def grows_symbols(name: str) -> bool:
+    """Return whether a symbol-valued functor can make a symbol longer than its arguments."""
+    return name == "cat" or name.startswith(("#pack", "@"))
+
+
+def functor_name(name: str) -> str:
+    """Return a functor's name as the program wrote it (a record's packing is its brackets)."""
+    if name.startswith("#pack"):
+        return "a record or ADT term"
+    return name.split("|", 1)[0]  # a user functor: @f|types|result|module
 
 
 def apply_plain(name: str):

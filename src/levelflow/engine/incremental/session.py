@@ -163,12 +163,12 @@ class IncrementalSession:
         """Return a session on the current epoch of an existing state directory; with `warm`,
         its tasks' states loaded where their epochs run (backends/warm.py, said on `progress`)."""
         from levelflow.engine.incremental.backends.warm import warm as warm_states
-        from levelflow.tasks import build_tasks, parse_program
+        from levelflow.tasks import build_tasks, parse_stored
 
         state = statedir if isinstance(statedir, StateDir) else StateDir(statedir)
         state.hold_readers_lock()  # before reading: the epoch read stays on disk while we live
         data = state.manifest()
-        pt = build_tasks(parse_program(data["program"], data["program_file"]))
+        pt = build_tasks(parse_stored(data["program"], data["program_file"]))
         session = cls(spark, pt, data["program"], state.load(spark, pt.program), state, **options)
         session.streams = dict(data.get("streams", {}))
         session.base_index.prefetch(session.snap, pt.program.decls)

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from levelflow.engine.facts import (
-    UNWRITABLE_WHY,
     FactError,
     check_fact_lines,
     fact_lines,
     field_error,
     io_delimiter,
     io_headers,
+    shown,
 )
 from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import Program
@@ -94,8 +94,9 @@ def convert(value: str, primitive: str) -> int | float | str:
     """
     if primitive == "symbol":
         value = _unquote(value)
-        if field_error(value, "symbol") is not None:
-            raise ValueError(UNWRITABLE_WHY)
+        why = field_error(value, "symbol")
+        if why is not None:
+            raise ValueError(why)
         return value
     why = field_error(value, primitive)
     if why is not None:
@@ -124,7 +125,7 @@ def parse_literal(program: Program, text: str, where: str = "<input>") -> tuple[
         try:
             row.append(convert(arg, primitive))
         except ValueError as e:
-            raise UpdateError(f"{where}: error: argument {i + 1} {arg!r} is {e} "
+            raise UpdateError(f"{where}: error: argument {i + 1} {shown(arg)} is {e} "
                               f"({name}.{decl.attrs[i]})") from None
     return name, tuple(row)
 
@@ -173,8 +174,9 @@ def coerce_row(program: Program, name: str, values: Iterable, where: str = "<api
             if primitive == "symbol":
                 if not isinstance(v, str):
                     raise ValueError
-                if field_error(v, "symbol") is not None:
-                    raise UpdateError(f"{where}: error: value {v!r} is {UNWRITABLE_WHY} "
+                why = field_error(v, "symbol")
+                if why is not None:
+                    raise UpdateError(f"{where}: error: value {shown(v)} is {why} "
                                       f"({name}.{decl.attrs[i]})")
                 out.append(v)
             elif primitive == "float":

@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from levelflow.engine import rule_body, rules
+from levelflow.engine.guard import UPDATING, Limit, SymbolLimit, symbol_limit
 from levelflow.engine.regex_match import match_series
 from levelflow.engine.rules import Ops
 from levelflow.tasks import functors
@@ -183,27 +184,46 @@ def functor(name: str, args: list[pl.Expr], kinds: list[str], kind: str) -> pl.E
     raise ValueError(f"unknown functor {name}")
 
 
-def range_rows(df: pl.DataFrame, name: str, args: list[pl.Expr]) -> pl.DataFrame:
-    """Return df with a row per value of range(from, to[, step]) in column `name` (Soufflé:
-    `to` is excluded, the step is 1 or -1 by direction, a zero step gives `from` once)."""
+def _range_step(args: list[pl.Expr]) -> pl.Expr:
     lo, hi = args[0], args[1]
-    step = args[2] if len(args) == 3 else pl.when(lo <= hi).then(1).otherwise(-1)
-    count = (pl.when(step > 0).then((hi - lo + step - 1) // step)
-             .when(step < 0).then((lo - hi - step - 1) // -step)
-             .otherwise((lo != hi).cast(pl.Int64)))
-    return (df.with_columns(pl.int_ranges(0, count.clip(lower_bound=0)).alias("_k"))
+    return args[2] if len(args) == 3 else pl.when(lo <= hi).then(1).otherwise(-1)
+
+
+def range_counts(args: list[pl.Expr]) -> pl.Expr:
+    """Return how many values range(from, to[, step]) makes per row (Soufflé: `to` is
+    excluded, the step is 1 or -1 by direction, a zero step gives `from` once)."""
+    lo, hi, step = args[0], args[1], _range_step(args)
+    return (pl.when(step > 0).then((hi - lo + step - 1) // step)
+            .when(step < 0).then((lo - hi - step - 1) // -step)
+            .otherwise((lo != hi).cast(pl.Int64))).clip(lower_bound=0)
+
+
+def range_rows(df: pl.DataFrame, name: str, args: list[pl.Expr]) -> pl.DataFrame:
+    """Return df with a row per value of range(from, to[, step]) in column `name`."""
+    lo, step = args[0], _range_step(args)
+    return (df.with_columns(pl.int_ranges(0, range_counts(args)).alias("_k"))
             .explode("_k")
             .with_columns((lo + pl.col("_k") * step).alias(name))
             .drop("_k").drop_nulls(name))
 
 
+def _within_max_symbol(symbols: pl.Series, line: str) -> pl.Series:
+    """Return the symbols; SymbolLimit(line) if one is longer than MAX_SYMBOL characters
+    (its bytes, known without a scan, bound its characters from above)."""
+    if (symbols.str.len_bytes().max() or 0) > functors.MAX_SYMBOL and \
+            (symbols.str.len_chars().max() or 0) > functors.MAX_SYMBOL:
+        raise SymbolLimit(line)
+    return symbols
+
+
 class PolarsOps(Ops):
     """rules.Ops over Polars frames and expressions, with exact row counts for join order."""
 
-    __slots__ = ("frames",)
+    __slots__ = ("frames", "limit")
 
-    def __init__(self, frames: Mapping[int, pl.DataFrame]) -> None:
+    def __init__(self, frames: Mapping[int, pl.DataFrame], limit: Limit | None = None) -> None:
         self.frames = frames
+        self.limit = limit if limit is not None else UPDATING.get()
 
     def lit(self, value, kind):
         return literal(value, kind)
@@ -223,6 +243,10 @@ class PolarsOps(Ops):
     def call(self, name, args, kinds, kind):
         return functor(name, args, kinds, kind)
 
+    def bounded(self, value, call):
+        return value.map_batches(partial(_within_max_symbol, line=symbol_limit(call)),
+                                 return_dtype=pl.String)
+
     def test(self, op, left, right):
         if op == "contains":
             return right.str.contains(left, literal=True)
@@ -233,6 +257,11 @@ class PolarsOps(Ops):
             values = by_rows(functors.float_range, args, pl.List(pl.Float64))
             return df.with_columns(values.alias(name)).explode(name).drop_nulls(name)
         return range_rows(df, name, args)
+
+    def values(self, df, args, kind):
+        counts = by_rows(functors.range_count, args, pl.Int64) if kind == "float" \
+            else range_counts(args)
+        return int(df.select(counts.sum()).item() or 0)
 
     def numbered(self, df, cols, name):
         rows = df.unique(subset=cols).sort(cols) if cols else df.head(1)
@@ -306,9 +335,11 @@ class PolarsOps(Ops):
 
 
 def body_rows(rule: Rule, decls: Mapping[str, Decl], frames: Mapping[int, pl.DataFrame],
-              first: int | None = None) -> tuple[pl.DataFrame, dict[str, str]]:
-    """Return the rows of a rule body (a column per variable) and the variable types."""
-    return rule_body.body_rows(PolarsOps(frames), rule, decls, frames, first)
+              first: int | None = None, limit: Limit | None = None
+              ) -> tuple[pl.DataFrame, dict[str, str]]:
+    """Return the rows of a rule body (a column per variable) and the variable types; a
+    range past `limit` raises TupleLimit before its values are made."""
+    return rule_body.body_rows(PolarsOps(frames, limit), rule, decls, frames, first)
 
 
 def head_rows(body: pl.DataFrame, types: Mapping[str, str], head: Atom,
