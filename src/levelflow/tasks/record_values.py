@@ -16,8 +16,9 @@ and the closing bracket) or double-quoted with backslash escapes.
 from __future__ import annotations
 
 import json
-import math
 import re
+
+from levelflow.tasks.numbers import float_text, held_unsigned, unsigned_value
 
 NIL = "null"
 CODES = {"number": "i", "unsigned": "u", "float": "f", "symbol": "s"}
@@ -100,8 +101,8 @@ class Types:
     def _write(self, value, ty: str) -> str:
         if ty not in self.table:
             if ty == "float":
-                return f"{value:g}" if math.isfinite(value) else str(value)
-            return str(value)
+                return float_text(value)
+            return str(unsigned_value(value) if ty == "unsigned" else value)
         kind, branches = self.table[ty]
         if kind == "record":
             if value is None:
@@ -162,7 +163,11 @@ class _Reader:
             raise ValueError(f"expected a {ty}", self.pos)
         self.pos = m.end()
         number = float(m.group()) if ty == "float" else int(m.group())
-        if ty == "unsigned" and number < 0 or ty != "float" and not -2**63 <= number < 2**63:
+        if ty == "unsigned":  # up to 2^64 - 1, held as the int64 of its bits
+            if not 0 <= number < 2**64:
+                raise ValueError(f"{m.group()} is not a {ty}", m.start())
+            return held_unsigned(number)
+        if ty != "float" and not -2**63 <= number < 2**63:
             raise ValueError(f"{m.group()} is not a {ty}", m.start())
         return number
 

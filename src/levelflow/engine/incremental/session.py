@@ -237,8 +237,11 @@ class IncrementalSession:
         return present(self, relation, rows)
 
     def _net_change(self, ops) -> tuple[dict[str, Versions], list[str]]:
-        """Return per input relation its base Versions with the net change set, and notes."""
-        return net_change(self, ops)
+        """Return per input relation its base Versions with the net change set, and notes;
+        `ord`'s symbol table numbers the symbols the ops bring (engine/ordinals.py)."""
+        from levelflow.engine.ordinals import new_symbol_ops
+
+        return net_change(self, list(ops) + new_symbol_ops(self, ops))
 
     # -- epochs --------------------------------------------------------------------------------
 
