@@ -156,5 +156,17 @@ def test_a_program_change_brings_ord_in(spark, tmp_path):
     session.write_outputs(tmp_path / "out2")
     got = {p.stem: sorted(p.read_text().splitlines()) for p in (tmp_path / "out2").glob("*.csv")}
     numbers["omega"] = 5
-    assert got == _expected(numbers, {"zeta", "alpha", "beta", "Homer", "omega"})
+    e = {"zeta", "alpha", "beta", "Homer", "omega"}
+    assert got == _expected(numbers, e)
+    # A program change that keeps `ord`: its new constant is numbered first, then the symbols
+    # its epoch inserts.
+    (tmp_path / "newer.dl").write_text(TABLE + 'o("Zed", ord("Zed")).\n')
+    session.insert("e", ("psi", 11))
+    session.replace_program(tmp_path / "newer.dl")
+    session.write_outputs(tmp_path / "out3")
+    got = {p.stem: sorted(p.read_text().splitlines()) for p in (tmp_path / "out3").glob("*.csv")}
+    numbers |= {"Zed": 6, "psi": 7}
+    want = _expected(numbers, e | {"psi"})
+    want["o"] = sorted(want["o"] + ["Zed\t6"])
+    assert got == want
     session.close()

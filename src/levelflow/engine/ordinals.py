@@ -45,17 +45,20 @@ def table_frame(spark, decl, io: OrdinalsInput, factdir, read_frame):
     return spark.createDataFrame(rows, relation_schema(decl))
 
 
-def new_symbol_ops(session, ops) -> list:
+def new_symbol_ops(session, ops, constants: bool = False) -> list:
     """Return the `+@ord(s, n)` ops that number each symbol the ops insert into an input and
-    the table lacks, in the order the ops insert them (n from the table's size on)."""
+    the table lacks, in the order the ops insert them (n from the table's size on); with
+    `constants` (a program change that keeps `ord`), the program's new constants first."""
     from levelflow.engine.incremental.updates import Op
 
     io = session.program.inputs.get(ORD)
     if not isinstance(io, OrdinalsInput):
         return []
     cols = {name: symbol_columns(decl) for name, _, decl in io.sources}
-    inserted = dict.fromkeys(op.row[i] for op in ops if op.sign > 0 and op.relation in cols
-                             for i in cols[op.relation])
+    inserted = dict.fromkeys((*io.constants,) if constants else ())
+    inserted.update(dict.fromkeys(op.row[i] for op in ops
+                                  if op.sign > 0 and op.relation in cols
+                                  for i in cols[op.relation]))
     if not inserted:
         return []
     known = {s: n for s, n in session.relation(ORD).collect()}

@@ -19,7 +19,7 @@ from levelflow.engine.sql_text import quoted
 from levelflow.engine.types import SQL_TYPES
 from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import IO
-from levelflow.tasks.ordinals import OrdinalsInput
+from levelflow.tasks.ordinals import ORD, OrdinalsInput, ordinals_input
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -94,6 +94,9 @@ def with_frames(program, frames: dict):
                              f"{type(df).__name__}")
         inputs[name] = FrameInput("input", name, (("IO", "frame"),), program.inputs[name].loc,
                                   frame=df)
+    ordinals = inputs.get(ORD)
+    if isinstance(ordinals, OrdinalsInput):  # `ord`'s table reads the frames now
+        inputs[ORD] = ordinals_input(ordinals.constants, program.decls, inputs)
     return dataclasses.replace(program, inputs=inputs)
 
 

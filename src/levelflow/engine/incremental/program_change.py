@@ -371,6 +371,7 @@ def replace_program(session, program, factdir=None, *, progress=None,
     epoch (atomic: on any error the session and the state stay at the old program)."""
     from levelflow.engine.incremental.program_text import load_tasks
     from levelflow.engine.incremental.updates import Op, coerce_row
+    from levelflow.tasks.ordinals import ORD
 
     pt, text = load_tasks(program)  # parse and type errors: before anything runs
     change = diff_programs(session.pt, pt)
@@ -382,7 +383,8 @@ def replace_program(session, program, factdir=None, *, progress=None,
         with session._writing():
             snap = adapt_snapshot(session.spark, session.snap, change)
             staged = session.staged(pt, text, snap)
-            base, notes = staged._net_change(ops)
+            keeps_ord = ORD in pt.program.inputs and ORD not in change.new_inputs
+            base, notes = staged._net_change(ops, new_constants=keeps_ord)
             notes += seed_new_inputs(session.spark, change, base, factdir)
             change.prepare(session.spark)
             result = staged._run_epoch(base, before_switch=before_switch, progress=progress,
