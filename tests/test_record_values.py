@@ -133,8 +133,9 @@ def _types():
     ("[1.5, a]", "Pair", "element 1 is 1.5, not a number"),
     ("[1e3, a]", "Pair", "element 1 is 1e3, not a number"),
     ("[-1, 2]", "W", "element 1 is -1, not an unsigned number"),
-    ("[9223372036854775808, 1]", "W", "element 1 is 9223372036854775808, not an unsigned "
-                                      "number below 2^63"),
+    ("[9223372036854775808, 1]", "W", None),  # Soufflé's unsigned is 64 bits
+    ("[18446744073709551616, 1]", "W", "element 1 is 18446744073709551616, not an unsigned "
+                                       "number below 2^64"),
     ("[12345678901234567890123, a]", "Pair", "element 1 is 12345678901234567890123, not a "
                                              "64-bit number"),
     ("[1, 1e999]", "W", "element 2 is 1e999, not a finite float"),

@@ -234,7 +234,8 @@ def shell_command(
                              f"(it was made by, or has since loaded, another one)")
     else:
         check_io_paths(program_tasks.program, factdir, None, confine)
-        check_fact_files(program_tasks.program, factdir)
+        for warning in check_fact_files(program_tasks.program, factdir):
+            print(warning, file=sys.stderr)
     statedir = StateDir(state, keep=keep_epochs) if state is not None else None
     _run_prompt(program_tasks, factdir, statedir, resume, flags, master, driver_memory)
 

@@ -111,7 +111,9 @@ class SparkOps(Ops):
             typed = [c.cast(SQL_TYPES[kind]) for c in (left, right)]
             return self.by_rows(partial(functors.power, kind=kind), typed, kind)
         if op in functors.INTEGRAL_OPS:
-            return self._integral(op, left, right)
+            return self._integral(op, left, right, kind)
+        if kind == "unsigned":  # wraps modulo 2^64: Python's exact integers, row by row
+            return self.by_rows(partial(functors.unsigned_arith, op), [left, right], kind)
         if op == "+":
             return F.try_add(left, right)
         if op == "-":
@@ -125,9 +127,9 @@ class SparkOps(Ops):
             return F.when(right != 0, F.call_function("div", left, right))
         return F.try_mod(left, right)
 
-    def _integral(self, op, left, right):
+    def _integral(self, op, left, right, kind):
         """Return a bitwise, shift or logical operation on bigints (Java masks shifts by 63,
-        as Soufflé does; logical ones give 0 or 1)."""
+        as Soufflé does; logical ones give 0 or 1; an unsigned's `bshr` shifts zeros in)."""
         F = self.F
         if op == "band":
             return left.bitwiseAND(right)
@@ -138,6 +140,8 @@ class SparkOps(Ops):
         if op in ("land", "lor", "lxor"):
             x, y = left != 0, right != 0
             return (x & y if op == "land" else x | y if op == "lor" else x != y).cast("bigint")
+        if op == "bshr" and kind == "unsigned":
+            op = "bshru"
         name = {"bshl": "shiftleft", "bshr": "shiftright", "bshru": "shiftrightunsigned"}[op]
         return F.call_function(name, left, right.bitwiseAND(F.lit(63)).cast("int"))
 
@@ -145,17 +149,22 @@ class SparkOps(Ops):
         """Return a conversion functor (to_number, itof, to_string, ...) of x of type source."""
         F = self.F
         if kind == "symbol":
-            if source == "float":
-                return self.by_rows(partial(functors.number_to_text, kind="float"), [x], kind)
+            if source in ("float", "unsigned"):
+                return self.by_rows(partial(functors.number_to_text, kind=source), [x], kind)
             return x.cast("string")
         if source == "symbol":
             return self.by_rows(partial(functors.text_to_number, kind=kind), [x], kind)
         if kind == "float":
+            if source == "unsigned":  # the bits read as unsigned: past 2^63 - 1, negative held
+                return F.when(x < 0, x.cast("double") + 2.0**64).otherwise(x.cast("double"))
             return x.cast("double")
         if source != "float":
             return x
-        low = x > -1.0 if kind == "unsigned" else x >= -(2.0**63)
-        return F.when(~F.isnan(x) & low & (x < 2.0**63), x.cast("bigint"))
+        if kind == "unsigned":  # (-1, 2^64): truncated, held as the int64 of its bits
+            ok = ~F.isnan(x) & (x > -1.0) & (x < 2.0**64)
+            return F.when(ok & (x < 2.0**63), x.cast("bigint")).when(
+                ok, (x - 2.0**64).cast("bigint"))
+        return F.when(~F.isnan(x) & (x >= -(2.0**63)) & (x < 2.0**63), x.cast("bigint"))
 
     def call(self, name, args, kinds, kind):
         F = self.F
@@ -169,7 +178,10 @@ class SparkOps(Ops):
             known = args[0].isNotNull()
             for a in args[1:]:
                 known = known & a.isNotNull()
-            return F.when(known, (F.least if name == "min" else F.greatest)(*args))
+            pick = F.least if name == "min" else F.greatest
+            if kind == "unsigned":  # picked by the unsigned order of the bits
+                return F.when(known, self.order_key(pick(*map(self.order_key, args))))
+            return F.when(known, pick(*args))
         if name == "cat":
             return F.concat(*args)
         if name == "strlen":
@@ -239,8 +251,8 @@ class SparkOps(Ops):
         order = Window.orderBy(*(cols or [F.lit(1)]))  # one partition: a number per row
         return rows.withColumn(name, (F.row_number().over(order) - 1).cast("bigint"))
 
-    def non_negative(self, value):
-        return self.F.when(value >= 0, value)
+    def order_key(self, value):
+        return value.bitwiseXOR(self.F.lit(functors.INT64_MIN))
 
     def cast(self, expr, primitive):
         return expr.cast(SQL_TYPES[primitive])
@@ -301,6 +313,15 @@ class SparkOps(Ops):
         v, rows = F.col(VALUE), F.count(F.lit(1))
         if kind == "count":
             agg = rows
+        elif kind == "sum" and primitive == "unsigned":  # modulo 2^64, as Soufflé's sum wraps
+            big = "decimal(38,0)"
+            two64 = F.lit(str(2**64)).cast(big)  # past a long: a decimal from its digits
+            value = F.when(v < 0, v.cast(big) + two64).otherwise(v.cast(big))
+            total = F.pmod(F.sum(value), two64)
+            agg = F.when(total >= F.lit(str(2**63)).cast(big), total - two64).otherwise(total)
+        elif kind in ("min", "max") and primitive == "unsigned":
+            key = self.order_key(v)
+            agg = self.order_key(F.min(key) if kind == "min" else F.max(key))
         elif kind == "sum":  # try_sum: none on overflow, as an overflowing `+` has none
             total = F.sum(v) if primitive == "float" else F.try_sum(v)
             agg = F.when(rows == 0, F.lit(0).cast(total_type(primitive))).otherwise(total)

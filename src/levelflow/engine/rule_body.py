@@ -39,6 +39,11 @@ from levelflow.tasks.ast import (
 )
 
 
+def ordered_unsigned(op: str, lt: str, rt: str) -> bool:
+    """Return whether `op` orders unsigned values (< <= > >=), which compare by order_key."""
+    return op not in ("=", "!=") and "unsigned" in (lt, rt) and "float" not in (lt, rt)
+
+
 def compare(op: str, left, right):
     """Return the boolean expression `left op right` (Spark columns and Polars expressions)."""
     if op == "=":
@@ -200,11 +205,14 @@ class Body:
                 self._generate(var, expr)
                 return True
         if term_vars(cmp.left) | term_vars(cmp.right) <= known:
-            left, right = self._expr(cmp.left), self._expr(cmp.right)
+            (left, lt), (right, rt) = (term_expr(self.ops, t, self.types)
+                                       for t in (cmp.left, cmp.right))
             if cmp.op.lstrip("!") in functors.CONSTRAINTS:
                 cond = self.ops.test(cmp.op.lstrip("!"), left, right)
                 cond = ~cond if cmp.op.startswith("!") else cond
             else:
+                if ordered_unsigned(cmp.op, lt, rt):
+                    left, right = self.ops.order_key(left), self.ops.order_key(right)
                 cond = compare(cmp.op, left, right)
             self.df = self.ops.filter(self.df, cond)
             return True

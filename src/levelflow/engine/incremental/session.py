@@ -240,9 +240,14 @@ class IncrementalSession:
         """Return which of `rows` are base facts of `relation` now (net_change.py)."""
         return present(self, relation, rows)
 
-    def _net_change(self, ops) -> tuple[dict[str, Versions], list[str]]:
-        """Return per input relation its base Versions with the net change set, and notes."""
-        return net_change(self, ops)
+    def _net_change(self, ops, new_constants: bool = False
+                    ) -> tuple[dict[str, Versions], list[str]]:
+        """Return per input relation its base Versions with the net change set, and notes;
+        `ord`'s symbol table numbers the symbols the ops bring, and with `new_constants` (a
+        program change) the program's new constants (engine/ordinals.py)."""
+        from levelflow.engine.ordinals import new_symbol_ops
+
+        return net_change(self, list(ops) + new_symbol_ops(self, ops, new_constants))
 
     # -- epochs --------------------------------------------------------------------------------
 

@@ -75,6 +75,29 @@ def _checked_int(op: str, a: pl.Expr, b: pl.Expr) -> pl.Expr:
     raise ValueError(f"unknown operator {op}")
 
 
+def _unsigned(x: pl.Expr) -> pl.Expr:
+    """Return a held unsigned (an Int64 of its bits) as the UInt64 it is."""
+    return x.cast(pl.Int64).reinterpret(signed=False)
+
+
+def _held(x: pl.Expr) -> pl.Expr:
+    """Return a UInt64 as levelflow holds an unsigned: the Int64 of its bits."""
+    return x.reinterpret(signed=True)
+
+
+def _unsigned_op(op: str, a: pl.Expr, b: pl.Expr) -> pl.Expr:
+    """Return `a op b` on held unsigned values: + - * wrap modulo 2^64 (Polars' UInt64 does),
+    `/` and `%` by zero are null."""
+    ua, ub = _unsigned(a), _unsigned(b)
+    if op == "+":
+        return _held(ua + ub)
+    if op == "-":
+        return _held(ua - ub)
+    if op == "*":
+        return _held(ua * ub)
+    return _held(ua // ub if op == "/" else ua % ub)
+
+
 def _float_op(op: str, a: pl.Expr, b: pl.Expr) -> pl.Expr:
     """Return `a op b` on doubles; division (and `%`) by zero is null, `%` is C's fmod."""
     a, b = a.cast(pl.Float64), b.cast(pl.Float64)
@@ -133,8 +156,10 @@ def _integral_op(op: str, a: pl.Expr, b: pl.Expr, kind: str) -> pl.Expr:
 
 def _float_to_int(x: pl.Expr, kind: str) -> pl.Expr:
     """Return a float truncated toward zero; null outside the integers of `kind` (UB in C)."""
-    low = -1.0 if kind == "unsigned" else -(2.0**63)
-    ok = x.is_finite() & (x > low if kind == "unsigned" else x >= low) & (x < 2.0**63)
+    if kind == "unsigned":
+        ok = x.is_finite() & (x > -1.0) & (x < 2.0**64)
+        return _held(pl.when(ok).then(pl.max_horizontal(x, pl.lit(0.0))).cast(pl.UInt64))
+    ok = x.is_finite() & (x >= -(2.0**63)) & (x < 2.0**63)
     return pl.when(ok).then(x).otherwise(None).cast(pl.Int64)
 
 
@@ -143,11 +168,11 @@ def _convert(name: str, x: pl.Expr, source: str, kind: str) -> pl.Expr:
     if kind == "symbol":
         if source == "float":
             return by_rows(partial(functors.number_to_text, kind="float"), [x], pl.String)
-        return x.cast(pl.String)
+        return (_unsigned(x) if source == "unsigned" else x).cast(pl.String)
     if source == "symbol":
         return by_rows(partial(functors.text_to_number, kind=kind), [x], POLARS_TYPES[kind])
     if kind == "float":
-        return x.cast(pl.Float64)
+        return (_unsigned(x) if source == "unsigned" else x).cast(pl.Float64)
     return _float_to_int(x, kind) if source == "float" else x
 
 
@@ -170,6 +195,8 @@ def functor(name: str, args: list[pl.Expr], kinds: list[str], kind: str) -> pl.E
     if name in ("min", "max"):
         known = pl.all_horizontal([a.is_not_null() for a in args])
         pick = pl.min_horizontal if name == "min" else pl.max_horizontal
+        if kind == "unsigned":
+            return _held(pl.when(known).then(pick([_unsigned(a) for a in args])))
         return pl.when(known).then(pick(args))
     if name == "cat":
         return pl.concat_str(args)
@@ -238,6 +265,8 @@ class PolarsOps(Ops):
                                                                 right.cast(dtype)], dtype)
         if op in functors.INTEGRAL_OPS:
             return _integral_op(op, left, right, kind)
+        if kind == "unsigned":
+            return _unsigned_op(op, left, right)
         return _float_op(op, left, right) if kind == "float" else _checked_int(op, left, right)
 
     def call(self, name, args, kinds, kind):
@@ -267,8 +296,8 @@ class PolarsOps(Ops):
         rows = df.unique(subset=cols).sort(cols) if cols else df.head(1)
         return rows.with_row_index(name).with_columns(pl.col(name).cast(pl.Int64))
 
-    def non_negative(self, value):
-        return pl.when(value >= 0).then(value)
+    def order_key(self, value):
+        return value ^ pl.lit(_INT_MIN, pl.Int64)
 
     def cast(self, expr, primitive):
         return expr.cast(POLARS_TYPES[primitive])
@@ -316,6 +345,10 @@ class PolarsOps(Ops):
         v = pl.col(rules.VALUE)
         if kind == "count":
             aggs = [pl.len().cast(pl.Int64).alias(out)]
+        elif kind == "sum" and primitive == "unsigned":  # wraps modulo 2^64, as Soufflé's
+            aggs = [v.sum().alias(out)]
+        elif kind in ("min", "max") and primitive == "unsigned":
+            aggs = [_held(_unsigned(v).min() if kind == "min" else _unsigned(v).max()).alias(out)]
         elif kind == "sum" and primitive != "float":
             # Polars wraps an Int64 sum around; a float sum tells a wrapped one (off by a
             # multiple of 2^64) from the exact one, whose error is far below 2^62.
