@@ -79,7 +79,7 @@ CASES = [
                                                   "cycle with 'A'"),
     ("A(c) :- B(c, _), c = sum y : { B(c, y) }, y > 0.", 5, 43, "variable 'y' is bound only "
                                                                "inside the aggregate at 5:22"),
-    ("A(c) :- S(x), c = ord(x).", 5, 19, "the functor 'ord' (Soufflé numbers symbols"),
+    ("A(c) :- A(x), c = ord(x).", 5, 19, "type mismatch: 'ord' takes (symbol), not number"),
     ("A(x) :- B(x, _), x = @f(x).", 5, 22, "functor '@f' is not declared"),
     ("A(x) :- B(x, _), x = [1, 2].", 5, 20, "the type of this record or ADT term is not known"),
     ("A(x) :- B(x, _), x = $ Cons(1).", 5, 22, "'$' (counters: write autoinc()) is not "
@@ -91,7 +91,6 @@ CASES = [
     ("A(n) :- A(x), n = x band 1.5.", 5, 21, "'band' takes number or unsigned, not float"),
     ('A(n) :- A(x), n = x ^ "2".', 5, 21, "arithmetic '^' on a symbol"),
     ("A(n) :- A(x), n = x & 2.", 5, 21, "the operator '&' is not supported"),
-    ('A(n) :- A(n), match("[", "a").', 5, 21, "bad regular expression \"[\""),
     ("A(n) :- A(m), n = range(m).", 5, 19, "'range' takes two or three arguments"),
     (".comp C { ", 5, 1, "component 'C' has no closing '}'"),
     (".init c = C", 5, 1, "component 'C' is not defined"),

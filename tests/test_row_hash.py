@@ -6,11 +6,27 @@ import numpy as np
 import pyarrow as pa
 import pyspark.sql.functions as F
 import pytest
-from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+from pyspark.sql.types import (
+    BooleanType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from levelflow.engine.incremental.state import row_hash
 from levelflow.engine.incremental.state.integrity import _aggregates, _hex
 from levelflow.engine.incremental.state.row_hash import checksum, row_hashes
+
+
+def sparks(spark, table: pa.Table, schema: StructType) -> tuple[list[int], tuple[int, str]]:
+    """Return Spark's xxhash64 of each row of `table` and integrity's checksum of it."""
+    df = spark.createDataFrame(table, schema)
+    hashes = [r[0] for r in df.select(F.xxhash64(*schema.fieldNames())).collect()]
+    got = df.agg(*_aggregates(df)).collect()[0]
+    return hashes, (table.num_rows, _hex(got["lo"], got["hi"]))
 
 
 @pytest.mark.parametrize("seed,chunk", [(1, 1 << 20), (2, 37)])
@@ -27,13 +43,37 @@ def test_row_hashes_and_checksum_equal_sparks(spark, seed, chunk, monkeypatch):
     })
     schema = StructType([StructField("c0", LongType()), StructField("c1", LongType()),
                          StructField("_op", IntegerType())])
-    df = spark.createDataFrame(table, schema)
-    theirs = [r[0] for r in df.select(F.xxhash64("c0", "c1", "_op")).collect()]
+    theirs, total = sparks(spark, table, schema)
     assert row_hashes(table).view(np.int64).tolist() == theirs
-    got = df.agg(*_aggregates(df)).collect()[0]
-    assert checksum(table) == (n, _hex(got["lo"], got["hi"]))
+    assert checksum(table) == total
 
 
-def test_a_table_with_a_column_not_an_integer_is_sparks_to_hash():
-    assert checksum(pa.table({"c0": [1, 2], "c1": ["a", "b"]})) is None
+def test_symbols_floats_and_booleans_hash_as_spark_hashes_them(spark):
+    """Every type a state stores: strings of every length class of XXH64 (under 4, 8 and 32
+    bytes, whole 32-byte stripes and a rest, multi-byte UTF-8), doubles with -0.0, NaN and
+    infinities, a nullary relation's boolean; NULLs in each."""
+    rng = np.random.default_rng(3)
+    n = 400
+    alphabet = list("abcxyz019é€ 😀")
+    words = ["", "a", "ab€", "12345678", "x" * 31, "y" * 32, "z" * 33, "é" * 40, "w" * 200] + [
+        "".join(rng.choice(alphabet, rng.integers(0, 80))) for _ in range(n - 9)]
+    doubles = rng.normal(0, 1e6, n)
+    doubles[:6] = [0.0, -0.0, np.nan, np.inf, -np.inf, 1.5]
+    table = pa.table({
+        "c0": pa.array(words, pa.string(), mask=rng.random(n) < 0.1),
+        "c1": pa.array(doubles, pa.float64(), mask=np.arange(n) % 17 == 16),
+        "c2": pa.array(rng.random(n) < 0.5, pa.bool_(), mask=rng.random(n) < 0.1),
+        "_it": pa.array(rng.integers(0, 9, n), pa.int64()),
+    })
+    schema = StructType([StructField("c0", StringType()), StructField("c1", DoubleType()),
+                         StructField("c2", BooleanType()), StructField("_it", LongType())])
+    theirs, total = sparks(spark, table, schema)
+    assert row_hashes(table).view(np.int64).tolist() == theirs
+    assert checksum(table) == total
+    # A sliced table (an offset into its buffers) hashes the same rows alike.
+    assert row_hashes(table.slice(7, 50)).view(np.int64).tolist() == theirs[7:57]
+
+
+def test_a_table_with_a_column_of_another_type_is_sparks_to_hash():
+    assert checksum(pa.table({"c0": [1, 2], "c1": pa.array([1, 2], pa.int16())})) is None
     assert checksum(pa.table({"c0": pa.array([], pa.int64())})) == (0, "0")

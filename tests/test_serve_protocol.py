@@ -1,13 +1,14 @@
 """`levelflow serve`'s HTTP framing, over raw sockets on 127.0.0.1 (issue 33 item 1).
 
-Only a whole body is applied: one cut short is a 400, one too slow a 408 (the request timeout,
-1 s here). A refusal that leaves bytes unread (411, 413, two Content-Length headers) answers
-once and closes the connection: what followed is never read as a request. Other methods get
-one line, not an HTML page. Each case checks the state did not move.
+Only a whole request is applied: a body cut short is a 400, a request (headers and body) slower
+than the request timeout (1 s here) a 408. A refusal that leaves bytes unread (411, 413, two
+Content-Length headers) answers once and closes the connection: what followed is never read as
+a request. Other methods get one line, not an HTML page. Each case checks the state did not move.
 """
 
 from __future__ import annotations
 
+import select
 import socket
 import time
 
@@ -131,3 +132,62 @@ def test_a_whole_request_keeps_the_connection_for_the_next(served):
     assert got[0][2].startswith("request:2: error: a diff line starts with + or -")
     assert StateDir(state).current() == before + 1
     assert s.session.has_base("edge", (700, 701))
+
+
+def trickle(port: int, lines: list[str], gap: float) -> tuple[bytes, float, int]:
+    """Send `lines` one every `gap` seconds until the server answers or closes; return what it
+    sent, the seconds until it did, and how many lines went out."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        t0, sent = time.monotonic(), 0
+        for line in lines:
+            try:
+                sock.sendall(line.encode())
+            except OSError:  # it closed already
+                break
+            sent += 1
+            ready, _, _ = select.select([sock], [], [], gap)
+            if ready:
+                break
+        got = b""
+        try:
+            while chunk := sock.recv(65536):
+                got += chunk
+        except ConnectionResetError:
+            pass
+        return got, time.monotonic() - t0, sent
+
+
+def test_slow_header_lines_are_408_within_the_request_timeout(served):
+    # 20 header lines 0.4 s apart: each arrives well within the 1 s timeout, the whole request
+    # would take 8 s. The timeout bounds the request: 408 after 1 s, one line, closed.
+    s, state = served
+    before = s.session.epoch
+    lines = ["GET /status HTTP/1.1\r\n"] + [f"X-Slow-{i}: {i}\r\n" for i in range(20)] + ["\r\n"]
+    got, seconds, sent = trickle(s.port, lines, 0.4)
+    [(status, headers, text)] = responses(got)
+    assert status == 408 and text.count("\n") == 1, text
+    assert "did not arrive within 1 s (the request timeout)" in text
+    assert headers["connection"] == "close"
+    assert seconds < 4 and sent < len(lines)
+    unchanged(s, state, before)
+
+
+def test_slow_headers_then_body_count_against_one_timeout(served):
+    # Headers over 0.8 s, then the body over the next 0.8 s: each part alone is within 1 s.
+    s, state = served
+    before = s.session.epoch
+    body = "+edge(800,801)\n"
+    head = post(body).decode().split("\r\n\r\n")[0]
+    lines = [ln + "\r\n" for ln in head.split("\r\n")] + ["\r\n", body[:5], body[5:10], body[10:]]
+    got, seconds, _ = trickle(s.port, lines, 0.4)
+    [(status, _, text)] = responses(got)
+    assert status == 408 and "nothing applied" in text and seconds < 4, text
+    unchanged(s, state, before)
+
+
+def test_an_idle_connection_closes_without_an_answer(served):
+    s, _ = served
+    with socket.create_connection(("127.0.0.1", s.port), timeout=30) as sock:
+        t0 = time.monotonic()
+        assert sock.recv(65536) == b""  # closed: no request began, so nothing to answer
+        assert 0.9 < time.monotonic() - t0 < 4

@@ -18,6 +18,7 @@ import pytest
 
 from levelflow.engine.incremental import IncrementalSession, StateDir, StateError
 from levelflow.engine.incremental.state import durable
+from levelflow.engine.incremental.state.files import COMMITTED
 from levelflow.engine.incremental.state.repair import check_state, restore_epoch
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -121,10 +122,16 @@ def test_a_commit_flushes_every_file_before_current_names_it(spark, copy, monkey
                 and e[2] == str(copy / "CURRENT")]
     assert len(switched) == 1
     before = {e[1] for e in events[:switched[0]] if e[0] == "fsync"}
-    on_disk = {str(tmp / p.relative_to(final)) for p in final.rglob("*")}
+    on_disk = {str(tmp / p.relative_to(final)) for p in final.rglob("*")
+               if p.name != COMMITTED}
     assert on_disk and on_disk <= before, on_disk - before  # every file and directory
     assert str(copy / "epochs") in before  # the epoch's rename
     assert ("fsync", str(copy)) in events[switched[0]:]  # CURRENT's rename, before returning
+    # Then the epoch records its commit (a new file), flushed before the commit returns.
+    after = events[switched[0]:]
+    assert ("fsync", str(final / COMMITTED)) in after and ("fsync", str(final)) in after
+    assert ("fsync", str(final / COMMITTED)) not in events[:switched[0]]
+    assert (final / COMMITTED).read_text() == (copy / "CURRENT").read_text()
 
 
 def _tree(root: Path) -> set[str]:
@@ -162,7 +169,7 @@ def test_fsync_tree_raises_when_one_flush_fails(tmp_path, monkeypatch):
 def test_an_epoch_newer_than_current_is_set_aside_never_deleted(spark, copy, tmp_path):
     newer = files_of(copy / "epochs" / "2")
     roll_back(copy, 1)
-    ok, lines = check_state(spark, StateDir(copy))
+    ok, lines, _ = check_state(StateDir(copy))
     assert ok and any("epoch 2: newer than CURRENT (epoch 1)" in line for line in lines)
     s = IncrementalSession.open(spark, copy)
     s.insert("edge", (30, 31))
@@ -173,14 +180,14 @@ def test_an_epoch_newer_than_current_is_set_aside_never_deleted(spark, copy, tmp
     s.insert("edge", (31, 32))
     s.commit()  # garbage collection leaves it alone too
     assert files_of(asides[0]) == newer
-    assert any(".aside-2-" in line for line in check_state(spark, StateDir(copy))[1])
+    assert any(".aside-2-" in line for line in check_state(StateDir(copy))[1])
 
 
 def test_repair_makes_an_epoch_newer_than_current_current_again(spark, copy, tmp_path):
     roll_back(copy, 1)
     StateDir(copy).collect_garbage()  # leaves the newer epoch alone
     assert (copy / "epochs" / "2" / "manifest.json").is_file()
-    assert restore_epoch(spark, StateDir(copy), 2) == 2
+    assert restore_epoch(StateDir(copy), 2) == 2
     ref = reference(EDGES2, tmp_path / "ref")
     again = IncrementalSession.open(spark, copy)
     for name in ("edge", "path", "named"):
@@ -212,10 +219,10 @@ def test_a_manifest_edited_as_valid_json_is_refused(spark, copy, edit):
         IncrementalSession.open(spark, copy)
     assert "\n" not in str(e.value) and "manifest checksum differs" in str(e.value)
     assert str(copy / "epochs" / "2" / "manifest.json") in str(e.value)
-    ok, lines = check_state(spark, StateDir(copy))
+    ok, lines, _ = check_state(StateDir(copy))
     assert not ok and "epoch 2 (current): damaged" in "\n".join(lines)
     assert files_of(copy) == before
-    assert restore_epoch(spark, StateDir(copy), 1) == 3  # an older whole epoch still serves
+    assert restore_epoch(StateDir(copy), 1) == 3  # an older whole epoch still serves
 
 
 def test_another_epochs_manifest_in_place_of_the_current_one_is_refused(spark, copy):
@@ -255,12 +262,12 @@ def test_check_tells_collected_epochs_from_damaged_ones(spark, copy):
     s.close()
     assert (copy / "epochs" / "0" / "base" / "label").is_dir()
     assert not (copy / "epochs" / "0" / "rel" / "path").exists()  # collected
-    ok, lines = check_state(spark, StateDir(copy))
+    ok, lines, _ = check_state(StateDir(copy))
     text = "\n".join(lines)
     assert ok and "epoch 0: collected (garbage collection deleted" in text, text
     assert "damaged" not in text
     victim = sorted((copy / "epochs" / "3" / "seg" / "rel" / "path").glob("*.parquet"))[0]
     victim.unlink()  # epoch 3 is kept: a file missing there is damage
-    ok, lines = check_state(spark, StateDir(copy))
+    ok, lines, _ = check_state(StateDir(copy))
     text = "\n".join(lines)
     assert not ok and "epoch 3: damaged (" in text and "epoch 0: collected" in text

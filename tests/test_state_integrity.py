@@ -128,7 +128,7 @@ def test_damage_is_refused_in_one_line_and_changes_nothing(spark, copy, how, kin
     assert "\n" not in message and label in message
     assert str(victim) in message or (how == "flip-nocrc" and str(victim.parent) in message)
     assert files_of(copy) == before
-    ok, lines = check_state(spark, StateDir(copy))
+    ok, lines, _ = check_state(StateDir(copy))
     assert not ok and any(str(victim.parent) in line and label in line for line in lines)
     assert files_of(copy) == before  # check changes nothing either
 
@@ -151,25 +151,25 @@ def test_restoring_an_older_epoch_recovers_damaged_base_facts(spark, copy, prist
     damage(part_file(copy, "base", "edge"), "truncate")
     with pytest.raises(StateError, match="base facts of edge.*cannot be used"):
         rebuild(spark, StateDir(copy))  # the current epoch's base facts are gone
-    ok, lines = check_state(spark, StateDir(copy))
+    ok, lines, _ = check_state(StateDir(copy))
     assert not ok and any("epoch 0: ok" in line for line in lines)
-    assert restore_epoch(spark, StateDir(copy), 0) == 2
+    assert restore_epoch(StateDir(copy), 0) == 2
     ref = reference(pristine, EDGES0, tmp_path / "ref")
     again = IncrementalSession.open(spark, copy)
     for rel in ("edge", "path", "apart"):
         assert rows_of(again.relation(rel)) == ref[rel]
-    assert check_state(spark, StateDir(copy))[0]
+    assert check_state(StateDir(copy))[0]
 
 
 def test_restoring_a_damaged_epoch_is_refused(spark, copy):
     victim = sorted((copy / "epochs" / "0" / "rel" / "path").glob("*.parquet"))[0]
     damage(victim, "delete")  # epoch 0's path: kept as the previous epoch, not current
     before = files_of(copy)
-    assert check_state(spark, StateDir(copy))[0]  # the current epoch is whole
+    assert check_state(StateDir(copy))[0]  # the current epoch is whole
     with pytest.raises(StateError, match=f"{victim}: error: relation path: part file missing"):
-        restore_epoch(spark, StateDir(copy), 0)
+        restore_epoch(StateDir(copy), 0)
     with pytest.raises(StateError, match="no epoch 7"):
-        restore_epoch(spark, StateDir(copy), 7)
+        restore_epoch(StateDir(copy), 7)
     assert files_of(copy) == before
 
 
@@ -188,7 +188,7 @@ def test_garbage_collection_keeps_the_last_epochs(spark, copy):
         s.compact(force=True)
     assert sorted(int(p.name) for p in (copy / "epochs").iterdir()) == [2, 3]
     assert (copy / "epochs" / "2" / "rel" / "path").is_dir()
-    assert restore_epoch(spark, StateDir(copy), 2) == 4  # the kept epoch is whole
+    assert restore_epoch(StateDir(copy), 2) == 4  # the kept epoch is whole
     s.close()
     s = IncrementalSession.open(spark, StateDir(copy, keep=1))
     s.insert("edge", (60, 61))
@@ -302,7 +302,10 @@ def test_state_check_and_repair_commands(copy, pristine, tmp_path, capsys, cli_s
     damage(victim, "flip")
     code, out, err = cli(["state", "check", str(copy)], capsys)
     assert code == 1 and err.count("\n") == 1 and "state repair" in err
-    assert f"{victim}: error: relation path: part file cannot be read" in out
+    # The driver reads it (no Spark): a flipped byte leaves it unreadable or its rows changed.
+    found = [line for line in out.splitlines() if line.startswith(f"{victim}: error: ")]
+    assert found and ("relation path: part file cannot be read" in found[0] or
+                      "relation path: content differs from what was written" in found[0])
     assert "epoch 1 (current): damaged" in out and "epoch 0: ok" in out
     code, out, err = cli(["state", "repair", str(copy), "--from-epoch", "0"], capsys)
     assert code == 0 and "epoch 2 is a copy of epoch 0" in out

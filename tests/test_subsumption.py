@@ -89,6 +89,36 @@ one(x, y) <= one(x, z) :- y != z.
                   {"one": {(1, 3), (2, 7)}}, sample=1)
 
 
+def test_an_aggregate_in_the_body(spark, tmp_path):
+    """Soufflé allows an aggregate in a subsumptive body: here a node with more than two
+    out-edges keeps only its smallest target, the others keep all of theirs."""
+    text = """.decl e(x:number, y:number)
+.input e
+.decl r(x:number, y:number)
+r(x, y) :- e(x, y).
+r(x, y1) <= r(x, y2) :- y2 < y1, n = count : { e(x, _) }, n > 2.
+.output r
+"""
+    edges = {(1, 2), (1, 3), (1, 4), (2, 5), (2, 6)}
+    # The epoch removes (1, 2) and (1, 3): node 1 has one edge left, (1, 4), which stays.
+    check_lowered(spark, tmp_path, text, {"e": edges}, {"r": {(1, 2), (2, 5), (2, 6)}})
+
+
+def test_records_in_the_rule(spark, tmp_path):
+    """Record patterns in both atoms of a subsumptive rule: intervals held as records."""
+    text = """.type Iv = [lo:number, hi:number]
+.decl span(i:Iv)
+.input span
+.decl I(i:Iv)
+I(i) :- span(i).
+I([l1, h1]) <= I([l2, h2]) :- l2 <= l1, h1 <= h2.
+.output I
+"""
+    spans = {("[0, 10]",), ("[2, 5]",), ("[3, 4]",), ("[11, 12]",)}
+    # The epoch removes the first two in text order, [0, 10] and [11, 12]: [2, 5] is left.
+    check_lowered(spark, tmp_path, text, {"span": spans}, {"I": {("[0,10]",), ("[11,12]",)}})
+
+
 # A subsumptive task runs locally under any plan (plans/run.py): a forced partitioned plan
 # takes the path of a forced global one, and the local plan is what test_shortest_distances_on_a_
 # cycle runs from scratch.

@@ -1,12 +1,14 @@
 """Options that the commands share: one declaration each, so their help cannot drift."""
 
 import functools
+import math
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from levelflow.cli import defaults
+from levelflow.errors import UsageError
 
 Switch = Annotated[float, typer.Option("--switch", help=defaults.SWITCH_HELP)]
 Strategy = Annotated[str, typer.Option(
@@ -31,6 +33,21 @@ Functors = Annotated[Path | None, typer.Option(
     "--functors", metavar="FILE.py", help="A Python module defining the program's user "
     "functors (`.functor f(number): number` calls its function f); imported by Spark's "
     "workers too.")]
+
+EpochTimeout = Annotated[float | None, typer.Option(
+    "--epoch-timeout", metavar="SECONDS", help="Cancel an epoch (run: the evaluation) whose "
+    "tasks still run after this many seconds: one line, nothing written, the state as it was "
+    "(0: no limit).")]
+
+
+def epoch_deadline(seconds: float | None) -> float | None:
+    """Return --epoch-timeout as the engine takes it (None: no limit); one line if invalid."""
+    if seconds is None:
+        return None
+    if not seconds >= 0:  # NaN too
+        raise UsageError(f"--epoch-timeout: must be a number of seconds >= 0 (0: no limit), "
+                         f"got {seconds}")
+    return None if seconds == 0 or math.isinf(seconds) else seconds
 
 
 def binds_functors(command):

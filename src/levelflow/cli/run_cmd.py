@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 import time
 from contextlib import contextmanager
@@ -88,17 +89,20 @@ def _prepare(program: Path, factdir: Path, outdir: Path, scheduler: str, jobs: i
 
     `out_files` maps a flag to the file it writes: its directory is made now, not after the run.
     """
-    from levelflow.engine.paths import check_io_paths
+    from levelflow.engine.paths import check_io_paths, confined_includes
     from levelflow.engine.runner import RunError, check_fact_files
     from levelflow.tasks import build_tasks, load_program
 
-    program_tasks = build_tasks(load_program(program, preprocess[0], preprocessor=preprocess[1]))
+    confined = confined_includes(confine, (factdir, *preprocess[0]))
+    program_tasks = build_tasks(load_program(program, preprocess[0], preprocessor=preprocess[1],
+                                             confined=confined))
     sched = scheduler_from_flag(scheduler, program_tasks.graph)
     if not factdir.is_dir():
         why = "is not a directory" if factdir.exists() else "does not exist"
         raise RunError(f"{factdir}: error: fact directory {why}")
     check_io_paths(program_tasks.program, factdir, outdir, confine)
-    check_fact_files(program_tasks.program, factdir)
+    for warning in check_fact_files(program_tasks.program, factdir):
+        print(warning, file=sys.stderr)
     check_fact_contents(program_tasks.program, factdir)
     for flag, path in out_files.items():
         make_parent(path, flag, RunError)
@@ -108,14 +112,21 @@ def _prepare(program: Path, factdir: Path, outdir: Path, scheduler: str, jobs: i
 
 def check_fact_contents(program, factdir: Path) -> None:
     """Check every line of every `.input` fact file now, before Spark: one line, file:line."""
-    from levelflow.engine.facts import input_path, io_delimiter, io_headers, validate_facts
+    from levelflow.engine.facts import (
+        input_missing,
+        input_path,
+        io_delimiter,
+        io_headers,
+        validate_facts,
+    )
     from levelflow.engine.spark_io import frame_kind
 
     for name, io in program.inputs.items():
         if frame_kind(io) is not None:  # Parquet or a table: checked by Spark as it is read
             continue
-        validate_facts(input_path(io, factdir), program.decls[name], io_delimiter(io),
-                       io_headers(io))
+        path = input_path(io, factdir)
+        if not input_missing(path):  # a missing file is read as empty (warned already)
+            validate_facts(path, program.decls[name], io_delimiter(io), io_headers(io))
 
 
 def make_parent(path: Path | None, flag: str, error: type[LevelflowError]) -> None:
@@ -214,7 +225,8 @@ def _evaluate_into_state(spark, program_tasks, sched, factdir, outdir, opts: dic
     session = IncrementalSession.bootstrap(spark, program_tasks, factdir, opts["state"],
                                            scheduler=sched, jobs=opts["jobs"],
                                            progress=progress, max_tuples=opts["max_tuples"],
-                                           driver_rows=opts["driver_rows"])
+                                           driver_rows=opts["driver_rows"],
+                                           epoch_timeout=opts["epoch_timeout"])
     last = session.last
     clock.add("reading facts", time.perf_counter() - t0 - last.seconds)  # and indexing them
     clock.add("tasks", last.seconds - last.write_seconds)
@@ -245,7 +257,7 @@ def _evaluate(spark, program_tasks, sched, factdir, outdir, opts: dict, progress
                          jobs=opts["jobs"], progress=progress,
                          checkpoint=opts["checkpoint"], plan=opts["plan"],
                          plan_rows=opts["plan_rows"], max_tuples=opts["max_tuples"],
-                         driver_rows=opts["driver_rows"])
+                         driver_rows=opts["driver_rows"], timeout=opts["epoch_timeout"])
     # What tasks waited for Spark to start is its part "Spark start" already.
     clock.add("tasks", result.wall_seconds - result.output_seconds
               - getattr(spark, "waited", 0.0))
@@ -297,6 +309,7 @@ def run_command(
     include: options.IncludeDirs = None,
     no_preprocessor: options.NoPreprocessor = False,
     functors: options.Functors = None,
+    epoch_timeout: options.EpochTimeout = None,
 ) -> None:
     """Evaluate PROGRAM from scratch on Spark; print 'ran k of N' with the wall time and its
     parts, the outputs and .printsize counts."""
@@ -304,6 +317,7 @@ def run_command(
 
     clock = WallClock()
     check_run_flags(jobs, checkpoint, plan, local_rows, master)
+    deadline = options.epoch_deadline(epoch_timeout)
     _check_state(state, trace_out, schedule_out, checkpoint, plan)
     files = [p.parent for p in (trace_out, schedule_out) if p is not None]
     made = missing_dirs([outdir, *files])  # removed again if the run fails before writing
@@ -313,7 +327,7 @@ def run_command(
             # A master asked for is where every task runs: no task in the driver.
             "driver_rows": None if master_given(ctx) else defaults.DRIVER_ROWS,
             "driver_memory": driver_memory, "spark_log": spark_log, "quiet": quiet,
-            "max_tuples": max_tuples}
+            "max_tuples": max_tuples, "epoch_timeout": deadline}
     try:
         with _spark(opts, clock) as (spark, progress):
             # Spark starts meanwhile, on its own thread: a task that needs it does not wait

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +17,12 @@ from levelflow.errors import LevelflowError
 from levelflow.serve_service import MAX_QUEUED, REQUEST_TIMEOUT
 
 PORT = 7341
+# A served epoch holds up every epoch queued behind it (and their clients), so serve bounds it
+# by default: the benches' largest from-scratch runs (10M tuples) take a few seconds on 2
+# cores and their epochs well under one, so 300 s leaves a hundredfold margin to real work
+# while a runaway epoch (a catastrophic regex, an unbounded recursion) frees the queue within
+# 5 minutes. `--epoch-timeout 0` lifts it.
+EPOCH_TIMEOUT = 300.0
 
 
 class ServeArgsError(LevelflowError):
@@ -76,22 +83,32 @@ def _warn(host: str, no_confine: bool) -> None:
               "this process can read and name any .output file", file=sys.stderr, flush=True)
 
 
-def _serve(server, session, statedir: Path, limits: dict) -> None:
-    """Serve until SIGTERM or Ctrl-C, then let the running epoch finish and close."""
-    from levelflow.server import EpochService
-
-    server.service = service = EpochService(session, str(statedir), **limits)
+def _listen(server, service, statedir: Path) -> threading.Thread:
+    """Start answering requests (before Spark: /status says the state is starting)."""
+    server.service = service
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
+                              name="levelflow-serve", daemon=True)
+    thread.start()
     host, port = server.server_address[:2]
     print(f"levelflow serve: listening on http://{host}:{port} (state {statedir}, epoch "
-          f"{session.epoch})", flush=True)
+          f"{service.status()['epoch']}; starting Spark)", flush=True)
+    return thread
+
+
+def _serve(server, thread: threading.Thread, service, session) -> None:
+    """Serve `session` until SIGTERM or Ctrl-C, then let the running epoch finish and close."""
     previous = {s: signal.signal(s, _raise_stop) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        server.serve_forever(poll_interval=0.2)
+        print(f"levelflow serve: ready (epoch {session.epoch})", flush=True)
+        service.opened(session)  # the epochs queued while Spark started run now
+        while thread.is_alive():
+            thread.join(0.5)  # a signal's handler runs in this thread, between the waits
     except _Stop:
         pass
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        server.shutdown()
         server.server_close()
     service.stop()  # an epoch under way completes (or fails whole) first; none starts after
     print(f"levelflow serve: stopped at epoch {session.epoch}", flush=True)
@@ -126,6 +143,7 @@ def serve_command(
         "Retry-After.")] = MAX_QUEUED,
     max_tuples: options.MaxTuples = defaults.MAX_TUPLES,
     include: options.IncludeDirs = None,
+    epoch_timeout: options.EpochTimeout = EPOCH_TIMEOUT,
 ) -> None:
     """Hold the state warm; take epochs as HTTP POSTs of diffs (one at a time, the others
     queued); GET relations and sizes. Stops cleanly on SIGTERM or Ctrl-C."""
@@ -134,27 +152,35 @@ def serve_command(
     from levelflow.cli.update_cmd import check_switch
     from levelflow.engine.incremental.session import IncrementalSession
     from levelflow.engine.incremental.state.directory import StateDir
-    from levelflow.tasks import build_tasks, parse_program
+    from levelflow.server import EpochService
+    from levelflow.tasks import build_tasks, parse_stored
 
     check_switch(switch, strategy, large_change)
     _check_flags(jobs, request_timeout, max_queued, facts)
+    deadline = options.epoch_deadline(epoch_timeout)
     state = StateDir(statedir, keep=keep_epochs)
     data = state.manifest()  # one line if there is no state
-    pt = build_tasks(parse_program(data["program"], data["program_file"]))
-    state.verify(None, pt.program, data)  # missing or cut files: before Spark
+    pt = build_tasks(parse_stored(data["program"], data["program_file"]))
+    state.verify(None, pt.program, data, listing=True)  # missing, cut: before Spark
     scheduler_from_flag(scheduler, pt.graph)
     server = _bind(host, port, request_timeout)
     _warn(host, no_confine)
-    limits = {"factdir": facts, "confine": not no_confine, "max_queued": max_queued,
-              "include_dirs": tuple(str(d) for d in include or ())}
+    service = EpochService(None, str(statedir), factdir=facts, confine=not no_confine,
+                           max_queued=max_queued, stored=data,
+                           include_dirs=tuple(str(d) for d in include or ()))
+    thread = _listen(server, service, statedir)
     log = Path(tempfile.mkstemp(prefix="levelflow-spark-", suffix=".log")[1])
     try:
         with spark_session(master, driver_memory, log) as spark:
             session = IncrementalSession.open(spark, state, scheduler=scheduler, jobs=jobs,
                                               mode=strategy, switch=switch,
                                               large_change=large_change,
-                                              max_tuples=max_tuples)
-            _serve(server, session, statedir, limits)
+                                              max_tuples=max_tuples, epoch_timeout=deadline)
+            _serve(server, thread, service, session)
+    except BaseException as e:  # Spark or the state did not open: what waits is told why
+        service.failed(str(e).splitlines()[0] if str(e) else type(e).__name__)
+        raise
     finally:
+        server.shutdown()
         server.server_close()
         log.unlink(missing_ok=True)

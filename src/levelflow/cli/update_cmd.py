@@ -76,14 +76,14 @@ def _prepare(statedir: Path, ops_files: tuple, flags: dict):
     from levelflow.engine.incremental.state.directory import StateDir
     from levelflow.engine.incremental.updates import read_updates
     from levelflow.engine.paths import check_io_paths
-    from levelflow.tasks import build_tasks, parse_program
+    from levelflow.tasks import build_tasks, parse_stored
 
     if flags["facts"] is not None and flags["program"] is None:
         raise UsageError("--facts: only with --program (the new input relations' facts)")
     state = StateDir(statedir, keep=flags["keep_epochs"])
     data = state.manifest()  # raises a one-line StateError if there is no state
-    program_tasks = build_tasks(parse_program(data["program"], data["program_file"]))
-    state.verify(None, program_tasks.program, data)  # missing or cut files: before Spark
+    program_tasks = build_tasks(parse_stored(data["program"], data["program_file"]))
+    state.verify(None, program_tasks.program, data, listing=True)  # missing, cut: before Spark
     if flags["program"] is not None:  # checked as `run` checks it; the state is untouched
         from levelflow.engine.incremental.program_change import load_new_program
 
@@ -110,6 +110,7 @@ def _apply(spark, state, ops, program, flags: dict, progress, clock) -> None:
             spark, state, scheduler=flags["scheduler"], jobs=flags["jobs"],
             mode=flags["strategy"], switch=flags["switch"], large_change=flags["large_change"],
             max_tuples=flags["max_tuples"], driver_rows=flags.get("driver_rows", DRIVER_ROWS),
+            epoch_timeout=flags["epoch_timeout"],
             warm=False)  # one epoch: it ships the states itself
     if not ops and flags["program"] is None:  # only -D: write the outputs, no new epoch
         progress.phase("writing outputs")
@@ -185,6 +186,7 @@ def update_command(
     include: options.IncludeDirs = None,
     no_preprocessor: options.NoPreprocessor = False,
     functors: options.Functors = None,
+    epoch_timeout: options.EpochTimeout = None,
 ) -> None:
     """Apply the changes as one epoch; print per output relation +added -removed, 'ran k of N'.
 
@@ -193,10 +195,12 @@ def update_command(
              "scheduler": scheduler, "jobs": jobs, "trace_out": trace_out, "outdir": outdir,
              "schedule_out": schedule_out, "keep_epochs": keep_epochs, "confine": confine,
              "program": program, "facts": facts, "max_tuples": max_tuples,
+             "epoch_timeout": options.epoch_deadline(epoch_timeout),
              # A master asked for is where every task runs: no task in the driver.
              "driver_rows": None if master_given(ctx) else defaults.DRIVER_ROWS}
-    if program is not None and (include or no_preprocessor):
-        flags["program"] = _program_text(program, include or (), not no_preprocessor)
+    if program is not None and (include or no_preprocessor or confine):
+        flags["program"] = _program_text(program, include or (), not no_preprocessor,
+                                         (facts, *(include or ())) if confine else None)
     from levelflow.cli.timing import WallClock
 
     clock = WallClock()
@@ -208,15 +212,18 @@ def update_command(
     _run(master, driver_memory, program_tasks, state, ops, flags, clock)
 
 
-def _program_text(path: Path, include_dirs, preprocessor: bool):
-    """Return --program as a ProgramText carrying -I and --no-preprocessor."""
+def _program_text(path: Path, include_dirs, preprocessor: bool, confined_to=None):
+    """Return --program as a ProgramText carrying -I, --no-preprocessor and, with --confine,
+    the folders its includes may read (`confined_to`: --facts and -I)."""
     from levelflow.engine.incremental.program_text import ProgramText
+    from levelflow.engine.paths import confined_includes
 
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise LevelflowError(f"{path}: error: cannot read program: {e}") from None
-    return ProgramText(text, str(path), tuple(str(d) for d in include_dirs), preprocessor)
+    return ProgramText(text, str(path), tuple(str(d) for d in include_dirs), preprocessor,
+                       confined_includes(confined_to is not None, confined_to or ()))
 
 
 def _run(master: str, driver_memory: str, program_tasks, state, ops, flags: dict,

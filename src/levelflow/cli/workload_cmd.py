@@ -10,8 +10,7 @@ import typer
 
 from levelflow.cli.app import app
 from levelflow.errors import LevelflowError
-from levelflow.workloads.gmark import LINEAR_TUPLES_PER_NODE
-from levelflow.workloads.gmark_schema import MAX_NODES
+from levelflow.workloads.gmark_schema import LINEAR_TUPLES_PER_NODE, MAX_NODES
 
 
 class Selectivity(str, Enum):

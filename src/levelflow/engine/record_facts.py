@@ -6,35 +6,61 @@ from __future__ import annotations
 from pathlib import Path
 
 from levelflow.tasks.ast import Decl
-from levelflow.tasks.record_values import Types
+from levelflow.tasks.record_values import Types, short
 
-_PLAIN = {"number": int, "unsigned": int, "float": float, "symbol": str}
+_POLARS = {"number": "Int64", "unsigned": "Int64", "float": "Float64", "symbol": "String"}
 
 
 def record_rows(path: Path, lines: list[str], decl: Decl, delimiter: str, first: int,
                 error: type[Exception]) -> list[tuple]:
-    """Return the distinct rows of a checked fact file's tuple lines (line `first` first),
-    record fields read; `error` (facts.FactError) naming file, line and column at a malformed
-    one."""
+    """Return the distinct rows, sorted, of a checked fact file's tuple lines (line `first`
+    first), record fields read and checked against their types; `error` (facts.FactError,
+    UpdateError) naming file, line, column and field at the earliest bad one.
+
+    Each distinct text of a record column is read once (a file of many rows holds few
+    distinct values per column), and the rows are put together on Polars columns."""
+    import polars as pl
+
     types = Types(decl.record_types)
-    rows = set()
-    for lineno, line in enumerate(lines, first):
-        fields = line.removesuffix("\r").split(delimiter, decl.arity)[:decl.arity]
-        row = []
-        for i, (text, shape, primitive) in enumerate(zip(fields, decl.shapes, decl.types,
-                                                         strict=True)):
-            if not shape:
-                row.append(_PLAIN[primitive](text))
-                continue
+    fields = pl.Series(lines, dtype=pl.String).str.strip_suffix("\r") \
+        .str.splitn(delimiter, decl.arity + 1).struct.unnest()
+    columns, bad = [], []
+    for i, (shape, primitive) in enumerate(zip(decl.shapes, decl.types, strict=True)):
+        column = fields[f"field_{i}"]
+        if not shape:  # its values passed facts.check_fact_lines
+            columns.append(column.cast(getattr(pl, _POLARS[primitive])).alias(f"c{i}"))
+            continue
+        distinct = column.unique(maintain_order=True)  # in the order of their first lines
+        values = []
+        for text in distinct:
             try:
-                row.append(types.read(text, shape))
-            except ValueError as e:
-                at = e.args[1] if len(e.args) > 1 else 0
-                col = 1 + sum(len(f) for f in fields[:i]) + i * len(delimiter) + at
-                raise error(f"{path}:{lineno}:{col}: error: field {i + 1} is not a {shape}"
-                                f": {e.args[0]} ({decl.name}.{decl.attrs[i]})") from None
-        rows.add(tuple(row))
-    return sorted(rows)
+                values.append(types.read(text, shape))
+            except ValueError as e:  # the column's earliest bad line: no need to read on
+                bad.append((int((column == text).arg_max()), i, text, e))
+                break
+        else:
+            columns.append(column.replace_strict(distinct, pl.Series(values, dtype=pl.String))
+                           .alias(f"c{i}"))
+    if bad:
+        index, i, text, e = min(bad, key=lambda b: b[:2])
+        raise error(_located(path, first + index, lines[index], decl, delimiter, i, text, e))
+    table = pl.DataFrame(columns).unique()
+    return table.sort(table.columns).rows()
+
+
+def _located(path: Path, lineno: int, line: str, decl: Decl, delimiter: str, i: int,
+             text: str, e: ValueError) -> str:
+    """Return the one line naming where field i of a fact line is not a value of its type."""
+    at = e.args[1] if len(e.args) > 1 else 0
+    before = line.split(delimiter, i)[:i]
+    col = 1 + sum(map(len, before)) + i * len(delimiter) + at
+    return f"{path}:{lineno}:{col}: error: {field_error(decl, i, text, e.args[0])}"
+
+
+def field_error(decl: Decl, i: int, text: str, why: str) -> str:
+    """Return the message for attribute i of a relation holding `text`, not a value of its
+    record or ADT type because of `why`."""
+    return f"field {i + 1} of {decl.name}: {short(text)}: {why}"
 
 
 def format_record_rows(rows, decl: Decl, delimiter: str, format_value):

@@ -29,7 +29,13 @@ from levelflow.engine.limitsize import limit_relations
 from levelflow.engine.outputs import write_outputs
 from levelflow.engine.plans.driver import DRIVER_ROWS
 from levelflow.engine.progress import Progress
-from levelflow.engine.workers import SparkWorkers, in_driver, one_line, spark_error_types
+from levelflow.engine.workers import (
+    DeadlinePassed,
+    SparkWorkers,
+    in_driver,
+    one_line,
+    spark_error_types,
+)
 from levelflow.errors import LevelflowError
 from levelflow.scheduler.metered import Metered
 from levelflow.tasks.tasks import ProgramTasks
@@ -97,7 +103,7 @@ class _Run:
     def __init__(self, spark, program_tasks: ProgramTasks, factdir, scheduler, jobs: int,
                  checkpoint: str, progress: Progress, plan: str = "auto",
                  plan_rows: int | None = None, max_tuples: int | None = MAX_TUPLES,
-                 driver_rows: int | None = None) -> None:
+                 driver_rows: int | None = None, timeout: float | None = None) -> None:
         from levelflow.scheduler import make_scheduler
 
         self.spark = spark
@@ -115,6 +121,7 @@ class _Run:
         self.driver_rows = driver_rows
         self.max_tuples = max_tuples
         self.progress = progress
+        self.timeout = timeout  # seconds the tasks may take before the run is cancelled
         self.cancel = threading.Event()
         n = len(program_tasks.tasks)
         self.store = HeldRelations(spark, self.program.decls)  # the relations of tasks that ran
@@ -186,10 +193,12 @@ class _Run:
         self.progress.activated(initial)
         sched.activate(initial)
         workers = SparkWorkers(self.spark, self.jobs, self.graph.names, self._prepare,
-                               self._finish, self.cancel)
+                               self._finish, self.cancel, self.timeout)
         try:
             with workers:
                 drive(sched, workers, name=self.name)
+        except DeadlinePassed as e:
+            raise RunTimeout(f"levelflow: error: the run {e}; no output was written") from None
         except BaseException as exc:
             error = self._user_error(exc, workers.failed)
             if error is exc:
@@ -211,11 +220,16 @@ class _Run:
         return RunError(f"{self.program.file}: task {name} failed in Spark: {one_line(exc)}")
 
 
+class RunTimeout(LevelflowError):
+    """A run went past `--epoch-timeout` and was cancelled before writing anything."""
+
+
 def run_program(spark, program_tasks: ProgramTasks, factdir=None, outdir=None, *,
                 scheduler="hybrid", jobs: int = 2, trace_out=None, schedule_out=None,
                 progress: Progress | None = None, checkpoint: str = "local", plan: str = "auto",
                 plan_rows: int | None = None, max_tuples: int | None = MAX_TUPLES,
-                driver_rows: int | None = DRIVER_ROWS) -> RunResult:
+                driver_rows: int | None = DRIVER_ROWS, timeout: float | None = None
+                ) -> RunResult:
     """Return the RunResult of evaluating the program from scratch, writing outputs to outdir.
 
     `plan` forces how tasks run (auto|driver|local|partitioned|global, engine/plans);
@@ -223,7 +237,8 @@ def run_program(spark, program_tasks: ProgramTasks, factdir=None, outdir=None, *
     `driver_rows` (None: never) the size up to which it runs one in the driver, which needs no
     Spark: `spark` may be a session.DeferredSession, asked for only by a task that needs it.
     A task that would make more than `max_tuples` tuples (None: no limit) stops the run with
-    TupleLimit, before any output is written (engine/guard.py).
+    TupleLimit, before any output is written (engine/guard.py). Past `timeout` seconds (None:
+    never) its tasks are cancelled and RunTimeout raised, nothing written.
     """
     from levelflow.engine.plans import check_plan
 
@@ -235,7 +250,7 @@ def run_program(spark, program_tasks: ProgramTasks, factdir=None, outdir=None, *
     factdir = Path(factdir) if factdir is not None else Path.cwd()
     t_start = time.perf_counter()
     run = _Run(spark, program_tasks, factdir, scheduler, jobs, checkpoint, progress, plan,
-               plan_rows, max_tuples, driver_rows)
+               plan_rows, max_tuples, driver_rows, timeout)
     check_fact_files(program, factdir)
     initial = program_tasks.initial
     progress.start(run.graph.names)

@@ -4,7 +4,9 @@ A DataFrame given for a relation is matched to its declaration once, here: its c
 declaration's attribute names when it has them all, else by position; each column's Spark type
 must hold the attribute's (integral for number and unsigned, floating or integral for float,
 string for symbol); then one aggregate job refuses nulls, negative unsigned values and
-non-finite floats. Every refusal is one InputError line naming the relation and the column.
+non-finite floats, and one more fetches the distinct values of record and ADT columns to check
+them against their types (engine/record_columns.py). Every refusal is one InputError line
+naming the relation and the column.
 What comes out is the engine's form: distinct rows, columns c0..c{n-1} (engine/types.py).
 Constant: the type rules above. Nothing here keeps state between calls.
 """
@@ -19,6 +21,7 @@ from levelflow.engine.sql_text import quoted
 from levelflow.engine.types import SQL_TYPES
 from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import IO
+from levelflow.tasks.ordinals import ORD, OrdinalsInput, ordinals_input
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -50,6 +53,8 @@ def frame_kind(io: IO | None) -> str | None:
     """Return how a directive's relation is held outside text files: parquet, spark, frame."""
     if isinstance(io, FrameInput):
         return "frame"
+    if isinstance(io, OrdinalsInput):
+        return "ordinals"  # `ord`'s symbol table, built here (engine/ordinals.py)
     kind = io.option("IO") if io is not None else None
     return kind if kind in FRAME_IO else None
 
@@ -91,6 +96,9 @@ def with_frames(program, frames: dict):
                              f"{type(df).__name__}")
         inputs[name] = FrameInput("input", name, (("IO", "frame"),), program.inputs[name].loc,
                                   frame=df)
+    ordinals = inputs.get(ORD)
+    if isinstance(ordinals, OrdinalsInput):  # `ord`'s table reads the frames now
+        inputs[ORD] = ordinals_input(ordinals.constants, program.decls, inputs)
     return dataclasses.replace(program, inputs=inputs)
 
 
@@ -98,6 +106,14 @@ def read_frame_input(spark: SparkSession, decl: Decl, io: IO, factdir) -> DataFr
     """Return the relation's distinct tuples (c0..) from its DataFrame, Parquet or table,
     checked against its declaration (one job unless the schema rules every bad value out)."""
     kind = frame_kind(io)
+    if kind == "ordinals":
+        from levelflow.engine.ordinals import table_frame
+
+        def read_frame(src_decl, src):  # a frame source's relation; None for a fact file
+            if frame_kind(src) is None:
+                return None
+            return read_frame_input(spark, src_decl, src, factdir)
+        return table_frame(spark, decl, io, factdir, read_frame)
     if kind == "frame":
         df, what = io.frame, f"relation {decl.name} (DataFrame)"
     elif kind == "parquet":
@@ -110,6 +126,9 @@ def read_frame_input(spark: SparkSession, decl: Decl, io: IO, factdir) -> DataFr
         df = _spark_call(lambda: spark.table(table), what)
     df = conform(decl, df, what)
     check_values(decl, df, what)
+    if decl.shapes:  # records and ADTs: each distinct value checked against its type
+        from levelflow.engine.record_columns import frame_records
+        df = frame_records(decl, df, what, InputError)
     return df.distinct()
 
 
@@ -206,6 +225,10 @@ def rows_of_arrow(decl: Decl, table, what: str) -> list[tuple]:
         if why is not None:
             raise InputError(f"{what}: error: a row holds {why} in {decl.name}."
                              f"{decl.attrs[i]} (column {i + 1})")
+    if decl.shapes:  # records and ADTs: each distinct value checked against its type
+        from levelflow.engine.record_columns import arrow_records
+        table = arrow_records(decl, table, what, InputError)
+        cols = [table.column(f"c{i}") for i in range(decl.arity)]
     return list(zip(*(col.to_pylist() for col in cols), strict=True))
 
 
@@ -244,9 +267,19 @@ def read_input(spark: SparkSession, decl: Decl, io: IO, factdir) -> DataFrame:
     or table."""
     if frame_kind(io) is not None:
         return read_frame_input(spark, decl, io, factdir)
-    from levelflow.engine.facts import input_path, io_delimiter, io_headers, read_facts
+    from levelflow.engine.facts import (
+        empty_relation,
+        input_missing,
+        input_path,
+        io_delimiter,
+        io_headers,
+        read_facts,
+    )
 
-    return read_facts(spark, decl, input_path(io, factdir), io_delimiter(io), io_headers(io))
+    path = input_path(io, factdir)
+    if input_missing(path):  # read as empty, as Soufflé does (checks.check_fact_files warns)
+        return empty_relation(spark, decl)
+    return read_facts(spark, decl, path, io_delimiter(io), io_headers(io))
 
 
 def estimate_rows(io: IO, factdir) -> int | None:
@@ -265,6 +298,8 @@ def estimate_rows(io: IO, factdir) -> int | None:
             return 0  # refused with its own line when the task reads it
     if kind == "frame":
         return io.frame.count()
+    if kind == "ordinals":  # the constants at least; the input facts' symbols follow
+        return len(io.constants)
     from pyspark.sql import SparkSession
 
     spark = SparkSession.getActiveSession()

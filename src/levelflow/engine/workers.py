@@ -1,13 +1,15 @@
 """Worker threads that run tasks as tagged Spark jobs: the engine's workers for the driver.
 
 Constant: the session, the number of slots, the run's job tag and cancel event, the two
-callbacks (what a task runs, what its finish means).
+callbacks (what a task runs, what its finish means), the deadline.
 Changes (main thread only): the free slots, the futures in flight, the schedule rows, the task
-whose result is being collected.
+whose result is being collected; (the deadline's timer) whether it passed.
 
 Every Spark job a worker starts carries the run's tag, so a failure (or Ctrl-C) stops what is
 running by tag: a future's cancel() cannot stop work that has started. Both the from-scratch run
-and an incremental epoch go through here, so they cancel alike.
+and an incremental epoch go through here, so they cancel alike, and so does a run past its
+deadline (`--epoch-timeout`): its timer sets the cancel event, which work in the driver checks
+between rounds, and cancels the tagged jobs; the run then raises DeadlinePassed.
 """
 
 from __future__ import annotations
@@ -19,6 +21,17 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 
 from levelflow.engine.worker_threads import borrow, give_back, tell
+from levelflow.errors import LevelflowError
+
+DEADLINE_POLL = 0.25  # seconds between looks at the deadline while tasks run
+
+
+class DeadlinePassed(LevelflowError):
+    """A run or epoch went past its deadline and was cancelled (callers say which)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"cancelled after {seconds:g} s (--epoch-timeout)")
+        self.seconds = seconds
 
 
 class SparkWorkers:
@@ -30,12 +43,12 @@ class SparkWorkers:
     """
 
     __slots__ = ("spark", "names", "prepare", "finish", "cancel", "tag", "free", "inflight",
-                 "pool", "schedule", "t0", "failed", "in_driver")
+                 "pool", "schedule", "t0", "failed", "in_driver", "timeout", "expired", "timer")
 
     def __init__(self, spark, jobs: int, names: Sequence[str],
                  prepare: Callable[[int], Callable[[], object]],
                  finish: Callable[[int, object, float], Sequence[int]],
-                 cancel: threading.Event | None = None) -> None:
+                 cancel: threading.Event | None = None, timeout: float | None = None) -> None:
         self.spark = spark
         self.names = names
         self.prepare = prepare
@@ -49,11 +62,19 @@ class SparkWorkers:
         self.t0 = time.perf_counter()
         self.failed: int | None = None  # the task whose result is being collected
         self.in_driver: set[int] = set()  # tasks whose call needs no Spark (`in_driver`)
+        self.timeout, self.expired = timeout, False  # seconds from now; whether they passed
+        self.timer = None
+        if timeout is not None:
+            self.timer = threading.Timer(timeout, self._expire)
+            self.timer.daemon = True
+            self.timer.start()
 
     def __enter__(self) -> SparkWorkers:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
         # Ctrl-C: a task running in the driver cannot be stopped, and the command exits now:
         # only Spark's tasks are waited for, and the threads are not parked for a later run.
         interrupted = exc_type is not None and issubclass(exc_type, KeyboardInterrupt)
@@ -66,6 +87,21 @@ class SparkWorkers:
             wait(waited)  # a thread is parked idle (abort waited already)
             if len(waited) == len(self.inflight):
                 give_back(self.pool)
+        if exc_type is None and self.expired:  # it passed as the last task finished
+            raise DeadlinePassed(self.timeout)
+
+    def _expire(self) -> None:
+        """The deadline passed (the timer's thread): stop the workers' driver work and jobs."""
+        self.expired = True
+        self.cancel.set()
+        from levelflow.engine.session import session_of, spark_in_use
+
+        if not spark_in_use(self.spark):  # no job ran: nothing to cancel, no JVM to start
+            return
+        try:
+            session_of(self.spark).sparkContext.cancelJobsWithTag(self.tag)
+        except Exception:  # noqa: BLE001 - the context may be gone; the run fails anyway
+            pass
 
     def idle(self) -> int:
         """Return the number of free worker slots."""
@@ -76,7 +112,9 @@ class SparkWorkers:
         return bool(self.inflight)
 
     def start(self, ready: list[int]) -> None:
-        """Submit each ready task to a free slot."""
+        """Submit each ready task to a free slot (none once the deadline passed)."""
+        if self.expired:
+            raise DeadlinePassed(self.timeout)
         for v in ready:
             call = self.prepare(v)
             if isinstance(call, in_driver):
@@ -87,9 +125,17 @@ class SparkWorkers:
     def finished(self):
         """Wait for the first finish; yield (task, activated) per finished task.
 
-        A task's failure is raised here, with `failed` naming it.
+        A task's failure is raised here, with `failed` naming it; DeadlinePassed instead once
+        the deadline passed (the task's failure is then its cancellation).
         """
-        done, _ = wait(self.inflight, return_when=FIRST_COMPLETED)
+        done = set()
+        while not done:
+            # Look at the deadline between waits, not only at a finish: a job a task submits
+            # after the cancel runs on, until abort() (on the way out) cancels it again.
+            done, _ = wait(self.inflight, timeout=DEADLINE_POLL if self.timer else None,
+                           return_when=FIRST_COMPLETED)
+            if self.expired:
+                raise DeadlinePassed(self.timeout)
         for fut in done:
             v, slot = self.inflight.pop(fut)
             self.free.append(slot)

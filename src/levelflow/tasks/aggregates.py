@@ -270,7 +270,10 @@ def lower_aggregates(parsed, report, prims: dict[str, str]):
         return parsed
     low = Lowering(parsed.decls, report, prims)
     rules = [new for r in parsed.rules for new in (low.rule(r) if r.body or _has(r) else (r,))]
-    return replace(parsed, decls=parsed.decls + low.decls, rules=rules + low.rules)
+    # A subsumptive body's aggregate too (Soufflé allows it): its two atoms stay first.
+    subs = [new for r in parsed.subsumptions for new in low.rule(r)]
+    return replace(parsed, decls=parsed.decls + low.decls, rules=rules + low.rules,
+                   subsumptions=subs)
 
 
 def _has(rule: Rule) -> bool:

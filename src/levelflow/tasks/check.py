@@ -31,9 +31,15 @@ from levelflow.tasks.directives import check_limits, ignored_note
 from levelflow.tasks.eqrel import eqrel_rules
 from levelflow.tasks.errors import DatalogError
 from levelflow.tasks.functor_binding import bind_functors
-from levelflow.tasks.functor_check import check_functors, number_autoinc, subterms
+from levelflow.tasks.functor_check import (
+    check_functors,
+    number_autoinc,
+    pattern_warnings,
+    subterms,
+)
 from levelflow.tasks.io_check import check_ios
 from levelflow.tasks.lower import lower_rule
+from levelflow.tasks.ordinals import ORD, declare_ord, lower_ord, ordinals_input
 from levelflow.tasks.parser import Parsed
 from levelflow.tasks.ranges import name_ranges
 from levelflow.tasks.records import lower_program as lower_records
@@ -97,15 +103,18 @@ def check(parsed: Parsed, file: str) -> Program:
     parsed, paths, closures = expand_paths(parsed, report, types)
     if parsed.functors:  # a call of an undeclared one is refused by functors.call_type
         parsed.rules = bind_functors(parsed, types, report)
+    parsed, ord_constants = declare_ord(parsed)  # its constants: before anything moves
     parsed = lower_aggregates(parsed, report, types)
     decls = _check_decls(parsed, types, report)
-    decls, parsed.rules = lower_records(parsed, types, decls, report)
+    decls, parsed.rules, parsed.subsumptions = lower_records(parsed, types, decls, report)
     decls, parsed.rules = lower_choices(parsed, decls, report)
     pair_decls = add_pair_decls(parsed.subsumptions, decls, report)
     subs = tuple(_check_rule(rule, pair_decls, report, types) for rule in parsed.subsumptions
                  if SUB + subsumed(rule) in pair_decls)
     ios = [io for io in parsed.ios if io.kind != "limitsize"]
     inputs, outputs, more_outputs, printsize = check_ios(ios, decls, report)
+    if ord_constants is not None:  # the symbol table `ord` reads: tasks/ordinals.py
+        inputs[ORD] = ordinals_input(ord_constants, decls, inputs)
     plain, fast = plain_kinds(decls), parsed.fast
     rules = tuple(rule if id(rule) in fast and plain_fact(rule, plain)
                   else _check_rule(rule, decls, report, types)
@@ -116,6 +125,8 @@ def check(parsed: Parsed, file: str) -> Program:
         rules = tuple(lower_rule(rule) for rule in rules)
     if parsed.surface:
         subs = tuple(lower_rule(rule) for rule in subs)
+    if ord_constants is not None:  # `ord(t)` as a join with the symbol table
+        rules, subs = lower_ord(rules), lower_ord(subs)
     prec = precedence(decls, rules + tuple(order_rules(subs)))
     check_strata(prec, subs, report)
     check_aggregated(prec, rules, report)
@@ -127,7 +138,8 @@ def check(parsed: Parsed, file: str) -> Program:
         raise error
     return Program(file, decls, inputs, outputs, printsize, rules, more_outputs,
                    paths=paths, closures=closures, precedence=prec, limits=limits,
-                   notes=ignored_note(parsed, file), subsumptions=subs)
+                   notes=ignored_note(parsed, file) + pattern_warnings(rules + subs),
+                   subsumptions=subs)
 
 
 def _check_decls(parsed: Parsed, types: dict[str, str], report: Problems) -> dict[str, Decl]:
@@ -157,8 +169,8 @@ def _check_constants(term: Term, report: Problems) -> None:
         if isinstance(t, Const):
             if t.kind == "number" and not INT64_MIN <= t.value <= INT64_MAX:
                 report(t.loc, f"integer constant {t.value} does not fit in 64 bits")
-            elif t.kind == "unsigned" and not 0 <= t.value <= INT64_MAX:
-                report(t.loc, f"unsigned constant {t.value} does not fit in 63 bits")
+            elif t.kind == "unsigned" and not 0 <= t.value < 2**64:
+                report(t.loc, f"unsigned constant {t.value} does not fit in 64 bits")
             elif t.kind == "float" and not math.isfinite(t.value):
                 report(t.loc, f"float constant {t.value} is not finite")
 

@@ -1,7 +1,8 @@
 """Checks of the intrinsic functors' placement in rules, and autoinc()'s numbering.
 
 `range` only binds a variable (`x = range(...)`); `autoinc()` stands in heads of non-recursive
-rules; a constant `match` pattern must compile with the syntax C++ and Python share.
+rules. A constant `match` pattern that std::regex refuses is a warning, not an error: Soufflé
+warns and the pattern matches nothing.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from levelflow.tasks.ast import (
     Term,
     Var,
 )
-from levelflow.tasks.functors import regex_problem
+from levelflow.tasks.ecmascript import problem
 from levelflow.tasks.typecheck import Report, show
 
 if TYPE_CHECKING:
@@ -54,16 +55,12 @@ def _generator(lit: object) -> bool:
 
 
 def check_functors(rule: Rule, report: Report) -> None:
-    """Report `range` outside `x = range(...)`, and constant patterns `match` cannot use."""
+    """Report `range` outside `x = range(...)` and `autoinc()` outside a head."""
     generators = {id(lit) for lit in rule.body if _generator(lit)}
     terms = [(arg, None) for head in rule.heads for arg in head.args]
     for lit in rule.body:
         if isinstance(lit, Comparison):
             terms += [(lit.left, lit), (lit.right, lit)]
-            if lit.op.lstrip("!") == "match" and isinstance(lit.left, Const):
-                why = (regex_problem(lit.left.value) if lit.left.kind == "symbol" else None)
-                if why is not None:
-                    report(lit.left.loc, f"bad regular expression {show(lit.left)}: {why}")
         else:
             atom = lit.atom if isinstance(lit, Negation) else lit
             terms += [(arg, lit) for arg in atom.args]
@@ -75,6 +72,23 @@ def check_functors(rule: Rule, report: Report) -> None:
                               "in the body")
             if isinstance(t, Call) and t.name == "autoinc" and (t.args or lit is not None):
                 report(t.loc, "'autoinc()' takes no arguments and stands in a rule head")
+
+
+def pattern_warnings(rules: tuple[Rule, ...]) -> tuple[str, ...]:
+    """Return a warning line per constant `match` pattern std::regex refuses (each matches
+    nothing), as Soufflé warns; a pattern a component instantiates twice is named once."""
+    seen, lines = set(), []
+    for rule in rules:
+        for lit in rule.body:
+            if (isinstance(lit, Comparison) and lit.op.lstrip("!") == "match"
+                    and isinstance(lit.left, Const) and lit.left.kind == "symbol"
+                    and (lit.left.loc, lit.left.value) not in seen):
+                seen.add((lit.left.loc, lit.left.value))
+                why = problem(lit.left.value)
+                if why is not None:
+                    lines.append(f"{lit.left.loc}: warning: bad regular expression "
+                                 f"{show(lit.left)} matches nothing: {why}")
+    return tuple(lines)
 
 
 def number_autoinc(prec: Precedence, rules: tuple[Rule, ...], report: Report,

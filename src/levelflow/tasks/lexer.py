@@ -20,17 +20,22 @@ DIRECTIVES = frozenset({
     "pragma", "plan", "include", "once", "override", "number_type", "symbol_type", "lattice",
 })
 
-# Whitespace and comments are skipped in the same match as the token after them (half the
-# matches). Order matters: longer operators before their prefixes, floats before integers.
+# Whitespace and comments, skipped by a match of their own: nothing follows the loop in this
+# pattern, so it never backtracks. Inside a token's pattern the same loop backtracked
+# exponentially over runs of blanks and `//` lines whenever the token after them failed (a
+# blank can end one `[ \t]+` or start the next), holding the GIL meanwhile.
+_SKIP = re.compile(r"(?:[ \t\r\n\f\v]+|//[^\n]*|/\*(?:[^*]|\*(?!/))*\*/)*")
+
+# Order matters: longer operators before their prefixes, floats before integers.
 _TOKEN = re.compile(r"""
-    (?:[ \t\r\n\f\v]+|//[^\n]*|/\*(?:[^*]|\*(?!/))*\*/)*
     (?:
-      (?P<str>"(?:[^"\\\n]|\\[^\n])*")
+      (?P<str>"(?:[^"\\]|\\[^\n])*")
     | (?P<badstr>")
     | (?P<badcomment>/\*)
+    | (?P<ip>\d+\.\d+\.\d+\.\d+)
     | (?P<float>\d+\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)
-    | (?P<hex>0[xX][0-9a-fA-F]+)
-    | (?P<bin>0[bB][01]+)
+    | (?P<hex>0[xX][0-9a-fA-F]+(?P<hsuf>u)?)
+    | (?P<bin>0[bB][01]+(?P<bsuf>u)?)
     | (?P<int>\d+(?P<usuf>u)?)
     | (?P<dir>\.(?P<dname>DIRECTIVE_NAMES)(?![A-Za-z0-9_?]))
     | (?P<ident>[A-Za-z_?][A-Za-z0-9_?]*)
@@ -46,14 +51,15 @@ _TOKEN = re.compile(r"""
 # escapes, arithmetic, a newline inside) leaves it to the ordinary tokens: same result, slower.
 _FACT_ARG = r'(?:(?:-[ \t]*)?\d{1,18}(?:\.\d{1,18})?|"[^"\\\n\t\r]*")'
 _FACT = re.compile(r"""
-    (?:[ \t\r\n\f\v]+|//[^\n]*|/\*(?:[^*]|\*(?!/))*\*/)*
     (?P<fact>[A-Za-z_?][A-Za-z0-9_?]*)[ \t]*\([ \t]*
     (?P<args>ARG(?:[ \t]*,[ \t]*ARG)*)[ \t]*\)[ \t]*\.(?![A-Za-z0-9_?(])
 """.replace("ARG", _FACT_ARG), re.VERBOSE | re.ASCII)
 FACT_ARGS = re.compile(r'(?:(-)[ \t]*)?(\d+(\.\d+)?)|(")([^"]*)"', re.ASCII)
 
 MAX_INT_DIGITS = 80
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "0": "\0", "'": "'"}
+# Soufflé's scanner (lexString) knows exactly these; any other escape is an error there.
+_ESCAPES = {'"': '"', "'": "'", "\\": "\\", "a": "\a", "b": "\b", "f": "\f", "n": "\n",
+            "r": "\r", "t": "\t", "v": "\v"}
 
 
 class Token:
@@ -104,8 +110,18 @@ class Source:
         return DatalogError(what, self.loc(pos))
 
 
+class BadEscape(ValueError):
+    """A string literal holds an escape Soufflé's scanner does not know (`at`: its offset in
+    the literal's body); str() is `a string with the unknown escape \\d`."""
+
+    def __init__(self, char: str, at: int) -> None:
+        super().__init__(f"a string with the unknown escape \\{char}")
+        self.char, self.at = char, at
+
+
 def unescape(body: str) -> str:
-    """Return a string literal's body with \\n, \\t, \\" ... replaced; unknown escapes stay."""
+    """Return a string literal's body with Soufflé's escapes replaced (\\" \\' \\\\ \\a \\b \\f
+    \\n \\r \\t \\v); raise BadEscape at any other, as Soufflé's scanner refuses it."""
     if "\\" not in body:
         return body
     out: list[str] = []
@@ -114,7 +130,9 @@ def unescape(body: str) -> str:
         c = body[i]
         if c == "\\" and i + 1 < n:
             nxt = body[i + 1]
-            out.append(_ESCAPES.get(nxt, "\\" + nxt))
+            if nxt not in _ESCAPES:
+                raise BadEscape(nxt, i)
+            out.append(_ESCAPES[nxt])
             i += 2
         else:
             out.append(c)
@@ -132,7 +150,7 @@ def _unstorable(source: Source, pos: int, word: str, value) -> DatalogError | No
 def _bad_text(source: Source, kind: str, text: str, pos: int) -> DatalogError:
     """Return the error of text no token matches."""
     if kind == "badstr":
-        return source.error(pos, "unterminated string (no closing '\"' on this line)")
+        return source.error(pos, "unterminated string (no closing '\"')")
     if kind == "badcomment":
         return source.error(pos, "unterminated comment (no closing '*/')")
     shown = text if text.isprintable() and not text.isspace() else f"\\u{ord(text):04x}"
@@ -145,15 +163,17 @@ def tokenize(source: Source) -> tuple[list[Token], DatalogError | None]:
     tokens: list[Token] = []
     append = tokens.append
     start = at = 1 if text.startswith("\ufeff") else 0
-    token_match, fact_match, find = _TOKEN.match, _FACT.match, text.find
+    skip, token_match, fact_match, find = _SKIP.match, _TOKEN.match, _FACT.match, text.find
     after_dot = True
     while True:
+        word_at = skip(text, at).end()
         if after_dot:
-            m = fact_match(text, at)
-            if m is not None and (at == start or find("\n", at, m.start("fact")) >= 0):
-                append(Token("fact", m.group("fact"), m, m.start("fact")))
+            m = fact_match(text, word_at)
+            if m is not None and (at == start or find("\n", at, word_at) >= 0):
+                append(Token("fact", m.group("fact"), m, word_at))
                 at = m.end()
                 continue
+        at = word_at
         m = token_match(text, at)
         at = m.end()
         kind = m.lastgroup
@@ -178,14 +198,30 @@ def tokenize(source: Source) -> tuple[list[Token], DatalogError | None]:
                 append(Token("int", word, int(word), pos))
         elif kind in ("str", "float"):
             word = m.group(kind)
-            value = unescape(word[1:-1]) if kind == "str" else float(word)
+            try:
+                value = unescape(word[1:-1]) if kind == "str" else float(word)
+            except BadEscape as e:  # the statements before the bad token are still parsed
+                return _cut_short(tokens, pos, source.error(
+                    pos + 1 + e.at, f"unknown escape sequence \\{e.char} in a string (a backslash "
+                    f"itself is written \\\\, as in \"\\\\d\")"))
             error = _unstorable(source, pos, word, value)
             if error is not None:  # the statements before the bad token are still parsed
                 return _cut_short(tokens, pos, error)
             append(Token("string" if kind == "str" else "float", word, value, pos))
         elif kind in ("hex", "bin"):
+            # `0xffu`, `0b101u`: unsigned constants, as `5u` (Soufflé's scanner).
             word = m.group(kind)
-            append(Token("int", word, int(word, 0), pos))
+            unsigned = word.endswith("u")
+            append(Token("uint" if unsigned else "int", word, int(word.removesuffix("u"), 0), pos))
+        elif kind == "ip":
+            # Soufflé reads `a.b.c.d` as the number (a << 24) + (b << 16) + (c << 8) + d, computed
+            # in a 32-bit int (so 192.168.0.1 is negative); a part above 255 is an error.
+            parts = [int(p) for p in m.group(kind).split(".")]
+            if max(parts) > 255:
+                return _cut_short(tokens, pos, source.error(pos, "IP out of range"))
+            value = (parts[0] << 24) + (parts[1] << 16) + (parts[2] << 8) + parts[3]
+            value = value - (1 << 32) if value >= 1 << 31 else value
+            append(Token("int", m.group(kind), value, pos))
         elif kind == "dir":
             append(Token("directive", m.group(kind), m.group("dname"), pos))
         elif kind == "end":

@@ -31,7 +31,7 @@ from levelflow.tasks.ast import (
     Var,
     Wildcard,
 )
-from levelflow.tasks.typecheck import Report
+from levelflow.tasks.typecheck import Report, show
 
 NIL = Const(record_values.NIL, "symbol")
 
@@ -101,9 +101,12 @@ class Lowering:
     def rule(self, rule: Rule) -> Rule:
         """Return the rule with its record and ADT terms lowered (unchanged when it has none)."""
         if not has_records(rule) and not self._consts_at_records(rule):
+            if any(_ordered(lit) for lit in rule.body):
+                self._refuse_order(rule, self._var_types(rule))
             return rule
         self.fresh = itertools.count()
         vtypes = self._var_types(rule)
+        self._refuse_order(rule, vtypes)
         heads = tuple(self._built_atom(h) for h in rule.heads)
         body: list[Literal] = []
         for lit in rule.body:
@@ -126,6 +129,14 @@ class Lowering:
                 body.append(lit)
         return Rule(heads, tuple(body), rule.loc)
 
+    def _refuse_order(self, rule: Rule, vtypes: dict[str, str]) -> None:
+        """Report `<`, `>`, `<=`, `>=` between variables holding records or ADTs: Soufflé
+        orders only numbers and symbols (a record term there is reported by comparison)."""
+        for lit in rule.body:
+            if _ordered(lit) and any(isinstance(t, Var) and t.name in vtypes
+                                     for t in (lit.left, lit.right)):
+                self.report(lit.loc, "records and ADT values compare only with = and !=")
+
     def _consts_at_records(self, rule: Rule) -> bool:
         """Return whether a constant stands where a record or ADT value must (reported by
         build)."""
@@ -142,12 +153,18 @@ class Lowering:
         for atom in list(rule.heads) + [a for _, a, _ in rule.body_atoms()]:
             for arg, ty in zip(atom.args, self._types(atom), strict=True):
                 self._type_pattern(arg, ty, out)
-        for lit in rule.body:  # `r = [x, _]` with r typed: x, and fields further in
-            if isinstance(lit, Comparison) and lit.op == "=":
+        # `r = [x, _]` with r typed: x, and fields further in; `q = r` gives q r's type, so a
+        # chain `p = q, q = [x, _]` types x as Soufflé does: repeated until nothing changes.
+        equalities = [lit for lit in rule.body if isinstance(lit, Comparison) and lit.op == "="]
+        while True:
+            known = len(out)
+            for lit in equalities:
                 for one, other in ((lit.left, lit.right), (lit.right, lit.left)):
-                    if isinstance(one, Record) and isinstance(other, Var) and other.name in out:
+                    if isinstance(other, Var) and other.name in out and \
+                            isinstance(one, Record | Var):
                         self._type_pattern(one, out[other.name], out)
-        return out
+            if len(out) == known:
+                return out
 
     def _type_pattern(self, term: Term, ty: str, out: dict[str, str]) -> None:
         """Record the record or ADT type of each variable a term of type `ty` holds."""
@@ -199,7 +216,8 @@ class Lowering:
         if not isinstance(term, Record):
             if ty in self.types and isinstance(term, Const):
                 self.report(term.loc, f"a constant of {ty} is written [...], $Branch(...) or nil")
-            elif _holds_record(term):
+                return Wildcard(term.loc)  # reported: no value is made of it
+            if _holds_record(term):
                 self.report(term.loc, "a record or ADT term cannot stand inside an expression")
                 return Wildcard(term.loc)
             return term
@@ -208,14 +226,23 @@ class Lowering:
             return Wildcard(term.loc)
         if term.branch == "nil":
             return Const(record_values.NIL, "symbol", term.loc)
-        for arg in term.args:
+        wrong = None
+        for i, (arg, (_, ft)) in enumerate(zip(term.args, fields, strict=True), 1):
             if isinstance(arg, Wildcard):
                 self.report(arg.loc, "'_' cannot stand in a record that is built (a head, a "
                                      "negation or a comparison)")
+            elif isinstance(arg, Const) and ft not in self.types:
+                what = record_values.constant_problem(arg.value, arg.kind, ft)
+                if what is not None:
+                    self.report(arg.loc, f"element {i} of {term.branch or ty} is {show(arg)}, "
+                                         f"not {what}")
+                    wrong = wrong or arg.loc
+        if wrong:  # reported there; no value is made of it
+            return Wildcard(wrong)
         args = [self.build(a, ft) for a, (_, ft) in zip(term.args, fields, strict=True)]
         codes = "".join(record_values.code_of(ft) for _, ft in fields)
         if term.branch:
-            codes = "s" + codes
+            codes = "b" + codes
             args.insert(0, Const(term.branch[1:], "symbol", term.loc))
         if all(isinstance(a, Const) for a in args):
             value = record_values.pack(codes, *(a.value for a in args))
@@ -272,6 +299,33 @@ class Lowering:
         return self.match(other, rec, ty)
 
 
+def _ordered(lit: Literal) -> bool:
+    return isinstance(lit, Comparison) and lit.op in ("<", ">", "<=", ">=")
+
+
+def flat_subsumption(rule: Rule) -> Rule:
+    """Return a lowered subsumptive rule (`@sub:r(..) :- r(..), r(..), body`) whose two atoms
+    hold a fresh variable for each record term, matched by `v = [..]` after them: the engine
+    takes the first two body literals as the dominated and the dominating tuple."""
+    fresh = itertools.count()
+    eqs: list[Literal] = []
+
+    def flat(atom: Atom) -> Atom:
+        args = []
+        for arg in atom.args:
+            if isinstance(arg, Record):
+                arg, record = Var(f"{next(fresh)}s", arg.loc), arg
+                eqs.append(Comparison("=", arg, record, record.loc))
+            args.append(arg)
+        return Atom(atom.relation, tuple(args), atom.loc)
+
+    dominated, dominating = flat(rule.body[0]), flat(rule.body[1])
+    if not eqs:
+        return rule
+    head = Atom(rule.heads[0].relation, dominated.args + dominating.args, rule.heads[0].loc)
+    return Rule((head,), (dominated, dominating, *eqs, *rule.body[2:]), rule.loc)
+
+
 def _subterms(term: Term) -> list[Term]:
     if isinstance(term, Record):
         return [term] + [s for a in term.args for s in _subterms(a)]
@@ -322,13 +376,14 @@ def _bound(rule: Rule, skip: Literal | None = None) -> set[str]:
 
 
 def lower_program(parsed, resolved: dict[str, str], decls: dict, report: Report
-                  ) -> tuple[dict, list[Rule]]:
-    """Return the Decls with their record shapes and the rules with records lowered."""
+                  ) -> tuple[dict, list[Rule], list[Rule]]:
+    """Return the Decls with their record shapes, and the rules and the subsumptive rules
+    with records lowered."""
     import dataclasses
 
     table = record_table(parsed.types, resolved, report)
     if not table and not parsed.surface:  # the parser saw no record term
-        return decls, parsed.rules
+        return decls, parsed.rules, parsed.subsumptions
     aliases = {d.name: d.bases[0].name for d in parsed.types
                if d.kind == "equiv" and len(d.bases) == 1}
     attr_types: dict[str, tuple[str, ...]] = {}
@@ -344,4 +399,5 @@ def lower_program(parsed, resolved: dict[str, str], decls: dict, report: Report
         if any(shapes):
             out[name] = dataclasses.replace(decls[name], shapes=shapes, record_types=table)
     lowering = Lowering(table, attr_types, report)
-    return out, [lowering.rule(rule) for rule in parsed.rules]
+    return out, [lowering.rule(rule) for rule in parsed.rules], \
+        [lowering.rule(flat_subsumption(rule)) for rule in parsed.subsumptions]

@@ -26,12 +26,15 @@ import numpy as np
 import polars as pl
 
 from levelflow.errors import LevelflowError
-from levelflow.workloads.gmark_schema import Distribution, EdgeSpec, Schema
+from levelflow.workloads.gmark_schema import (
+    LINEAR_TUPLES_PER_NODE,
+    Distribution,
+    EdgeSpec,
+    Schema,
+)
 
 # Out-degrees when a spec gives no out-distribution, by multiplicity: (min, max) uniform.
 _MULTIPLICITY_DEGREES = {"1": (1, 1), "?": (0, 1), "*": (0, 2), "+": (1, 2)}
-# A linear view costs at most this many tuples (derived, join matches, closure walks) per node.
-LINEAR_TUPLES_PER_NODE = 20
 # Draws per view before giving up on finding one within the selectivity asked for.
 MAX_DRAWS = 200
 

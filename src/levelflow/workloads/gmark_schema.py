@@ -25,6 +25,9 @@ MULTIPLICITIES = ("1", "?", "*", "+")
 # Node counts and degree parameters are at most this: the generator holds per node and per edge
 # int64 arrays in memory, so a schema asking for more is refused before anything is allocated.
 MAX_NODES = 100_000_000
+# A linear view costs at most this many tuples (derived, join matches, closure walks) per node
+# (gmark.py's budget; here so that the CLI's help needs no polars, 0.5 s to import).
+LINEAR_TUPLES_PER_NODE = 20
 # Type and symbol ids are dense (gMark numbers them 0..size-1): a table per type is built.
 MAX_IDS = 100_000
 

@@ -8,18 +8,26 @@ A task activates a child only when a relation the child reads has a non-empty ne
 unaffected parts of the DAG never run. Per task the strategy is counting (non-recursive) or
 DRed; under the elastic switch an update that runs longer than `switch` x the task's last
 from-scratch time is stopped (cancel event + Spark job tag) and the task is recomputed from
-scratch instead, then diffed against its old version.
+scratch instead, then diffed against its old version. Past `timeout` seconds the whole epoch
+is cancelled (engine/workers.py) and raises EpochTimeout before anything is committed.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from functools import partial
 
 from levelflow.driver import drive
 from levelflow.engine.choose import chosen
-from levelflow.engine.evaluate import cut
-from levelflow.engine.guard import check_products, from_failure, task_limit
+from levelflow.engine.evaluate import Cancelled, cut
+from levelflow.engine.guard import (
+    check_products,
+    check_ranges,
+    from_failure,
+    task_limit,
+    updating,
+)
 from levelflow.engine.incremental.backends.driver_rows import held_columns, with_constant
 from levelflow.engine.incremental.backends.worker.counting_job import counted_update
 from levelflow.engine.incremental.backends.worker.dred_job import (
@@ -38,7 +46,7 @@ from levelflow.engine.incremental.elastic import (
     cancelled_after,
 )
 from levelflow.engine.incremental.outcome import apply_counts, apply_sets, epoch_result
-from levelflow.engine.incremental.results import EpochError, EpochResult
+from levelflow.engine.incremental.results import EpochError, EpochResult, EpochTimeout
 from levelflow.engine.incremental.state.snapshot import COUNT, Snapshot, next_snapshot
 from levelflow.engine.incremental.strategies import counting_polars, counting_spark
 from levelflow.engine.incremental.strategies.aggregates import (
@@ -57,7 +65,7 @@ from levelflow.engine.incremental.versions import Change, TaskContext, TaskUpdat
 from levelflow.engine.limitsize import keep_smallest, limited
 from levelflow.engine.plans.planner import LOCAL_ROWS, driver_limit
 from levelflow.engine.types import column_names
-from levelflow.engine.workers import SparkWorkers, one_line
+from levelflow.engine.workers import DeadlinePassed, SparkWorkers, one_line
 from levelflow.errors import LevelflowError
 from levelflow.tasks.functors import uses_autoinc
 from levelflow.tasks.tasks import ProgramTasks
@@ -71,7 +79,7 @@ class Epoch:
                  switch_floor: float = SWITCH_FLOOR_SECONDS, bootstrap: bool = False,
                  large_change: float | None = LARGE_CHANGE, progress=None,
                  arranged: bool = True, change=None, max_tuples: int | None = None,
-                 driver_rows: int | None = None) -> None:
+                 driver_rows: int | None = None, timeout: float | None = None) -> None:
         from levelflow.engine.progress import Progress
 
         if mode not in MODES:
@@ -87,6 +95,8 @@ class Epoch:
         self.bootstrap = bootstrap
         self.arranged = arranged  # recursive tasks updated where their state lives (dred_job.py)
         self.max_tuples = max_tuples  # per task: engine/guard.py
+        self.timeout = timeout  # seconds the epoch's tasks may take (None: no deadline)
+        self.cancel = threading.Event()  # set once the deadline passed: driver work stops
         self.progress = progress or Progress()  # the live line `run` shows, or nothing
         self.versions = {n: Versions(d, snap.tuples(n), snap.rows[n], snap.pieces.get(n, 1))
                          for n, d in self.program.decls.items()}
@@ -108,15 +118,22 @@ class Epoch:
     # -- one task ------------------------------------------------------------------------------
 
     def _update(self, v: int) -> TaskUpdate:
-        """Return task v updated (in a worker thread, Spark jobs tagged for cancellation)."""
+        """Return task v updated (in a worker thread, Spark jobs tagged for cancellation); a
+        range its update evaluates is counted against its limit first (guard.UPDATING)."""
+        with updating(task_limit(self.pt.tasks[v], self.max_tuples)):
+            return self._updated(v)
+
+    def _updated(self, v: int) -> TaskUpdate:
         task = self.pt.tasks[v]
         t0 = time.perf_counter()
+        self._check_cancel()
         counted = task.relations[0] in self.snap.counted
         last = self.snap.scratch_seconds.get(task.name)
         if task_limit(task, self.max_tuples) is not None:  # a product past it: before any job
             check_products(self.program.file, task,
                            {n: self.versions[n].new_rows for n in task.reads_from},
                            self.max_tuples)
+            check_ranges(task, self.max_tuples)
         if self.change is not None and self.change.forced(v) or \
                 limited(self.program, task.relations) or \
                 chosen(self.program.decls, task.relations):  # or its N or choice kept anew
@@ -128,7 +145,8 @@ class Epoch:
         if self.mode == "scratch":
             return self._from_scratch(v, counted, t0)
         if task.subsumes:  # repaired in the driver (strategies/subsumed.py)
-            return self._apply_sets(v, subsumed_update(self.ctx, task), "subsume", t0, 0)
+            return self._apply_sets(v, subsumed_update(self.ctx, task, self._check_cancel),
+                                    "subsume", t0, 0)
         copy = renaming(self.program, task, self.snap.counted) \
             if counted and self.change is None else None
         if copy is not None:  # the source's change, reordered: no job
@@ -172,7 +190,13 @@ class Epoch:
             except Exception:
                 if not cancel.is_set():
                     raise
+        self._check_cancel()  # the switch fired as the epoch's deadline passed: no recompute
         return self._scratch(v, counted, "switched", t0)
+
+    def _check_cancel(self) -> None:
+        """Raise Cancelled once the epoch's deadline passed (work in the driver checks it)."""
+        if self.cancel.is_set():
+            raise Cancelled("the epoch's deadline passed")
 
     def _elastic_limits(self, task, ctx, plan, counted: bool
                         ) -> tuple[float | None, float | None]:
@@ -319,7 +343,7 @@ class Epoch:
                 not limited(self.program, task.relations) and \
                 not chosen(self.program.decls, task.relations) else None  # held: uncut
             held = fresh_held(self.ctx, task, plan) if plan is not None else None
-            sets, rounds = scratch_sets(self.ctx, task, held=held and (plan, held),
+            sets, rounds = scratch_sets(self.ctx, task, self.cancel, held=held and (plan, held),
                                         max_tuples=self.max_tuples)
         seconds = time.perf_counter() - t1
         out = {}
@@ -372,10 +396,16 @@ class Epoch:
         initial = self.initial()
         self.progress.activated(initial)
         sched.activate(initial)
-        workers = SparkWorkers(self.spark, jobs, self.pt.graph.names, self._prepare, self._finish)
+        workers = SparkWorkers(self.spark, jobs, self.pt.graph.names, self._prepare, self._finish,
+                               self.cancel, self.timeout)
         try:
             with workers:
                 drive(sched, workers, name=scheduler if isinstance(scheduler, str) else None)
+        except DeadlinePassed as e:
+            n = self.snap.epoch + 1
+            kept = "no state was written" if self.bootstrap else \
+                f"the state stays at epoch {self.snap.epoch}"
+            raise EpochTimeout(f"levelflow: error: epoch {n} {e}: {kept}") from None
         except Exception as e:
             if isinstance(e, LevelflowError) or workers.failed is None:
                 raise

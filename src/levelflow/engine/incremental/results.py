@@ -12,6 +12,10 @@ class EpochError(LevelflowError):
     """An epoch failed; the previous epoch stays current. str() names the task."""
 
 
+class EpochTimeout(EpochError):
+    """An epoch ran past its deadline (`--epoch-timeout`) and was cancelled; nothing changed."""
+
+
 @dataclass
 class Delta:
     """The net change of one relation in an epoch (DataFrames with columns c0..)."""

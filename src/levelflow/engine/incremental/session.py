@@ -81,7 +81,8 @@ class IncrementalSession:
                  switch_floor: float = SWITCH_FLOOR_SECONDS,
                  large_change: float | None = LARGE_CHANGE, arranged: bool = True,
                  max_tuples: int | None = MAX_TUPLES,
-                 driver_rows: int | None = DRIVER_ROWS) -> None:
+                 driver_rows: int | None = DRIVER_ROWS, epoch_timeout: float | None = None
+                 ) -> None:
         self.spark = spark
         self.pt = program_tasks
         self.program = program_tasks.program
@@ -96,6 +97,8 @@ class IncrementalSession:
         # A task reading at most this many rows runs in the driver, from scratch and in its
         # epochs (plans/driver.py); None: on Spark.
         self.driver_rows = driver_rows
+        # Seconds an epoch's tasks may take before it is cancelled (EpochTimeout); None: no limit
+        self.epoch_timeout = epoch_timeout
         check_root()  # executor state's folder: refused in one line before any job if not private
         self.pending: list[Op] = []
         self.last: EpochResult | None = None
@@ -165,12 +168,12 @@ class IncrementalSession:
         """Return a session on the current epoch of an existing state directory; with `warm`,
         its tasks' states loaded where their epochs run (backends/warm.py, said on `progress`)."""
         from levelflow.engine.incremental.backends.warm import warm as warm_states
-        from levelflow.tasks import build_tasks, parse_program
+        from levelflow.tasks import build_tasks, parse_stored
 
         state = statedir if isinstance(statedir, StateDir) else StateDir(statedir)
         state.hold_readers_lock()  # before reading: the epoch read stays on disk while we live
         data = state.manifest()
-        pt = build_tasks(parse_program(data["program"], data["program_file"]))
+        pt = build_tasks(parse_stored(data["program"], data["program_file"]))
         session = cls(spark, pt, data["program"], state.load(spark, pt.program), state, **options)
         session.streams = dict(data.get("streams", {}))
         session.base_index.prefetch(session.snap, pt.program.decls)
@@ -185,7 +188,7 @@ class IncrementalSession:
                           scheduler=self.scheduler, jobs=self.jobs, mode=self.mode,
                           switch=self.switch, switch_floor=self.switch_floor,
                           large_change=self.large_change, max_tuples=self.max_tuples,
-                          driver_rows=self.driver_rows)
+                          driver_rows=self.driver_rows, epoch_timeout=self.epoch_timeout)
 
     # -- changes -------------------------------------------------------------------------------
 
@@ -242,9 +245,14 @@ class IncrementalSession:
         """Return which of `rows` are base facts of `relation` now (net_change.py)."""
         return present(self, relation, rows)
 
-    def _net_change(self, ops) -> tuple[dict[str, Versions], list[str]]:
-        """Return per input relation its base Versions with the net change set, and notes."""
-        return net_change(self, ops)
+    def _net_change(self, ops, new_constants: bool = False
+                    ) -> tuple[dict[str, Versions], list[str]]:
+        """Return per input relation its base Versions with the net change set, and notes;
+        `ord`'s symbol table numbers the symbols the ops bring, and with `new_constants` (a
+        program change) the program's new constants (engine/ordinals.py)."""
+        from levelflow.engine.ordinals import new_symbol_ops
+
+        return net_change(self, list(ops) + new_symbol_ops(self, ops, new_constants))
 
     # -- epochs --------------------------------------------------------------------------------
 
@@ -331,7 +339,7 @@ class IncrementalSession:
                       switch_floor=self.switch_floor, bootstrap=bootstrap,
                       large_change=self.large_change, progress=progress,
                       arranged=self.arranged, change=change, max_tuples=self.max_tuples,
-                      driver_rows=self.driver_rows)
+                      driver_rows=self.driver_rows, timeout=self.epoch_timeout)
         epoch.run(self.scheduler, self.jobs)
         snap, changed, changed_base = epoch.snapshot()
         t_write = time.perf_counter()

@@ -14,17 +14,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from levelflow.engine.facts import (
-    UNWRITABLE_WHY,
+    TOO_LONG_WHY,
     FactError,
     check_fact_lines,
     fact_lines,
     field_error,
     io_delimiter,
     io_headers,
+    shown,
 )
 from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import Program
+from levelflow.tasks.functors import MAX_SYMBOL
 from levelflow.tasks.lexer import unescape
+from levelflow.tasks.numbers import held_unsigned
 
 _CONVERT = {"number": int, "unsigned": int, "float": float, "symbol": str}
 
@@ -92,14 +95,16 @@ def convert(value: str, primitive: str) -> int | float | str:
 
     Numbers and floats pass the same check as a field of a fact file.
     """
-    if primitive == "symbol":
+    if primitive == "symbol":  # any symbol, a newline too: a diff writes it as \n
         value = _unquote(value)
-        if field_error(value, "symbol") is not None:
-            raise ValueError(UNWRITABLE_WHY)
+        if len(value) > MAX_SYMBOL:
+            raise ValueError(TOO_LONG_WHY)
         return value
     why = field_error(value, primitive)
     if why is not None:
         raise ValueError(why)
+    if primitive == "unsigned":  # up to 2^64 - 1, held as the int64 of its bits
+        return held_unsigned(int(value, 10))
     return float(value) if primitive == "float" else int(value, 10)
 
 
@@ -118,13 +123,13 @@ def parse_literal(program: Program, text: str, where: str = "<input>") -> tuple[
     _check_arity(name, decl.arity, len(args), "arguments", where)
     row = []
     for i, (arg, primitive) in enumerate(zip(args, decl.types, strict=True)):
+        if decl.shapes and decl.shapes[i]:
+            row.append(read_record(decl, i, arg, where, UpdateError))
+            continue
         try:
-            if decl.shapes and decl.shapes[i]:
-                row.append(read_record(decl, i, arg))
-                continue
             row.append(convert(arg, primitive))
         except ValueError as e:
-            raise UpdateError(f"{where}: error: argument {i + 1} {arg!r} is {e} "
+            raise UpdateError(f"{where}: error: argument {i + 1} {shown(arg)} is {e} "
                               f"({name}.{decl.attrs[i]})") from None
     return name, tuple(row)
 
@@ -144,12 +149,14 @@ def check_input(program: Program, name: str, where: str) -> None:
                           f"can be inserted or removed")
 
 
-def coerce_row(program: Program, name: str, values: Iterable, where: str = "<api>") -> tuple:
+def coerce_row(program: Program, name: str, values: Iterable, where: str = "<api>", *,
+               held: bool = False) -> tuple:
     """Return a Python row checked and converted for input relation `name`; raise UpdateError.
 
     Values must already have their column's type (an integer, a real or a str; a float
     column takes an integer too): a string is not parsed as a number. NaN and infinities are
     refused, as in fact files: NaN is not equal to itself, so it could never be removed.
+    A record or ADT is Soufflé's text form, or with `held` the engine's (a queued op's row).
     """
     check_input(program, name, where)
     decl = program.decls[name]
@@ -165,14 +172,14 @@ def coerce_row(program: Program, name: str, values: Iterable, where: str = "<api
                 raise ValueError
             if decl.shapes and decl.shapes[i]:  # a record or ADT in Soufflé's text form
                 if not isinstance(v, str):
-                    raise ValueError
-                out.append(read_record(decl, i, v))
+                    raise ValueError(f"not a {decl.shapes[i]} in Soufflé's text form (a str)")
+                out.append(read_record(decl, i, v, where, UpdateError, held))
                 continue
             if primitive == "symbol":
                 if not isinstance(v, str):
                     raise ValueError
-                if field_error(v, "symbol") is not None:
-                    raise UpdateError(f"{where}: error: value {v!r} is {UNWRITABLE_WHY} "
+                if len(v) > MAX_SYMBOL:  # a newline is fine: outputs write it as it is
+                    raise UpdateError(f"{where}: error: value {shown(v)} is {TOO_LONG_WHY} "
                                       f"({name}.{decl.attrs[i]})")
                 out.append(v)
             elif primitive == "float":
@@ -191,15 +198,19 @@ def coerce_row(program: Program, name: str, values: Iterable, where: str = "<api
     return tuple(out)
 
 
-def read_record(decl, i: int, text: str) -> str:
-    """Return the value of a record or ADT written in Soufflé's text form for attribute i;
-    ValueError saying why when it is not one."""
+def read_record(decl, i: int, text: str, where: str, error: type[Exception],
+                held: bool = False) -> str:
+    """Return the value of a record or ADT written in Soufflé's text form (with `held`, the
+    engine's) for attribute i, checked against its type; `error` naming `where` and the
+    field when it is not one."""
+    from levelflow.engine.record_facts import field_error
     from levelflow.tasks.record_values import Types
 
+    types = Types(decl.record_types)
     try:
-        return Types(decl.record_types).read(text, decl.shapes[i])
+        return (types.canonical if held else types.read)(text, decl.shapes[i])
     except ValueError as e:
-        raise ValueError(f"not a {decl.shapes[i]}: {e.args[0]}") from None
+        raise error(f"{where}: error: {field_error(decl, i, text, e.args[0])}") from None
 
 
 def _fact_file_rows(program: Program, name: str, path: Path) -> list[tuple]:
@@ -221,8 +232,8 @@ def _fact_file_rows(program: Program, name: str, path: Path) -> list[tuple]:
     rows = []
     for line in lines:
         fields = line.removesuffix("\r").split(delimiter, decl.arity)
-        rows.append(tuple(_CONVERT[t](f) for t, f in zip(decl.types, fields[:decl.arity],
-                                                          strict=True)))
+        rows.append(tuple(held_unsigned(int(f)) if t == "unsigned" else _CONVERT[t](f)
+                          for t, f in zip(decl.types, fields[:decl.arity], strict=True)))
     return rows
 
 
@@ -258,8 +269,10 @@ def parse_diff(program: Program, text: str, source: str, sign: int = 1) -> list[
     """Return the ops of a diff's text (`+rel(..)` / `-rel(..)` lines, `//` or `#` comments);
     errors name `source:LINE`."""
     ops = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
+    # Lines end at LF only (a CR before it dropped): a quoted symbol may hold a raw \v or \f,
+    # which str.splitlines would break at.
+    for lineno, line in enumerate(text.split("\n"), 1):
+        line = line.strip(" \t\r")
         if not line or line.startswith(("//", "#")):
             continue
         where = f"{source}:{lineno}"

@@ -95,19 +95,20 @@ def prune(subs: list[Rule], decls, lower, old: pl.DataFrame, new: pl.DataFrame
 def run_subsumed(rules: tuple[Rule, ...], names: tuple[str, ...], decls: Mapping[str, Decl],
                  lower: Mapping[str, pl.DataFrame], facts: Mapping[str, pl.DataFrame],
                  share=None, limit: Limit | None = None, *, subs: tuple[Rule, ...] = (),
-                 seed: Mapping[str, pl.DataFrame] | None = None) -> TaskOutcome:
+                 seed: Mapping[str, pl.DataFrame] | None = None, check=None) -> TaskOutcome:
     """Return the pruned fixpoint of a task (every tuple in round 0), from `seed` (surviving
-    tuples of an earlier fixpoint, which its rules are applied to once more) or from empty."""
+    tuples of an earlier fixpoint, which its rules are applied to once more) or from empty.
+    `check()` runs before each round and raises to stop (in the driver, an epoch's deadline)."""
     decls = dict(decls)
     for rule in subs:
         decls.setdefault(SUB + subsumed(rule), pair_decl(decls[subsumed(rule)]))
     by_rel = {n: [r for r in subs if subsumed(r) == n] for n in names}
     recursive = [r for r in rules if r.body and reads_own(r, names)]
-    cand = base_tuples(rules, names, decls, lower, facts)
+    cand = base_tuples(rules, names, decls, lower, facts, limit)
     kept = {n: Kept(empty_frame(decls[n]), empty_frame(decls[n])) for n in names}
     if seed is not None:
         kept = {n: Kept(empty_frame(decls[n]), seed[n]) for n in names}
-        more = rule_round(recursive, kept, decls, lower)
+        more = rule_round(recursive, kept, decls, lower, limit)
         cand = {n: pl.concat([cand[n], *more[n]]).unique() for n in names}
         kept = {n: Kept(seed[n], empty_frame(decls[n])) for n in names}
     iterations = 0
@@ -123,7 +124,9 @@ def run_subsumed(rules: tuple[Rule, ...], names: tuple[str, ...], decls: Mapping
         if not recursive or not any(k.recent.height for k in kept.values()):
             break
         iterations += 1
-        more = rule_round(recursive, kept, decls, lower)
+        if check is not None:
+            check()
+        more = rule_round(recursive, kept, decls, lower, limit)
         cand = {n: pl.concat(more[n]).unique() if more[n] else empty_frame(decls[n])
                 for n in names}
     found = {n: k.full() for n, k in kept.items()}

@@ -14,6 +14,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
+from levelflow.engine.arrow_types import arrow_types
 from levelflow.engine.plans import resident
 from levelflow.engine.plans.closure import task_evaluator
 from levelflow.engine.plans.columnar import frame_schema
@@ -22,18 +23,13 @@ from levelflow.engine.plans.fixpoint import TaskOutcome
 from levelflow.engine.plans.layout import BASE_FACTS, COUNT_REL, STATS_REL, Layout
 from levelflow.engine.plans.subsume import run_subsumed
 
-_ARROW_TYPES = {"number": pa.int64(), "unsigned": pa.int64(), "float": pa.float64(),
-                "symbol": pa.string()}
-
 
 def output_schema(names, decls, extra: tuple[pa.Field, ...] = ()) -> pa.Schema:
     """Return the Arrow schema of a packed output: `_rel`, the extra fields, `_it`, then each
     relation's columns `o<rel>_c<j>` (matches in_spark.packed_schema)."""
     fields = [pa.field("_rel", pa.int32(), False), *extra, pa.field("_it", pa.int64())]
     for r, name in enumerate(names):
-        decl = decls[name]
-        types = [pa.bool_()] if decl.arity == 0 else [_ARROW_TYPES[t] for t in decl.types]
-        fields += [pa.field(f"o{r}_c{j}", t) for j, t in enumerate(types)]
+        fields += [pa.field(f"o{r}_c{j}", t) for j, t in enumerate(arrow_types(decls[name]))]
     return pa.schema(fields)
 
 

@@ -29,9 +29,10 @@ from levelflow.engine.incremental.state.durable import (
     manifest_text,
     write_durably,
 )
+from levelflow.engine.incremental.state.files import arrow_stored_schema
 from levelflow.engine.incremental.state.integrity import Stored, cause, observed
 from levelflow.engine.incremental.state.segments import needs_compaction
-from levelflow.engine.incremental.state.write import stored_schema, write_all
+from levelflow.engine.incremental.state.write import write_all
 from levelflow.errors import LevelflowError
 
 if TYPE_CHECKING:
@@ -103,7 +104,8 @@ def _write_bases(spark, state: StateDir, program: Program, data: dict, todo, tmp
         new[key][name] = entry
         label = f"relation {name}" if kind == "rel" else f"base facts of {name}"
         written.append((entry, Stored(label, tmp / kind / name,
-                                      stored_schema(program, name, kind, set(data["counted"])),
+                                      arrow_stored_schema(program, name, kind,
+                                                          set(data["counted"])),
                                       rows, None, None), obs))
     write_all(frames)
     state.read_back(spark, epoch, written)  # rows must be the manifest's: else nothing moves

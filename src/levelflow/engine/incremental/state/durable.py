@@ -67,8 +67,22 @@ def fsync_tree(root: Path) -> None:
     paths = [Path(parent) / name for parent, dirs, files in os.walk(root)
              for name in (*files, *dirs)]
     paths.append(root)
+    fsync_all(paths)
+
+
+def fsync_all(paths: list[Path]) -> None:
+    """Flush files and directories all at once; return when every flush succeeded."""
     for _ in _flushers().map(fsync_path, paths):  # consumed: each flush's error is raised
         pass
+
+
+def create_durably(path: Path, text: str) -> None:
+    """Create `path` holding `text`, it and its directory's entry flushed at once (one journal
+    commit, where write_durably's two flushes wait for one each). A crash midway leaves the
+    file absent or cut: only for a file whose reader takes either as absent."""
+    with path.open("x") as f:
+        f.write(text)
+    fsync_all([path, path.parent])
 
 
 def write_durably(path: Path, text: str) -> None:

@@ -3,24 +3,29 @@
 Per stored relation the manifest records its part files, `{file: [bytes, rows, checksum]}`, and
 the relation's `checksum`. A checksum is the sum over rows of xxhash64 of the whole row, as an
 unsigned 64-bit number (so it does not depend on row order or on how rows fall into files).
-Spark computes it: while writing (an Observation, no extra job) and when reading back or
-verifying (one aggregate job over every relation at once). Missing, extra or resized part files
-are found without Spark, from the directory listing alone.
+Spark computes it while writing (an Observation, no extra job); the driver computes the same
+sum with pyarrow and numpy (row_hash.py) when it writes rows itself, reads back what it wrote,
+and verifies a state: `state check` and `state repair` read every file that way and start no
+Spark at all. Only a session opening (or a commit reading back) more than HERE_ROWS rows of a
+relation has Spark hash them, one aggregate job over all of them at once. Missing, extra or
+resized part files are found from the directory listing alone.
 Constant: the rule above. Nothing here writes to a state.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
+import pyarrow as pa
 
 from levelflow.engine.sql_text import exprs, quoted_list
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 _LOW = 0xFFFFFFFF
 # Part files up to this size in all are scanned by one task (an epoch's segments): the
@@ -37,7 +42,7 @@ class Stored:
 
     label: str  # "relation path" or "base facts of edge": how messages name it
     path: Path
-    schema: object  # the pyspark StructType it is read with
+    schema: pa.Schema  # what it is read with (integrity.spark_schema: Spark's)
     rows: int
     checksum: str | None  # hex; None in a manifest that predates checksums
     files: dict | None  # file name -> [bytes, rows, checksum hex]
@@ -109,8 +114,8 @@ def scan(spark: SparkSession, items: list[Stored]) -> dict[int, dict[str, tuple[
     parts = []
     for i, item in enumerate(items):  # one row shape for every item, then one aggregate: an
         # aggregate per item before the union ran a job per item (adaptive execution)
-        lo, hi = _halves(item.schema.fieldNames())
-        parts.append(spark.read.schema(item.schema).parquet(str(item.path)).selectExpr(
+        lo, hi = _halves(item.schema.names)
+        parts.append(spark.read.schema(spark_schema(item)).parquet(str(item.path)).selectExpr(
             f"{i} AS `item`", "_metadata.file_name AS `file`", f"{lo} AS lo", f"{hi} AS hi"))
     rows = functools.reduce(lambda a, b: a.unionByName(b), parts)
     if sum(sum(part_files(item.path).values()) for item in items) <= ONE_TASK_BYTES:
@@ -123,33 +128,43 @@ def scan(spark: SparkSession, items: list[Stored]) -> dict[int, dict[str, tuple[
     return out
 
 
+def spark_schema(item: Stored) -> StructType:
+    """Return the Spark schema a stored relation is read with."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(item.schema)
+
+
+def file_sums(path: Path, schema: pa.Schema) -> tuple[int, str]:
+    """Return (rows, checksum) of one part file as the driver reads it now (pyarrow, hashed as
+    Spark hashes: row_hash.py), a batch at a time: memory stays bounded."""
+    import pyarrow.parquet as pq
+
+    from levelflow.engine.incremental.state.row_hash import half_sums, row_hashes
+
+    rows = lo = hi = 0
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=1 << 20, columns=schema.names):
+        h = row_hashes(pa.Table.from_batches([batch]).cast(schema))
+        rows += len(h)
+        lo, hi = (a + b for a, b in zip((lo, hi), half_sums(h), strict=True))
+    return rows, _hex(lo, hi)
+
+
 def scan_here(item: Stored) -> dict[str, tuple[int, str]] | None:
-    """Return per part file (rows, checksum) as the driver reads them now (pyarrow, hashed as
-    Spark hashes: row_hash.py), or None where Spark must read them: a column that is not an
-    integer, or more than HERE_ROWS rows (as the files' footers say)."""
-    import pyarrow as pa
+    """Return per part file (rows, checksum) as the driver reads them now, or None where Spark
+    must read them: a column row_hash does not hash, or more than HERE_ROWS rows (as the
+    files' footers say)."""
     import pyarrow.parquet as pq
 
     from levelflow.engine.incremental.state.row_hash import row_hashes
-    from levelflow.engine.types import arrow_schema as to_arrow_schema
 
     sizes = part_files(item.path)
-    schema = to_arrow_schema(item.schema)
-    if row_hashes(schema.empty_table()) is None or \
+    if row_hashes(item.schema.empty_table()) is None or \
             sum(pq.read_metadata(item.path / name).num_rows for name in sizes) > HERE_ROWS:
         return None
-    out = {}
-    for name in sizes:
-        rows = lo = hi = 0
-        for batch in pq.ParquetFile(item.path / name).iter_batches(
-                batch_size=1 << 20, columns=schema.names):  # a batch at a time: bounded memory
-            h = row_hashes(pa.Table.from_batches([batch]).cast(schema))
-            rows += len(h)
-            lo += int((h & np.uint64(_LOW)).sum(dtype=np.uint64))
-            hi += int((h >> np.uint64(32)).sum(dtype=np.uint64))
-        if rows:  # Spark's scan has no row for an empty file either
-            out[name] = (rows, _hex(lo, hi))
-    return out
+    found = {name: file_sums(item.path / name, item.schema) for name in sizes}
+    return {name: sums for name, sums in found.items() if sums[0]}  # as Spark's scan: an
+    # empty file has no row there
 
 
 def content_problems(item: Stored, found: dict[str, tuple[int, str]]) -> list[str]:
@@ -177,8 +192,8 @@ def unreadable(spark: SparkSession, items: list[Stored]) -> list[str]:
     for item in items:
         for path in sorted(item.path.glob("*.parquet")):
             try:
-                df = spark.read.schema(item.schema).parquet(str(path))
-                df.agg(*_aggregates(df, item.schema.fieldNames())).collect()
+                df = spark.read.schema(spark_schema(item)).parquet(str(path))
+                df.agg(*_aggregates(df, item.schema.names)).collect()
             except Exception as e:  # noqa: BLE001 - any reader failure is this file's damage
                 out.append(f"{path}: error: {item.label}: part file cannot be read "
                            f"({cause(e)})")
@@ -192,24 +207,60 @@ def cause(exc: BaseException) -> str:
     return one_line(exc)[:300]
 
 
-def verify(spark: SparkSession | None, items: list[Stored]) -> list[str]:
-    """Return every problem found in the stored relations (content too when given a session)."""
+def verify(items: list[Stored], spark: SparkSession | None = None,
+           listing: bool = False) -> list[str]:
+    """Return every problem found in the stored relations: their listings, then (unless
+    `listing`) their contents, read by the driver; given a session, only the smallest up to
+    HERE_ROWS rows in all, the rest by one Spark job."""
     out = [p for item in items for p in file_problems(item)]
-    if out or spark is None:
+    if out or listing:
         return out
-    # What the driver reads faster than a job starts, it reads (scan_here); Spark the rest.
-    found = {}
-    for i, item in enumerate(items):
-        try:
-            here = scan_here(item)
-        except (OSError, ValueError):  # unreadable here: Spark names the file
-            here = None
-        if here is not None:
-            found[i] = here
-    rest = [i for i in range(len(items)) if i not in found]
+    by_spark = [] if spark is None else _for_spark(items)
+    out += _verify_here([item for item in items if item not in by_spark])
+    if not by_spark:
+        return out
     try:
-        found.update(zip(rest, scan(spark, [items[i] for i in rest]).values(), strict=True))
+        found = scan(spark, by_spark)
     except Exception as e:  # noqa: BLE001 - name the file that fails, else the cause
-        return unreadable(spark, items) or [f"{items[0].path.parent.parent}: error: cannot "
-                                            f"read the state ({cause(e)})"]
-    return [p for i, item in enumerate(items) for p in content_problems(item, found[i])]
+        return out + (unreadable(spark, by_spark) or [
+            f"{by_spark[0].path.parent.parent}: error: cannot read the state ({cause(e)})"])
+    return out + [p for i, item in enumerate(by_spark) for p in content_problems(item, found[i])]
+
+
+def _for_spark(items: list[Stored]) -> list[Stored]:
+    """Return the relations a session has Spark verify: past the smallest HERE_ROWS rows in
+    all (as their manifest says), which the driver reads faster than a job starts."""
+    from levelflow.engine.incremental.state.row_hash import row_hashes
+
+    left, out = HERE_ROWS, []
+    for item in sorted(items, key=lambda item: item.rows):
+        if item.rows <= left and row_hashes(item.schema.empty_table()) is not None:
+            left -= max(item.rows, 0)
+        else:
+            out.append(item)
+    return out
+
+
+def _verify_here(items: list[Stored]) -> list[str]:
+    """Return the problems of stored relations as the driver reads them, a part file per
+    thread (pyarrow and numpy's loops release the GIL: both cores of a laptop work)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def sums(item: Stored, name: str):
+        try:
+            return file_sums(item.path / name, item.schema)
+        except (OSError, ValueError, pa.ArrowException) as e:
+            return f"{item.path / name}: error: {item.label}: part file cannot be read " \
+                   f"({cause(e)})"
+
+    files = [(i, name) for i, item in enumerate(items) for name in part_files(item.path)]
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1),
+                            thread_name_prefix="levelflow-verify") as pool:
+        found = list(pool.map(lambda f: sums(items[f[0]], f[1]), files))
+    out = []
+    for i, item in enumerate(items):
+        mine = {name: got for (owner, name), got in zip(files, found, strict=True)
+                if owner == i}
+        bad = [got for got in mine.values() if isinstance(got, str)]
+        out += bad or content_problems(item, {n: s for n, s in mine.items() if s[0]})
+    return out

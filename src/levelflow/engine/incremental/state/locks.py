@@ -35,6 +35,17 @@ class DirLocks:
             self._reader_closer()
             self._reader_fd = None
 
+    @contextlib.contextmanager
+    def reading(self):
+        """Hold READERS shared for the block (one more reader): no commit deletes the files of
+        an epoch that was current when the block began until it ends."""
+        fd = self._lock_file("READERS")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)  # waits for a garbage collection under way
+            yield
+        finally:
+            os.close(fd)
+
     def _lock_file(self, name: str) -> int:
         """Return an open descriptor of the lock file `name`, creating the directory."""
         try:

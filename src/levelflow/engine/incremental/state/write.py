@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from levelflow.engine.evaluate import RANK
 from levelflow.engine.incremental.state.errors import StateError
+from levelflow.engine.incremental.state.files import arrow_segment_schema, arrow_stored_schema
 from levelflow.engine.incremental.state.integrity import (
     Stored,
     observed,
@@ -79,6 +80,7 @@ def _plan_one(program: Program, snap: Snapshot, tmp: Path, epoch: int, kind: str
     its observation, the frame to write) of one changed relation: a segment on its chain
     if the epoch gave one, else a new base."""
     schema = stored_schema(program, name, kind, snap.counted)
+    arrow = arrow_stored_schema(program, name, kind, snap.counted)
     label = f"relation {name}" if kind == "rel" else f"base facts of {name}"
     rows = snap.rows[name] if kind == "rel" else snap.base_rows[name]
     seg = (snap.stored if kind == "rel" else snap.base_stored).get(name)
@@ -90,21 +92,21 @@ def _plan_one(program: Program, snap: Snapshot, tmp: Path, epoch: int, kind: str
         # Rows the driver holds are written from it: a Spark write is a job per segment.
         table = local_segment(*seg, schema)
         if table is None or not chain_due(old, table.num_rows):
-            return _segment(old, epoch, rows, tmp, kind, name, label, schema, table, seg)
+            return _segment(old, epoch, rows, tmp, kind, name, label, schema, table, seg, arrow)
         # Past the policy: the compaction that followed in the commit read the chain back
         # to write this same base; the driver builds it from the files (local_base.py).
         table = local_base(tmp.parent, kind, name, old, table, schema,
                            [f.name for f in schema.fields if f.name not in (COUNT, RANK)])
         if table is not None:
             entry = {"epoch": epoch, "rows": rows, "base_rows": rows, "segments": []}
-            return entry, entry, Stored(label, tmp / kind / name, schema, rows, None, None), \
+            return entry, entry, Stored(label, tmp / kind / name, arrow, rows, None, None), \
                 table, table
     frame = (snap.rel if kind == "rel" else snap.base)[name]
     # Rows the driver holds (a bootstrap's small facts) are written from it: no Spark job.
     table = local_table(frame, schema)
     df, obs = (table, table) if table is not None else observed(frame)
     entry = {"epoch": epoch, "rows": rows, "base_rows": rows, "segments": []}
-    return entry, entry, Stored(label, tmp / kind / name, schema, rows, None, None), obs, df
+    return entry, entry, Stored(label, tmp / kind / name, arrow, rows, None, None), obs, df
 
 
 def local_table(frame, schema) -> pa.Table | None:
@@ -122,7 +124,7 @@ def local_table(frame, schema) -> pa.Table | None:
 
 
 def _segment(old: dict, epoch: int, rows: int, tmp: Path, kind: str, name: str, label: str,
-             schema, table, seg) -> tuple:
+             schema, table, seg, arrow) -> tuple:
     """Return _plan_one's answer for a segment on the chain (`table`: its rows, if the driver
     holds them all)."""
     df, obs = (table, table) if table is not None else \
@@ -131,7 +133,7 @@ def _segment(old: dict, epoch: int, rows: int, tmp: Path, kind: str, name: str, 
     entry = {**old, "rows": rows, "base_rows": int(old.get("base_rows", old["rows"])),
              "segments": [*old.get("segments", []), {"epoch": epoch}]}
     return entry, entry["segments"][-1], Stored(f"{label} (segment of epoch {epoch})", path,
-                         segment_schema(schema), -1, None, None), obs, df
+                         arrow_segment_schema(arrow), -1, None, None), obs, df
 
 
 def read_back(spark, current: int, written: list) -> None:

@@ -57,7 +57,7 @@ def _heads(rule, decls, frames, pos) -> pl.DataFrame:
     return head_rows(body, types, head, decls[head.relation])
 
 
-def _over_deleted(ctx, task, old: dict, lower_old: dict, minus: dict) -> dict:
+def _over_deleted(ctx, task, old: dict, lower_old: dict, minus: dict, check) -> dict:
     """Return per own relation the tuples of `old` that lost a derivation, transitively."""
     decls, names = ctx.decls, task.relations
     rules = [r for r in task.rules if r.body]
@@ -76,6 +76,7 @@ def _over_deleted(ctx, task, old: dict, lower_old: dict, minus: dict) -> dict:
         cand = pl.concat(found[n]).unique() if found[n] else empty_frame(decls[n])
         recent[n] = cand.join(old[n], on=cand.columns, how="semi")
     while any(df.height for df in recent.values()):
+        check()
         gone = {n: pl.concat([gone[n], recent[n]]) for n in names}
         found = {n: [] for n in names}
         for rule in rules:
@@ -178,8 +179,9 @@ def rekey_frames(spark, old, new) -> None:
                 held[name] = (new.base[name], frame)
 
 
-def subsumed_update(ctx, task) -> dict:
-    """Return per own relation its Change: the pruned fixpoint repaired from the old one."""
+def subsumed_update(ctx, task, check=lambda: None) -> dict:
+    """Return per own relation its Change: the pruned fixpoint repaired from the old one;
+    `check()` runs before each round and raises to stop (the epoch's deadline)."""
     decls = ctx.decls
     key = (id(ctx.spark), task.name)
     held = _HELD.pop(key, {})
@@ -189,12 +191,12 @@ def subsumed_update(ctx, task) -> dict:
            else _frame(ctx.versions[n].old, decls[n]) for n in task.relations}
     seed = None
     if not _from_empty(ctx, task):
-        gone = _over_deleted(ctx, task, old, lower_old, minus) if minus else {}
+        gone = _over_deleted(ctx, task, old, lower_old, minus, check) if minus else {}
         seed = {n: old[n].join(gone[n], on=old[n].columns, how="anti") if n in gone
                 else old[n] for n in task.relations}
     rules = tuple(r for r in task.rules if r.body)
     out = run_subsumed(rules, task.relations, decls, lower_new, facts, subs=task.subsumes,
-                       seed=seed)
+                       seed=seed, check=check)
     changes = {}
     for n in task.relations:
         new = out.relation(n)
