@@ -285,9 +285,11 @@ def fact_frame(path: Path, decl: Decl, delimiter: str = "\t", headers: bool = Fa
 
     from levelflow.engine.plans.columnar import frame_schema
 
+    schema = frame_schema(decl)
+    if input_missing(Path(path)):  # read as empty, as Soufflé does (checks.check_fact_files warns)
+        return pl.DataFrame(schema=schema)
     lines = fact_lines(path)
     check_fact_lines(path, lines, decl, delimiter, headers)
-    schema = frame_schema(decl)
     lines = lines[1:] if headers else lines  # a header line is no tuple (read_facts drops it)
     if decl.arity == 0:
         return pl.DataFrame({"c0": [True] if lines else []}, schema=schema)
