@@ -230,7 +230,9 @@ class Epoch:
         old versions its counting is a from-scratch count; the program's facts it would count
         as old ones), so the first epoch need not bring them over."""
         task = self.pt.tasks[v]
-        if self.bootstrap and counted and \
+        # Not autoinc(): counting's terms (one per changed atom, a negated one too) would each
+        # number their own rows from 0
+        if self.bootstrap and counted and not uses_autoinc(task.rules) and \
                 self._counts_kept(task, self.ctx, BOOTSTRAP_COUNT_ROWS) and \
                 not any(r.heads and not r.body for r in task.rules):
             upd = self._kept_counts(v, task, self.ctx, None, t0, "scratch")
