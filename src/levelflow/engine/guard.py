@@ -16,10 +16,12 @@ Pure Python (it runs in the Python workers too).
 from __future__ import annotations
 
 import re
+import sys
+import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import Atom, Call, Comparison, Loc, Rule, Var, Wildcard
@@ -88,6 +90,29 @@ class Limit:
         limit (`loc`: where the range is)."""
         if values > self.tuples:
             raise over(self.task, self.tuples, f"its range makes {values:,} values", at(loc))
+
+
+@dataclass(frozen=True, slots=True)
+class Watched(Limit):
+    """A limit that also stops the evaluation once `cancel` is set: a task in the driver
+    checks it each round, where Spark would cancel a task of its own."""
+
+    cancel: threading.Event = field(default=None, compare=False)
+
+    def check(self, rows: int, where: str = "") -> None:
+        """Raise Cancelled if the run was cancelled, else TupleLimit past the limit."""
+        if self.cancel is not None and self.cancel.is_set():
+            from levelflow.engine.evaluate import Cancelled
+
+            raise Cancelled(f"task {self.task} cancelled")
+        Limit.check(self, rows, where)
+
+
+def watched(limit: Limit | None, task: str, cancel: threading.Event | None) -> Limit | None:
+    """Return `limit` (None: no limit) checked against `cancel` too, each round."""
+    if cancel is None:
+        return limit
+    return Watched(task, limit.tuples if limit is not None else sys.maxsize, cancel)
 
 
 # The limit of the task an epoch updates in this thread: the rule bodies its strategies build

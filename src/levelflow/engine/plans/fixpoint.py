@@ -199,7 +199,7 @@ def iterate(rules, rels: dict[str, Relation], decls: Mapping[str, Decl],
     """
     # A chosen relation keeps per round what engine/choose.py keeps: rounds over frames only.
     tuple_rounds = tuple_rounds and not chosen(decls, rels)
-    tiny = TinyRounds(rules, rels, decls, lower, outcome) if tuple_rounds else None
+    tiny = TinyRounds(rules, rels, decls, lower, outcome, limit) if tuple_rounds else None
     while any(rel.recent.height for rel in rels.values()):
         if limit is not None:
             limit.check(sum(outcome.rows.values()))

@@ -16,7 +16,7 @@ from levelflow.engine.evaluate import (
     fact_rows,
 )
 from levelflow.engine.facts import input_path
-from levelflow.engine.guard import Limit, check_products, check_ranges, task_limit
+from levelflow.engine.guard import Limit, check_products, check_ranges, task_limit, watched
 from levelflow.engine.plans.in_spark import run_counted, run_packed, unpack
 from levelflow.engine.plans.layout import Layout
 from levelflow.engine.plans.planner import Plan
@@ -93,6 +93,8 @@ def evaluate_planned(spark, program: Program, task: Task, relations: Mapping,
         raise Cancelled(f"task {task.name} cancelled before it started")
     t0 = time.perf_counter()
     if plan.kind == "driver":
+        # Spark cancels its own tasks; rounds in the driver stop at the next round's check.
+        limit = watched(limit, task.name, cancel)
         return _checked(_in_driver(spark, program, task, relations, factdir, plan, ranked,
                                    limit, t0, keep), limit, program.file)
     # Per source: (relation, whether it is that relation's fact file), and its frame.

@@ -30,16 +30,21 @@ VISITS = 100_000
 ENTRY_ROWS = 20_000
 NO_FRAMES = MappingProxyType({})  # a round run one tuple at a time, in TaskOutcome.rounds
 
+# A stretch of rounds checks the task's limit (and a driver task its cancel flag) this often:
+# a round costs microseconds, a check a dict's sum.
+CHECK_EVERY = 256
+
 
 class TinyRounds:
     """The tuple-at-a-time side of one fixpoint (fixpoint.iterate asks it when to run)."""
 
-    __slots__ = ("rules", "rels", "decls", "lower", "outcome", "state", "since", "off")
+    __slots__ = ("rules", "rels", "decls", "lower", "outcome", "state", "since", "off", "limit")
 
     def __init__(self, rules, rels: Mapping, decls: Mapping[str, Decl],
-                 lower: Mapping[str, pl.DataFrame], outcome) -> None:
+                 lower: Mapping[str, pl.DataFrame], outcome, limit=None) -> None:
         self.rules, self.rels, self.decls = rules, rels, decls
         self.lower, self.outcome = lower, outcome
+        self.limit = limit  # checked every CHECK_EVERY rounds (guard.Limit; Watched: cancel)
         self.state: TupleRounds | None = None
         self.since: dict[str, list[pl.DataFrame]] = {n: [] for n in rels}
         self.off = not runs_tuples(rules)  # functors stay on frames, as both backends run them
@@ -101,6 +106,8 @@ class TinyRounds:
                     outcome.rows[name] += len(rows)
                     delta += len(rows)
             outcome.rounds.append(NO_FRAMES)
+            if self.limit is not None and outcome.iterations % CHECK_EVERY == 0:
+                self.limit.check(sum(outcome.rows.values()))
             if visits > VISITS:
                 self.off = True
                 break
