@@ -131,7 +131,9 @@ def test_component_errors_are_one_line(text, where, fragment):
 
 PIECES = [".comp ", ".init ", ".override ", "C", "D", "a", "r", "x", "T", "<", ">", ",", ":",
           "=", "{", "}", "(", ")", ".", " ", "\n", ".decl r(x:T)", ".decl r(x:number)", "r(1).",
-          "a.r(1).", "a.r", "number", "r(x) :- a.r(x).", ".output a.r", " eqrel", "#define N 1\n"]
+          "a.r(1).", "a.r", "number", "r(x) :- a.r(x).", ".output a.r", " eqrel", "#define N 1\n",
+          ".type T <: number", ".decl q(x: a.T)", ".type P = [f: a.T]", " overridable",
+          "R(1).", "$a.B(1)", ".type E = B {x: T}"]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

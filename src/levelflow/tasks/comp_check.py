@@ -1,11 +1,12 @@
-"""The checks Soufflé's component checker makes, run on every component of a scope before any
-instance of it is made (so a component never instantiated is checked too).
+"""The checks Soufflé's component checker makes, run on every component (nested ones too)
+before any instance is made, so a component never instantiated is checked too.
 
-Per component: its bases are defined and given as many type arguments as they take (a base
-named by a type parameter is known only once instantiated), it does not inherit from itself,
-and each `.override r` names a relation a base declares (not the component itself) `overridable`.
-At the top level: a component or instance name is not also a type, a relation, another
-component or another instance. Each problem is one DatalogError at the statement it is about.
+Per component: its bases and the components its body instantiates are defined and given as
+many type arguments as they take (one named by a type parameter is known only once
+instantiated), it does not inherit from itself, and each `.override r` names a relation a base
+declares (not the component itself) `overridable`. At the top level: each instance's component
+is defined, and a component or instance name is not also a type, a relation, another component
+or another instance. Each problem is one DatalogError at the statement it is about.
 """
 
 from __future__ import annotations
@@ -14,47 +15,66 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from levelflow.tasks.ast import DECL_QUALIFIERS
-from levelflow.tasks.components import check_arity
+from levelflow.tasks.components import check_arity, lookup
 from levelflow.tasks.errors import DatalogError
 
 if TYPE_CHECKING:
-    from levelflow.tasks.components import Comp
+    from levelflow.tasks.components import Comp, Init
     from levelflow.tasks.lexer import Token
 
 
 def check_components(p) -> None:
-    """Raise the first problem of the components defined in the scope parser `p` reads."""
+    """Raise the first problem of the components and instances of the top-level parser `p`."""
     if not p.comps and not p.inits:
         return
-    own = [c for c in p.comps.values() if c.scope == p.prefix]
-    for comp in own:
-        _check_bases(p, comp)
-    for comp in own:
+    comps = list(p.comps.values())
+    for comp in comps:  # grows: nested components are checked after their scope's
+        comps.extend(comp.comps.values())
+    for comp in comps:
+        _check_bases(p.comps, comp)
+    for comp in comps:
         _check_overrides(p, comp)
-    if not p.prefix:
-        _check_names(p, own)
+        for init in comp.inits:
+            _check_init(p.comps, comp, init)
+    for init in p.inits:
+        _check_init(p.comps, None, init)
+    _check_names(p, list(p.comps.values()))
 
 
-def _check_bases(p, comp: Comp) -> None:
+def _check_init(top, scope: Comp | None, init: Init) -> None:
+    if scope is not None and init.comp in scope.params:
+        return  # a type parameter: known once the component is instantiated
+    found = lookup(top, scope, init.comp, {})
+    if found is None:
+        raise DatalogError(f"component '{init.comp}' is not defined", init.loc)
+    check_arity(found, init.args, init.loc)
+
+
+def _check_bases(top, comp: Comp) -> None:
     for base, args, loc in comp.bases:
         if base in comp.params:
             continue  # a type parameter: known once the component is instantiated
-        if base not in p.comps:
+        found = lookup(top, comp.outer, base, {})
+        if found is None:
             raise DatalogError(f"component '{base}' is not defined", loc)
-        check_arity(p.comps[base], args, loc)
-    if comp.name in _ancestors(p, comp):
+        check_arity(found, args, loc)
+    if comp in _ancestors(top, comp):
         raise DatalogError(f"component '{comp.name}' inherits from itself", comp.loc)
 
 
-def _ancestors(p, comp: Comp) -> dict[str, Comp]:
-    """Return the components `comp` inherits from, directly or not, by name."""
-    found: dict[str, Comp] = {}
+def _ancestors(top, comp: Comp) -> list[Comp]:
+    """Return the components `comp` inherits from, directly or not."""
+    found: list[Comp] = []
     todo = [comp]
     while todo:
-        for base, _, _ in todo.pop().bases:
-            if base in p.comps and base not in found:
-                found[base] = p.comps[base]
-                todo.append(found[base])
+        cur = todo.pop()
+        for base, _, _ in cur.bases:
+            if base in cur.params:
+                continue
+            parent = lookup(top, cur.outer, base, {})
+            if parent is not None and parent not in found:
+                found.append(parent)
+                todo.append(parent)
     return found
 
 
@@ -65,10 +85,10 @@ def _check_overrides(p, comp: Comp) -> None:
         return
     own = dict(_declared(comp.body))
     inherited = {}
-    for name, base in _ancestors(p, comp).items():
+    for base in _ancestors(p.comps, comp):
         for rel, (overridable, tok) in _declared(base.body):
             if not overridable or rel not in inherited:
-                inherited[rel] = (name, overridable, tok)
+                inherited[rel] = (base.name, overridable, tok)
     for k, tok in overrides:
         rel = comp.body[k + 1] if k + 1 < len(comp.body) else None
         if rel is None or rel.kind != "ident":

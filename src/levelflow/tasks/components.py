@@ -1,38 +1,20 @@
-"""Soufflé components lowered to plain statements: `.comp`, `.init`, inheritance, `.override`,
-type parameters and qualified names `inst.rel`.
+"""Soufflé components, their syntax: `.comp`, `.init`, `.override`, qualified names `inst.rel`,
+and how a component name is found from where it is used (`lookup`).
 
-A component is kept as its body's tokens. `.init inst = Name<number, symbol>` instantiates it:
-its base components' bodies, then its own, each with the type parameters replaced by the
-arguments and every relation, type and nested instance the component declares renamed
-`inst.name`; the tokens are then parsed as ordinary statements. A relation the body names but
-does not declare stays global, as in Soufflé. `.override r` drops the rules the bases give r.
-So the engine sees relations named `inst.rel` (written to `inst.rel.csv`) and nothing else.
+A component's body is parsed once, where it is defined, into its own statements, components and
+instances (a `Comp`); tasks/comp_instances.py makes each instance from them, as Soufflé does.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from levelflow.tasks.ast import Loc
 from levelflow.tasks.errors import DatalogError
 from levelflow.tasks.lexer import Token
 
-MAX_INSTANCE_DEPTH = 32
-
-# After these tokens an identifier names a relation or a type, never a variable.
-_NAMING = frozenset({":", "<:", "=", "|"})
-
-
-@dataclass(frozen=True)
-class Comp:
-    """`.comp Name<params> : Base<args>, ... { body }` as tokens."""
-
-    name: str
-    params: tuple[str, ...]
-    bases: tuple[tuple[str, tuple[str, ...], Loc], ...]
-    body: tuple[Token, ...]
-    loc: Loc
-    scope: str = ""  # the instance whose body defines it ("a." ...), "" at the top level
+MAX_COMP_NESTING = 32  # components defined inside components, each a parser's recursion
+MAX_INHERITANCE = 64  # bases of bases: each a recursion of the lookup and the instantiation
 
 
 @dataclass(frozen=True)
@@ -45,11 +27,27 @@ class Init:
     loc: Loc
 
 
+@dataclass(eq=False)
+class Comp:
+    """`.comp Name<params> : Base<args>, ... { body }`: its body's tokens (for comp_check) and
+    what they parse to: statements (a parser.Parsed), the components and instances it defines."""
+
+    name: str
+    params: tuple[str, ...]
+    bases: tuple[tuple[str, tuple[str, ...], Loc], ...]
+    body: tuple[Token, ...]
+    loc: Loc
+    outer: Comp | None  # the component whose body defines it; None at the top level
+    parsed: object = None
+    comps: dict[str, Comp] = field(default_factory=dict)
+    inits: list[Init] = field(default_factory=list)
+
+
 def merge_qualified(tokens: list[Token]) -> list[Token]:
     """Return the tokens with `a.b.c` written without spaces joined into one identifier.
 
     Path expressions `[a.b]` keep their '.', and `A(x).B(y).` is two facts: the '.' must sit
-    between two identifiers."""
+    between two identifiers. In brackets, a name after ':' is a record field's type: joined."""
     out: list[Token] = []
     depth = 0
     i, n = 0, len(tokens)
@@ -57,8 +55,9 @@ def merge_qualified(tokens: list[Token]) -> list[Token]:
         tok = tokens[i]
         if tok.kind == "punct" and tok.text in "[]":
             depth += 1 if tok.text == "[" else -1
-        if (depth == 0 and tok.kind == "ident" and i + 2 < n and tokens[i + 1].text == "."
-                and tokens[i + 1].kind == "punct" and tokens[i + 2].kind == "ident"
+        if ((depth == 0 or (i and tokens[i - 1].text == ":")) and tok.kind == "ident"
+                and i + 2 < n and tokens[i + 1].text == "." and tokens[i + 1].kind == "punct"
+                and tokens[i + 2].kind == "ident"
                 and tokens[i + 1].pos == tok.pos + len(tok.text)
                 and tokens[i + 2].pos == tokens[i + 1].pos + 1):
             text, j = tok.text, i
@@ -76,79 +75,35 @@ def merge_qualified(tokens: list[Token]) -> list[Token]:
     return out
 
 
-def declared_names(body: tuple[Token, ...]) -> set[str]:
-    """Return the relations, types and instances a body declares at its own level."""
-    names: set[str] = set()
-    depth = 0
-    for k, tok in enumerate(body):
-        if tok.kind == "punct" and tok.text in "{}":
-            depth += 1 if tok.text == "{" else -1
-            continue
-        if depth or tok.kind != "directive":
-            continue
-        if tok.value in ("decl", "type", "number_type", "symbol_type", "init"):
-            j = k + 1
-            while j < len(body) and body[j].kind == "ident":
-                names.add(body[j].text)
-                if tok.value != "decl" or not (j + 1 < len(body) and body[j + 1].text == ","):
-                    break
-                j += 2
-    return names
-
-
-def rename(body: tuple[Token, ...], prefix: str, names: set[str], types: dict[str, str]
-           ) -> list[Token]:
-    """Return the body with declared names prefixed and type parameters replaced."""
-    out: list[Token] = []
-    for k, tok in enumerate(body):
-        if tok.kind == "fact" and tok.text in names:  # a whole fact token: its relation
-            out.append(Token("fact", prefix + tok.text, tok.value, tok.pos))
-            continue
-        if tok.kind != "ident":
-            out.append(tok)
-            continue
-        prev = body[k - 1] if k else None
-        if prev is not None and prev.kind == "directive" and prev.value == "init":
-            out.append(tok)  # a nested instance's name: its own parse prefixes it
-            continue
-        nxt = body[k + 1] if k + 1 < len(body) else None
-        head, _, rest = tok.text.partition(".")
-        naming = (prev is not None and (prev.kind == "directive" or prev.text in _NAMING
-                                        or (prev.text == "," and _in_directive(body, k))))
-        calls = nxt is not None and nxt.kind == "punct" and nxt.text == "("
-        if tok.text in types and (naming or _type_arg(body, k)):
-            text = types[tok.text]
-        elif head in names and (naming or calls or rest):
-            text = prefix + tok.text
-        else:
-            out.append(tok)
-            continue
-        out.append(Token("ident", text, text, tok.pos))
-    return out
-
-
-def _in_directive(body, k: int) -> bool:
-    """Return whether token k is in a directive's list of names (`.output a, b`)."""
-    j = k - 1
-    while j >= 0 and (body[j].kind == "ident" or body[j].text == ","):
-        j -= 1
-    return j >= 0 and body[j].kind == "directive"
-
-
-def _type_arg(body, k: int) -> bool:
-    """Return whether token k is a type argument `<...>` of a base or an instance."""
-    j = k - 1
-    while j >= 0 and (body[j].kind == "ident" or body[j].text == ","):
-        j -= 1
-    return j >= 0 and body[j].text == "<"
-
-
 def check_arity(what: Comp, args: tuple[str, ...], loc: Loc) -> None:
     """Raise when a component is given the wrong number of type arguments."""
     if len(args) != len(what.params):
         raise DatalogError(f"component '{what.name}' takes {len(what.params)} type "
                            f"argument{'s' if len(what.params) != 1 else ''}, given {len(args)}",
                            loc)
+
+
+def lookup(top: dict[str, Comp], scope: Comp | None, name: str, binding: dict[str, str],
+           seen: frozenset = frozenset()) -> Comp | None:
+    """Return the component `name` means in `scope`, as Soufflé finds it: a type parameter's
+    argument first; then the components defined in the scope, in its bases' scopes and in its
+    enclosing scopes, innermost first; then the top level."""
+    name = binding.get(name, name)
+    if len(seen) > MAX_INHERITANCE and scope is not None:
+        raise DatalogError(f"components inherit through more than {MAX_INHERITANCE} levels",
+                           scope.loc)
+    while scope is not None and scope not in seen:
+        if name in scope.comps:
+            return scope.comps[name]
+        inner = seen | {scope}
+        for base, _, _ in scope.bases:
+            found = lookup(top, scope.outer, base, binding, inner)
+            if found is scope:
+                return None
+            if found is not None and (found := lookup(top, found, name, binding, inner)):
+                return found
+        scope = scope.outer
+    return top.get(name)
 
 
 # -- parsing: functions of the parser `p` (tasks/parser.py) -----------------------------------
@@ -167,19 +122,15 @@ def _type_args(p) -> tuple[str, ...]:
 
 
 def comp_def(p) -> None:
-    """Parse `.comp Name<params> : Base<args> { body }`, keeping the body's tokens."""
+    """Parse `.comp Name<params> : Base<args>, ... { body }` and its body's statements."""
     start = p.take()
     name = p.ident("a component name")
     params = _type_args(p)
     bases = []
-    if p.at(":"):
+    while p.at(":") or (bases and p.at(",")):  # Soufflé takes ':' or ',' between bases
         p.take()
-        while True:
-            base = p.ident("a base component name")
-            bases.append((base.text, _type_args(p), p.loc(base)))
-            if not p.at(","):
-                break
-            p.take()
+        base = p.ident("a base component name")
+        bases.append((base.text, _type_args(p), p.loc(base)))
     p.expect("{")
     first, depth = p.i, 1
     while depth:
@@ -189,15 +140,22 @@ def comp_def(p) -> None:
         if tok.kind == "punct" and tok.text in "{}":
             depth += 1 if tok.text == "{" else -1
     earlier = p.comps.get(name.text)
-    if earlier is not None and earlier.scope == p.prefix:  # a nested scope may shadow it
+    if earlier is not None:
         raise p.error(f"component '{name.text}' is already defined at {earlier.loc.line}:"
                       f"{earlier.loc.col}", name)
-    p.comps[name.text] = Comp(name.text, params, tuple(bases),
-                              tuple(p.toks[first:p.i - 1]), p.loc(start), p.prefix)
+    if p.level >= MAX_COMP_NESTING:
+        raise p.error(f"components nest deeper than {MAX_COMP_NESTING}", start)
+    body = tuple(p.toks[first:p.i - 1])
+    comp = Comp(name.text, params, tuple(bases), body, p.loc(start), p.scope)
+    sub = type(p)(p.source, [*body, Token("eof", "", None, p.toks[p.i - 1].pos)], comp,
+                  p.level + 1)
+    sub.parse()
+    comp.parsed, comp.comps, comp.inits = sub.out, sub.comps, sub.inits
+    p.comps[name.text] = comp
 
 
 def init_def(p) -> None:
-    """Parse `.init inst = Name<args>`; the instance is made at the end of its scope."""
+    """Parse `.init inst = Name<args>`; instances are made once the whole program is read."""
     start = p.take()
     name = p.ident("an instance name")
     p.expect("=")
@@ -208,51 +166,6 @@ def init_def(p) -> None:
 def override(p) -> None:
     """Parse `.override rel` (only inside a component)."""
     start = p.take()
-    if not p.prefix:
+    if p.scope is None:
         raise p.error("'.override' is only allowed in a component", start)
     p.out.overrides.append(p.ident("a relation name").text)
-
-
-def _parts(p, comp: Comp, args: tuple[str, ...], loc: Loc, seen: tuple[str, ...]
-          ) -> list[tuple[tuple[Token, ...], dict[str, str]]]:
-    """Return (body, type arguments) of the component's bases, then its own, in order."""
-    if comp.name in seen:
-        raise DatalogError(f"component '{comp.name}' inherits from itself", loc)
-    check_arity(comp, args, loc)
-    types = dict(zip(comp.params, args, strict=True))
-    out = []
-    for base, base_args, base_loc in comp.bases:
-        base = types.get(base, base)  # `.comp C<T> : T`: the base is a type argument
-        if base not in p.comps:
-            raise DatalogError(f"component '{base}' is not defined", base_loc)
-        out += _parts(p, p.comps[base], tuple(types.get(a, a) for a in base_args),
-                          base_loc, seen + (comp.name,))
-    out.append((comp.body, types))
-    return out
-
-
-def instantiate(p, init: Init) -> None:
-    """Parse the instance's bodies as statements of relations named `inst.rel`."""
-    comp = p.comps.get(init.comp)
-    if comp is None:
-        raise DatalogError(f"component '{init.comp}' is not defined", init.loc)
-    if p.level >= MAX_INSTANCE_DEPTH:
-        raise DatalogError(f"component instances nest deeper than {MAX_INSTANCE_DEPTH}",
-                           init.loc)
-    prefix = f"{p.prefix}{init.name}."
-    parts = _parts(p, comp, init.args, init.loc, ())
-    names = set().union(*(declared_names(body) for body, _ in parts))
-    done: list = []  # each part's Parsed
-    for body, types in parts:
-        eof = Token("eof", "", None, body[-1].pos if body else 0)
-        sub = type(p)(p.source, rename(body, prefix, names, types) + [eof], p.comps,
-                      prefix, p.level + 1)
-        sub.parse()
-        dropped = {prefix + name if not name.startswith(prefix) else name
-                   for name in sub.out.overrides}
-        for earlier in done:
-            earlier.rules = [r for r in earlier.rules
-                             if not any(h.relation in dropped for h in r.heads)]
-        done.append(sub.out)
-    for part in done:
-        p.out.absorb(part)

@@ -27,15 +27,8 @@ from levelflow.tasks.ast import (
     TypeRef,
 )
 from levelflow.tasks.comp_check import check_components
-from levelflow.tasks.components import (
-    Comp,
-    Init,
-    comp_def,
-    init_def,
-    instantiate,
-    merge_qualified,
-    override,
-)
+from levelflow.tasks.comp_instances import instantiate_all
+from levelflow.tasks.components import Comp, Init, comp_def, init_def, merge_qualified, override
 from levelflow.tasks.decl_syntax import parse_decl, parse_io, parse_type
 from levelflow.tasks.directives import parse_plan, parse_pragma
 from levelflow.tasks.errors import DatalogError
@@ -72,7 +65,7 @@ class Parsed:
     plans: list[Loc] = field(default_factory=list)
     # Terms the checker lowers to the core (casts, unsigned constants) occur in the rules.
     surface: bool = False
-    # `.override r` in a component instance: the bases' rules for r are dropped.
+    # `.override r` in a component's body: its bases' clauses for r are dropped.
     overrides: list[str] = field(default_factory=list)
     # Relations declared `eqrel`, with where the qualifier is (lowered by tasks/eqrel.py).
     eqrels: list[tuple[str, Loc]] = field(default_factory=list)
@@ -90,7 +83,7 @@ class Parsed:
     def absorb(self, other: Parsed) -> None:
         """Add a component instance's statements after these."""
         for name in ("decls", "types", "ios", "rules", "pragmas", "plans", "eqrels",
-                     "functors", "subsumptions"):
+                     "functors", "subsumptions", "choices"):
             getattr(self, name).extend(getattr(other, name))
         self.fast |= other.fast
         self.aggregates |= other.aggregates
@@ -113,21 +106,21 @@ def parse(text: str, filename: str = "<input>", line_map=None) -> Parsed:
 
 
 class _Parser:
-    __slots__ = ("source", "toks", "i", "depth", "path_top", "out", "comps", "inits", "prefix",
+    __slots__ = ("source", "toks", "i", "depth", "path_top", "out", "comps", "inits", "scope",
                  "level")
 
-    def __init__(self, source: Source, tokens: list[Token], comps: dict | None = None,
-                 prefix: str = "", level: int = 0) -> None:
+    def __init__(self, source: Source, tokens: list[Token], scope: Comp | None = None,
+                 level: int = 0) -> None:
         self.source = source
         self.toks = tokens
         self.i = 0
         self.depth = 0
         self.path_top = 0  # the depth at the current path atom's '['
         self.out = Parsed()
-        self.comps: dict[str, Comp] = dict(comps or {})  # the components in scope
+        self.comps: dict[str, Comp] = {}  # the components this scope defines
         self.inits: list[Init] = []
-        self.prefix = prefix  # the instance being parsed: "a." or "a.b.", "" at top level
-        self.level = level
+        self.scope = scope  # the component whose body this is; None at the top level
+        self.level = level  # components enclosing it
 
     # -- cursor -------------------------------------------------------------------------------
     @property
@@ -186,9 +179,9 @@ class _Parser:
                 rules.append(rule)
                 fast.add(id(rule))
             elif tok.kind == "eof":
-                check_components(self)  # every component of this scope, instantiated or not
-                for init in self.inits:
-                    instantiate(self, init)
+                if self.scope is None:  # a component's body is instantiated from outside
+                    check_components(self)  # every component, instantiated or not
+                    instantiate_all(self)
                 return
             else:
                 self.statement()

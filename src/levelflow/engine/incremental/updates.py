@@ -14,17 +14,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from levelflow.engine.facts import (
-    UNWRITABLE_WHY,
+    TOO_LONG_WHY,
     FactError,
     check_fact_lines,
     fact_lines,
     field_error,
     io_delimiter,
     io_headers,
+    shown,
 )
 from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import Program
+from levelflow.tasks.functors import MAX_SYMBOL
 from levelflow.tasks.lexer import unescape
+from levelflow.tasks.numbers import held_unsigned
 
 _CONVERT = {"number": int, "unsigned": int, "float": float, "symbol": str}
 
@@ -92,14 +95,16 @@ def convert(value: str, primitive: str) -> int | float | str:
 
     Numbers and floats pass the same check as a field of a fact file.
     """
-    if primitive == "symbol":
+    if primitive == "symbol":  # any symbol, a newline too: a diff writes it as \n
         value = _unquote(value)
-        if field_error(value, "symbol") is not None:
-            raise ValueError(UNWRITABLE_WHY)
+        if len(value) > MAX_SYMBOL:
+            raise ValueError(TOO_LONG_WHY)
         return value
     why = field_error(value, primitive)
     if why is not None:
         raise ValueError(why)
+    if primitive == "unsigned":  # up to 2^64 - 1, held as the int64 of its bits
+        return held_unsigned(int(value, 10))
     return float(value) if primitive == "float" else int(value, 10)
 
 
@@ -124,7 +129,7 @@ def parse_literal(program: Program, text: str, where: str = "<input>") -> tuple[
         try:
             row.append(convert(arg, primitive))
         except ValueError as e:
-            raise UpdateError(f"{where}: error: argument {i + 1} {arg!r} is {e} "
+            raise UpdateError(f"{where}: error: argument {i + 1} {shown(arg)} is {e} "
                               f"({name}.{decl.attrs[i]})") from None
     return name, tuple(row)
 
@@ -173,8 +178,8 @@ def coerce_row(program: Program, name: str, values: Iterable, where: str = "<api
             if primitive == "symbol":
                 if not isinstance(v, str):
                     raise ValueError
-                if field_error(v, "symbol") is not None:
-                    raise UpdateError(f"{where}: error: value {v!r} is {UNWRITABLE_WHY} "
+                if len(v) > MAX_SYMBOL:  # a newline is fine: outputs write it as it is
+                    raise UpdateError(f"{where}: error: value {shown(v)} is {TOO_LONG_WHY} "
                                       f"({name}.{decl.attrs[i]})")
                 out.append(v)
             elif primitive == "float":
@@ -227,8 +232,8 @@ def _fact_file_rows(program: Program, name: str, path: Path) -> list[tuple]:
     rows = []
     for line in lines:
         fields = line.removesuffix("\r").split(delimiter, decl.arity)
-        rows.append(tuple(_CONVERT[t](f) for t, f in zip(decl.types, fields[:decl.arity],
-                                                          strict=True)))
+        rows.append(tuple(held_unsigned(int(f)) if t == "unsigned" else _CONVERT[t](f)
+                          for t, f in zip(decl.types, fields[:decl.arity], strict=True)))
     return rows
 
 
@@ -264,8 +269,10 @@ def parse_diff(program: Program, text: str, source: str, sign: int = 1) -> list[
     """Return the ops of a diff's text (`+rel(..)` / `-rel(..)` lines, `//` or `#` comments);
     errors name `source:LINE`."""
     ops = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
+    # Lines end at LF only (a CR before it dropped): a quoted symbol may hold a raw \v or \f,
+    # which str.splitlines would break at.
+    for lineno, line in enumerate(text.split("\n"), 1):
+        line = line.strip(" \t\r")
         if not line or line.startswith(("//", "#")):
             continue
         where = f"{source}:{lineno}"
