@@ -157,3 +157,63 @@ def test_refusals_are_one_located_line(text, message):
     with pytest.raises(DatalogError, match=message) as info:
         _tasks(text)
     assert "\n" not in str(info.value)
+
+
+# Round 0 keeps (0,1) ((0,2) shares x = 0); round 1's only candidate (1,1) shares y = 1 with
+# it: a round whose every candidate loses to a key chosen before (issue 43: it crashed with
+# "invalid predicate for filter: Series(dtype=Null)", a mask of no rows has no type).
+LOSING = """
+.decl edge(x: number, y: number)
+.input edge
+.decl m(x: number, y: number) choice-domain x, y
+m(x, y) :- edge(x, y), x = 0.
+m(y, z) :- m(_, y), edge(y, z).
+.output m
+"""
+LOSING_EDGES = {(0, 1), (0, 2), (1, 1)}
+
+
+@pytest.mark.parametrize("plan", ["local", "global", "auto"])
+def test_a_round_that_keeps_no_candidate_on_every_plan(spark, tmp_path, plan):
+    pt = _tasks(LOSING)
+    result = _run(spark, tmp_path, pt, LOSING_EDGES, plan)
+    assert rows_of(result.relation("m")) == {(0, 1)}
+    assert naive_evaluate(pt, tmp_path / "f")["m"] == {(0, 1)}
+
+
+@pytest.mark.parametrize("tuple_rounds", [True, False])
+def test_a_round_that_keeps_no_candidate_in_the_worker(tuple_rounds):
+    import polars as pl
+
+    from levelflow.engine.plans import fixpoint
+
+    pt, rels = _tasks(LOSING), {}
+    edges = pl.DataFrame(sorted(LOSING_EDGES), schema=["c0", "c1"], orient="row")
+    for task in pt.tasks:
+        given = {"edge": edges} if "edge" in task.relations else {}
+        out = fixpoint.run_task(tuple(r for r in task.rules if r.body), task.relations,
+                                pt.program.decls, rels, given, tuple_rounds=tuple_rounds)
+        rels.update({n: out.relation(n) for n in task.relations})
+    assert set(rels["m"].rows()) == {(0, 1)}
+
+
+def test_epochs_around_a_round_that_keeps_no_candidate(spark, tmp_path):
+    (tmp_path / "p.dl").write_text(LOSING)
+    pt, edges = _tasks(LOSING), set(LOSING_EDGES)
+    write_facts(tmp_path / "f0", {"edge": edges})
+    session = IncrementalSession.bootstrap(spark, tmp_path / "p.dl", tmp_path / "f0",
+                                           tmp_path / "state", mode="incremental")
+    # (1,3): round 1 keeps it beside the losing (1,1); (3,1) then loses too (y = 1 taken);
+    # without (0,1), (0,2) is round 0's choice and (2,...) has no edge.
+    for k, (ops, expected) in enumerate([
+            ([(1, (1, 3)), (1, (3, 1))], {(0, 1), (1, 3)}),
+            ([(-1, (0, 1))], {(0, 2)}),
+            ([(1, (0, 1)), (-1, (1, 3))], {(0, 1)})], 1):
+        for sign, row in ops:
+            (session.insert if sign > 0 else session.remove)("edge", row)
+            (edges.add if sign > 0 else edges.discard)(row)
+        session.commit()
+        write_facts(tmp_path / f"ref{k}", {"edge": edges})
+        assert rows_of(session.relation("m")) == expected == \
+            naive_evaluate(pt, tmp_path / f"ref{k}")["m"], k
+    session.close()

@@ -55,21 +55,51 @@ def _chain(n: int) -> list[tuple]:
     return [(i, i + 1) for i in range(n)]
 
 
-@pytest.mark.parametrize("body,size", [
-    ("a(x), b(y)", 20 * 30),
-    ("a(x), b(_), c(y, z)", 20 * 30 * 40),
-    ("a(x), b(y), !c(x, y), x < y", 20 * 30),  # filters do not shrink the join Spark makes
-    ("a(x), b(x)", None),  # a join on x
-    ("a(x), c(y, y)", None),  # a repeated variable filters
-    ("a(x), c(y, 1)", None),  # so does a constant
-    ("c(x, y)", None),  # one atom: a copy
+@pytest.mark.parametrize("head,body,size", [
+    ("h2(x, y)", "a(x), b(y)", 20 * 30),
+    ("h3(x, y, z)", "a(x), b(_), c(y, z)", 20 * 30 * 40),
+    ("h2(x, y)", "a(x), b(y), !c(x, y), x < y", 20 * 30),  # filters: Spark makes the product
+    ("h2(x, y)", "a(x), b(y), x != y", 20 * 30),
+    ("h1(x)", "a(x), b(x)", None),  # a join on x
+    ("h2(x, y)", "a(x), b(y), x = y", None),  # an equality joins too
+    ("h2(x, z)", "a(x), b(y), z = y + 1, x = z", None),  # through a chain of them
+    ("h1(x)", "a(x), b(y)", None),  # b(y) is an existence test (tasks/exists.py): once
+    ("h2(x, y)", "a(x), c(y, y)", None),  # a repeated variable filters
+    ("h2(x, y)", "a(x), c(y, 1)", None),  # so does a constant
+    ("h2(x, y)", "c(x, y)", None),  # one atom: a copy
 ])
-def test_product_size_counts_only_products_of_whole_relations(body, size):
+def test_product_size_counts_only_products_of_whole_relations(head, body, size):
     text = (".decl a(x:number)\n.decl b(x:number)\n.decl c(x:number, y:number)\n"
-            f".decl h(x:number)\nh(1) :- {body}.\n")
+            ".decl h1(x:number)\n.decl h2(x:number, y:number)\n"
+            f".decl h3(x:number, y:number, z:number)\n{head} :- {body}.\n")
     rule = parse_program(text, "p.dl").rules[0]
     found = product_size(rule, {"a": 20, "b": 30, "c": 40})
     assert (found[0] if found else None) == size
+
+
+JOINED = """.decl a(x:number)
+.input a
+.decl b(x:number)
+.input b
+.decl p(x:number, y:number)
+p(x, y) :- a(x), b(y), y = x + 1.
+.output p
+.decl q(x:number)
+q(x) :- a(x), b(y).
+.output q
+"""
+
+
+@pytest.mark.parametrize("plan", ["auto", "local", "global"])
+def test_joins_by_an_equality_or_a_test_run_under_the_limit(spark, tmp_path, plan):
+    # 2,000 x 2,000 = 4,000,000 as products; p joins on y = x + 1 (x 4..1,999), q reads b
+    # once (b is not empty): neither makes more than 2,000 tuples.
+    pt, fdir = _write(tmp_path, JOINED, {"a": [(i,) for i in range(2_000)],
+                                         "b": [(i,) for i in range(5, 2_005)]})
+    result = run_program(spark, pt, fdir, None, plan=plan, max_tuples=10_000)
+    assert {tuple(r) for r in result.relation("p").collect()} == \
+        {(x, x + 1) for x in range(4, 2_000)}
+    assert {tuple(r) for r in result.relation("q").collect()} == {(x,) for x in range(2_000)}
 
 
 def test_max_tuples_must_be_a_positive_int():

@@ -37,7 +37,8 @@ def choose(decl, cand: pl.DataFrame, taken: pl.DataFrame | None = None) -> pl.Da
     cand = cand.unique(subset=cols).sort(cols)
     if len(groups) == 1:
         return cand.unique(subset=groups[0], keep="first", maintain_order=True)
-    return cand.filter(pl.Series(_greedy(cand, groups)))
+    # Typed: every candidate may have lost to a taken key, and a mask of no rows has no type.
+    return cand.filter(pl.Series(_greedy(cand, groups), dtype=pl.Boolean))
 
 
 def _greedy(cand: pl.DataFrame, groups: list[list[str]]) -> list[bool]:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import Atom, Call, Comparison, Loc, Rule, Var, Wildcard
+from levelflow.tasks.exists import components
 from levelflow.tasks.functors import MAX_SYMBOL, functor_name, range_count
 from levelflow.tasks.typecheck import fold
 
@@ -188,18 +189,22 @@ def check_ranges(task, limit: int | None) -> None:
 
 def product_size(rule: Rule, counts: Mapping[str, int]) -> tuple[int, list[int]] | None:
     """Return (tuples the rule's join makes, the factors) when its body's positive atoms are
-    whole relations sharing no variable (a product of known sizes), else None."""
-    atoms = [lit for lit in rule.body if isinstance(lit, Atom)]
+    whole relations sharing no variable (a product of known sizes), else None.
+
+    An equality shares a variable as a join does (`a(x), b(y), y = x + 1` binds y from x and
+    joins b on it); other comparisons and negations filter the product Spark makes."""
+    atoms = [lit for lit in rule.body if isinstance(lit, Atom) and lit.args]  # a() is 0 or 1
     if len(atoms) < 2:
         return None
-    seen: set[str] = set()
     for atom in atoms:
         names = [a.name for a in atom.args if isinstance(a, Var)]
         plain = all(isinstance(a, Var | Wildcard) for a in atom.args)
-        if not plain or len(set(names)) < len(names) or seen & set(names) \
-                or atom.relation not in counts:
-            return None  # a filter or a join: its size is not a product
-        seen |= set(names)
+        if not plain or len(set(names)) < len(names) or atom.relation not in counts:
+            return None  # a filter: its size is not the relation's
+    linked = tuple(atoms) + tuple(lit for lit in rule.body
+                                  if isinstance(lit, Comparison) and lit.op == "=")
+    if any(sum(i < len(atoms) for i in part) > 1 for part in components(linked)):
+        return None  # a join: its size is not a product
     sizes = [counts[a.relation] for a in atoms]
     total = 1
     for size in sizes:

@@ -30,6 +30,7 @@ from levelflow.tasks.choice import lower_choices
 from levelflow.tasks.directives import check_limits, ignored_note
 from levelflow.tasks.eqrel import eqrel_rules
 from levelflow.tasks.errors import DatalogError
+from levelflow.tasks.exists import lift_tests
 from levelflow.tasks.functor_binding import bind_functors
 from levelflow.tasks.functor_check import (
     check_functors,
@@ -136,6 +137,10 @@ def check(parsed: Parsed, file: str) -> Program:
     error = report.first()
     if error is not None:
         raise error
+    ordered = [n for n, d in decls.items() if d.choice] + [subsumed(s) for s in subs]
+    lifted, decls = lift_tests(rules, decls, prec, ordered)
+    if lifted is not rules:  # the precedence graph gains the tests' relations
+        rules, prec = lifted, precedence(decls, lifted + tuple(order_rules(subs)))
     return Program(file, decls, inputs, outputs, printsize, rules, more_outputs,
                    paths=paths, closures=closures, precedence=prec, limits=limits,
                    notes=ignored_note(parsed, file) + pattern_warnings(rules + subs),

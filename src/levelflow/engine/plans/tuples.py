@@ -155,10 +155,11 @@ class Variant:
             slot = self._slot(f"k{i}_{p}")
             binds.append((p, slot))
             waiting.append((slot, arg))
+        # An atom that binds nothing (`c(_)`, `r(1, _)`) only says a tuple exists: once.
         return self._probe(atom.relation, self.modes.get(i, LOWER), tuple(p for p, _ in keys),
-                           [f for _, f in keys], binds, checks, decl.arity == 0)
+                           [f for _, f in keys], binds, checks, not binds)
 
-    def _probe(self, name, mode, positions, keyfns, binds, checks, nullary) -> Callable:
+    def _probe(self, name, mode, positions, keyfns, binds, checks, exists) -> Callable:
         source = self.sources[name]
         variant = self
 
@@ -180,7 +181,7 @@ class Variant:
                     if mode == STABLE and source.recent:
                         recent = source.recent_set
                         rows = [t for t in rows if t not in recent]
-                if nullary:
+                if exists:
                     if rows:
                         nxt(env)
                     return
