@@ -15,6 +15,7 @@ import typer
 from levelflow.cli import defaults, options
 from levelflow.cli.app import app
 from levelflow.cli.options import MaxTuples
+from levelflow.engine import io_meter
 from levelflow.engine.paths import CONFINE_DEFAULT
 from levelflow.errors import LevelflowError, UsageError
 
@@ -202,19 +203,24 @@ def _evaluate_into_state(spark, program_tasks, sched, factdir, outdir, opts: dic
     """Evaluate the program as the state's epoch 0, write the outputs, print the summary."""
     from levelflow.engine.incremental.session import IncrementalSession
 
-    t0 = time.perf_counter()
+    before, t0 = io_meter.snapshot(), time.perf_counter()
     session = IncrementalSession.bootstrap(spark, program_tasks, factdir, opts["state"],
                                            scheduler=sched, jobs=opts["jobs"],
                                            progress=progress, max_tuples=opts["max_tuples"],
                                            epoch_timeout=opts["epoch_timeout"])
     last = session.last
-    clock.add("reading facts", time.perf_counter() - t0 - last.seconds)  # and indexing them
-    clock.add("tasks", last.seconds - last.write_seconds)
+    io = io_meter.snapshot().since(opts["io_before"])
+    clock.add("reading", io.reading)
+    # Besides shipping, what the bootstrap spent outside its epoch: cutting the shipped
+    # frames on the executors and indexing the base facts.
+    clock.add("shipping", io.shipping + time.perf_counter() - t0 - last.seconds
+              - io_meter.snapshot().since(before).total())
+    clock.add("evaluating", last.seconds - last.write_seconds)
     clock.add("state", last.write_seconds)
     counts: dict[str, int] = {}
     if outdir is not None and program_tasks.program.outputs:
         progress.phase("writing outputs")
-        with clock.part("outputs"):
+        with clock.part("writing"):
             counts = session.write_outputs(outdir, jobs=opts["jobs"])
     notes = write_trace_files(last.trace, last.schedule, opts["trace_out"], opts["schedule_out"])
     progress.stop()
@@ -233,13 +239,19 @@ def _evaluate(spark, program_tasks, sched, factdir, outdir, opts: dict, progress
     if opts["state"] is not None:  # the run is the maintained state's epoch 0
         _evaluate_into_state(spark, program_tasks, sched, factdir, outdir, opts, progress, clock)
         return
+    before = io_meter.snapshot()
     result = run_program(spark, program_tasks, factdir, outdir, scheduler=sched,
                          jobs=opts["jobs"], progress=progress,
                          checkpoint=opts["checkpoint"], plan=opts["plan"],
                          plan_rows=opts["plan_rows"], max_tuples=opts["max_tuples"],
                          timeout=opts["epoch_timeout"])
-    clock.add("tasks", result.wall_seconds - result.output_seconds)
-    clock.add("outputs", result.output_seconds)
+    io = io_meter.snapshot().since(opts["io_before"])  # with the check before Spark started
+    clock.add("reading", io.reading)
+    clock.add("shipping", io.shipping)
+    # The tasks read and ship their inputs: that part of their time is counted above.
+    clock.add("evaluating", result.wall_seconds - result.output_seconds
+              - io_meter.snapshot().since(before).total())
+    clock.add("writing", result.output_seconds)
     notes = write_trace_files(result.trace, sorted(result.schedule,
                                                    key=lambda row: (row[2], row[1])),
                               opts["trace_out"], opts["schedule_out"])
@@ -289,10 +301,11 @@ def run_command(
     epoch_timeout: options.EpochTimeout = None,
 ) -> None:
     """Evaluate PROGRAM from scratch on Spark; print 'ran k of N' with the wall time and its
-    parts, the outputs and .printsize counts."""
+    parts (Spark start, reading, shipping, evaluating, writing), the outputs and .printsize
+    counts."""
     from levelflow.cli.timing import WallClock
 
-    clock = WallClock()
+    clock, io_before = WallClock(), io_meter.snapshot()
     check_run_flags(jobs, checkpoint, plan, local_rows, master)
     deadline = options.epoch_deadline(epoch_timeout)
     _check_state(state, trace_out, schedule_out, checkpoint, plan)
@@ -306,7 +319,7 @@ def run_command(
                 "schedule_out": schedule_out, "checkpoint": checkpoint, "plan": plan,
                 "plan_rows": local_rows, "master": master, "driver_memory": driver_memory,
                 "spark_log": spark_log, "quiet": quiet, "max_tuples": max_tuples,
-                "epoch_timeout": deadline}
+                "epoch_timeout": deadline, "io_before": io_before}
         _run_on_spark(program_tasks, sched, factdir, outdir, opts, clock)
     except BaseException:
         remove_empty(made)
