@@ -102,7 +102,7 @@ def arith(op, a, b):
     return int64(q if op == "/" else a - b * q)
 
 
-def to_int(v, low=-2**63):
+def to_int(v, low=-2**63, high=2**63):
     """A float, integer or decimal text as an integer (C's truncation), or drop the row."""
     if isinstance(v, str):
         text = v.lstrip(" \t")
@@ -113,9 +113,21 @@ def to_int(v, low=-2**63):
     if isinstance(v, float) and not math.isfinite(v):
         raise _NoValue
     v = int(v)
-    if not low <= v < 2**63:
+    if not low <= v < high:
         raise _NoValue
     return v
+
+
+def to_unsigned(v):
+    """C's conversion to a 64-bit unsigned (text as strtoull reads it), held as its int64 bits;
+    a float outside (-1, 2^64) is undefined: drop the row."""
+    if isinstance(v, float):
+        if not (math.isfinite(v) and -1 < v < 2**64):
+            raise _NoValue
+        return bits(int(v))
+    if isinstance(v, str):
+        v = to_int(v, low=-2**64, high=2**64)
+    return bits(v)
 
 
 def to_float(v):
@@ -141,9 +153,8 @@ FUNCTORS = {
     "strlen": len, "substr": substr, "bnot": lambda x: ~x, "lnot": lambda x: int(x == 0),
     "to_string": lambda x: f"{x:f}" if isinstance(x, float) else str(x),
     "to_number": to_int, "ftoi": to_int, "utoi": to_int,
-    "to_unsigned": lambda x: to_int(x, 0), "itou": lambda x: to_int(x, 0),
-    "ftou": lambda x: to_int(x, 0),
-    "to_float": to_float, "itof": to_float, "utof": to_float,
+    "to_unsigned": to_unsigned, "itou": to_unsigned, "ftou": to_unsigned,
+    "to_float": to_float, "itof": to_float, "utof": lambda x: to_float(x % 2**64),
 }
 
 
@@ -370,8 +381,8 @@ def read_facts(path, decl, delimiter):
             types = Types(decl.record_types)
             fields = [types.read(f, s) if s else f for f, s in zip(fields, decl.shapes,
                                                                    strict=False)]
-        rows.add(tuple(_CONVERT[t](f) for t, f in zip(decl.types, fields[:decl.arity],
-                                                          strict=True)))
+        rows.add(tuple(bits(int(f)) if t == "unsigned" else _CONVERT[t](f)
+                       for t, f in zip(decl.types, fields[:decl.arity], strict=True)))
     return rows
 
 
@@ -413,9 +424,9 @@ def evaluate(program_tasks, factdir):
                                         for a, t in zip(head.args, decl.types, strict=True))
                         except _NoValue:
                             continue
-                        if any(t == "unsigned" and v < 0
-                               for v, t in zip(row, decl.types, strict=True)):
-                            continue  # levelflow's unsigned values stop at zero
+                        # An unsigned is C's: modulo 2^64, held as the int64 of its bits.
+                        row = tuple(bits(v) if t == "unsigned" else v
+                                    for v, t in zip(row, decl.types, strict=True))
                         if row not in db[head.relation]:
                             db[head.relation].add(row)
                             changed = True
@@ -529,10 +540,11 @@ def aggregated(rule, envs, decl):
 
 
 def format_row(row, types, delimiter="\t"):
-    """Return a tuple as an output line without newline (floats as `%g`, nullary as `()`)."""
+    """Return a tuple as an output line without newline (floats as Soufflé's `%.17g`, nullary
+    as `()`)."""
     if not types:
         return "()"
-    return delimiter.join(f"{v:g}" if t == "float" else str(v) for v, t in zip(row, types,
+    return delimiter.join(f"{v:.17g}" if t == "float" else str(v) for v, t in zip(row, types,
                                                                                strict=True))
 
 

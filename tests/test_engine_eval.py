@@ -140,7 +140,9 @@ def test_division_by_zero_and_overflow_drop_the_row(spark):
     assert rows(rels["s"]) == [(-7, -5), (7, 7)]  # the overflowing sum is dropped
 
 
-def test_unsigned_arithmetic_below_zero_drops_the_row_and_compares_unsigned(spark):
+def test_unsigned_arithmetic_wraps_and_compares_unsigned(spark):
+    """Soufflé's unsigned is C's 64-bit unsigned: `x - y` below zero wraps to 2^64 - ...,
+    `x - 10 > 0` compares the wrapped value, `top + 1` is 2^63 (held as the int64 -2^63)."""
     pt = program("""
         .decl u(x:unsigned)
         u(0). u(5). u(20). u(9223372036854775807).
@@ -153,12 +155,17 @@ def test_unsigned_arithmetic_below_zero_drops_the_row_and_compares_unsigned(spar
     """)
     rels = evaluate_program(spark, pt, None)
     top = 2**63 - 1
-    expected_d = sorted((x, y, x - y) for x in (0, 5, 20, top) for y in (0, 5, 20, top)
-                        if x > y)  # x - y below zero would wrap in Soufflé: here it is dropped
-    assert rows(rels["d"]) == expected_d
-    assert all(z >= 0 for *_, z in rows(rels["d"]))
-    assert rows(rels["big"]) == [(20,), (top,)]  # `x - 10` with the literal typed unsigned
-    assert rows(rels["inc"]) == [(1,), (6,), (21,)]  # top + 1 overflows: dropped
+
+    def held(v):  # the int64 of an unsigned's 64 bits
+        v %= 2**64
+        return v - 2**64 if v >= 2**63 else v
+    values = (0, 5, 20, top)
+    assert rows(rels["d"]) == sorted((x, y, held(x - y)) for x in values for y in values
+                                     if x != y)
+    assert held(0 - 5) == -5 and held(5 - top) == -(2**63) + 6  # 2^64 - 5, 2^63 + 6
+    # 0 - 10 and 5 - 10 wrap to 2^64 - 10 and 2^64 - 5: above 0 too
+    assert rows(rels["big"]) == [(0,), (5,), (20,), (top,)]
+    assert rows(rels["inc"]) == [(-(2**63),), (1,), (6,), (21,)]  # top + 1 is 2^63
 
 
 def test_negation_with_expression_and_constant_arguments(spark):

@@ -128,7 +128,7 @@ def test_input_and_output_paths_honour_filename(tmp_path):
     (("unsigned",), "4\n-1\n", "2:1", "not an unsigned number"),
     (("float",), "1.5\n2.5\nnope\n", "3:1", "not a float"),
     (("number",), "99999999999999999999\n", "1:1", "out of the 64-bit range"),
-    (("unsigned",), "18446744073709551615\n", "1:1", "the largest unsigned levelflow holds"),
+    (("unsigned",), "18446744073709551616\n", "1:1", "above 2^64-1, the largest unsigned"),
     (("number",), " 5\n", "1:1", "not a number"),
     (("number", "symbol"), "\n", "1:1", "expects 2 fields, found 1"),
 ])
@@ -156,13 +156,15 @@ def test_good_numbers_of_every_kind_validate(tmp_path):
 
 # --- writing -----------------------------------------------------------------------------------
 
-def test_write_formats_floats_like_percent_g_and_counts(spark, tmp_path):
+def test_write_formats_floats_to_17_significant_digits_and_counts(spark, tmp_path):
+    """Soufflé's writer sets the stream's precision to max_digits10 (17 for a double)."""
     d = decl("r", "symbol", "float", "number")
     df = rows_frame(spark, d, [("b c", 1.0, -3), ("a", 0.5, 10), ("z", 3.14159265, 0),
                                ("y", 1e20, 1), ("x", math.inf, 2)])
     path = tmp_path / "out" / "r.csv"
     assert write_relation(df, d, path, ",") == 5
-    assert path.read_text() == "a,0.5,10\nb c,1,-3\nx,inf,2\ny,1e+20,1\nz,3.14159,0\n"
+    assert path.read_text() == ("a,0.5,10\nb c,1,-3\nx,inf,2\ny,1e+20,1\n"
+                                "z,3.1415926500000002,0\n")
 
 
 def test_write_nullary_and_empty_relations(spark, tmp_path):
@@ -196,6 +198,8 @@ def test_read_back_what_was_written(spark, tmp_path):
 
 
 def test_format_value():
-    assert [format_value(v, "float") for v in (1.0, 0.5, 100000.0, 1234567.0, -0.25)] == [
-        "1", "0.5", "100000", "1.23457e+06", "-0.25"]
+    values = (1.0, 0.5, 100000.0, 1234567.0, -0.25, 2.0**-10, 0.1, 1e17, 1e-5, 2.0**60)
+    assert [format_value(v, "float") for v in values] == [
+        "1", "0.5", "100000", "1234567", "-0.25", "0.0009765625", "0.10000000000000001",
+        "1e+17", "1.0000000000000001e-05", "1.152921504606847e+18"]
     assert format_value(-7, "number") == "-7"

@@ -189,7 +189,7 @@ def _run_all_plans(spark, tmp_path, text: str, facts: dict) -> dict:
         for name in pt.program.decls:
             got = rows_of(result.relation(name))
             assert got == expected[name], (plan, name, got ^ expected[name])
-        for name in pt.program.outputs:  # floats printed as Soufflé prints them (%g)
+        for name in pt.program.outputs:  # floats printed as Soufflé prints them (%.17g)
             lines = (out / f"{name}.csv").read_text().splitlines()
             types = pt.program.decls[name].types
             assert sorted(lines) == sorted(format_row(r, types) for r in expected[name])
@@ -216,19 +216,21 @@ def test_arithmetic_bitwise_and_casts_agree_under_every_plan(spark, tmp_path):
     assert (0, -7) not in pow_ and (3, 62) not in pow_  # 0 ^ -7 is infinite; 3 ^ 62 overflows
     assert {r[0]: r[1:] for r in ref["extremes"]}[-7] == (-7, 2, -7)
     casts = {r[0]: r[1:] for r in ref["casts"]}
-    assert -7 not in casts  # to_unsigned(-7) has no value (levelflow's unsigned stop at 0)
-    assert casts[5] == (5, 5.0, 2, "5")
+    # to_unsigned(-7) is C's conversion: 2^64 - 7, held as the int64 of its bits (-7)
+    assert casts[-7] == (-7, -7.0, -3, "-7") and casts[5] == (5, 5.0, 2, "5")
     ucasts = {r[0]: r[1:] for r in ref["ucasts"]}
-    assert ucasts[7] == (7, 7.0, 4, 7) and 2 not in ucasts  # 2 - 3 is below zero
+    assert ucasts[7] == (7, 7.0, 4, 7)
+    assert ucasts[2] == (2, 2.0, -1, 4)  # 2u - 3 wraps to 2^64 - 1 (held -1), as in C
     fcasts = {r[0]: r[1:] for r in ref["fcasts"]}
     assert -2.5 not in fcasts  # ftou(-2.5) is undefined in C++: no value
     assert fcasts[3.0] == (3, 3, "3.000000", 9.0, 3.0)
     assert fcasts[0.1] == (0, 0, "0.100000", 0.1**2, 1.0)  # to_string is std::to_string (%f)
     assert 1e19 not in fcasts  # beyond 64-bit integers: no ftoi
-    assert {r[0] for r in ref["itou_"]} == {0, 1, 3, 5, 62, 64}
+    assert {r[0]: r[1] for r in ref["itou_"]} == {x: x for (x,) in FACTS["n"]}  # same bits
     assert ref["lits"] == {(62, "8"), (64, "8")}  # functors of literals only
     lines = (tmp_path / "out-global" / "fcasts.csv").read_text().splitlines()
-    assert "0.1\t0\t0\t0.100000\t0.01\t1" in lines and "3\t3\t3\t3.000000\t9\t3" in lines
+    assert "0.10000000000000001\t0\t0\t0.100000\t0.010000000000000002\t1" in lines  # %.17g
+    assert "3\t3\t3\t3.000000\t9\t3" in lines
 
 
 def test_string_functors_agree_under_every_plan(spark, tmp_path):
@@ -277,7 +279,8 @@ def test_float_range_accumulates_its_step_as_souffle_does(spark, tmp_path):
     assert not {y for x, y in ref["fr"] if x == 1e19}
     assert {x for x, _ in ref["still"]} == {-2.5, 0.1, 3.0, 1e19}  # step 0: from, once
     lines = (tmp_path / "out-local" / "tenth.csv").read_text().splitlines()
-    assert "0.3" in lines and "1" in lines  # %g prints 0.30000000000000004 and 0.99.. so
+    # 17 significant digits, as Soufflé's writer prints a double: the accumulated error shows
+    assert "0.30000000000000004" in lines and "0.99999999999999989" in lines
 
 
 def test_functors_in_recursive_rules_agree_under_every_plan(spark, tmp_path):

@@ -71,3 +71,33 @@ def test_two_outputs_to_one_place_are_refused(directives, message):
     with pytest.raises(DatalogError) as e:
         parse_program(".decl a(x:number)\n" + directives + "\n.decl c(x:number)\n", "io.dl")
     assert str(e.value) == f"io.dl:{message}"
+
+
+def test_floats_are_written_as_souffle_writes_them_everywhere(spark, tmp_path, capsys):
+    """Soufflé's writer prints a double to 17 significant digits (the stream's precision is
+    max_digits10), in files, on stdout and inside records; `to_string` is std::to_string (%f)."""
+    from levelflow.engine.runner import run_program
+    from levelflow.tasks import build_tasks
+
+    pt = build_tasks(parse_program("""
+.decl f(x:float)
+f(0.0009765625). f(0.1). f(1.5). f(1e20).
+.decl s(t:symbol)
+s(to_string(x)) :- f(x), x < 2.0.
+.type R = [v: float]
+.decl r(x: R)
+r([x]) :- f(x).
+.output f
+.output f(IO=stdout)
+.output s
+.output r
+""", "fl.dl"))
+    run_program(spark, pt, None, tmp_path, jobs=1)
+    as_file = (tmp_path / "f.csv").read_text()
+    assert as_file == "0.0009765625\n0.10000000000000001\n1.5\n1e+20\n"
+    assert capsys.readouterr().out == "---------------\nf\n===============\n" + as_file + \
+        "===============\n"
+    assert sorted((tmp_path / "s.csv").read_text().splitlines()) == [
+        "0.000977", "0.100000", "1.500000"]
+    assert sorted((tmp_path / "r.csv").read_text().splitlines()) == [
+        "[0.0009765625]", "[0.10000000000000001]", "[1.5]", "[1e+20]"]

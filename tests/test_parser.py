@@ -112,9 +112,32 @@ def test_option_values_may_be_words_and_numbers():
 @pytest.mark.parametrize(("literal", "value", "kind"), [
     ("0", 0, "number"), ("42", 42, "number"), ("-7", -7, "number"), ("0x1F", 31, "number"),
     ("0b101", 5, "number"), ("- 3", -3, "number"),
+    # Soufflé's scanner: an IPv4 address is the number (a << 24) + (b << 16) + (c << 8) + d in
+    # a 32-bit int, so from 128.0.0.0 on it is negative
+    ("1.2.3.4", 16909060, "number"), ("192.168.0.1", 3232235521 - 2**32, "number"),
+    ("0.0.0.0", 0, "number"), ("255.255.255.255", -1, "number"),
 ])
 def test_integer_constants(literal, value, kind):
     assert only_rule(f"A({literal}).").heads[0].args == (Const(value, kind),)
+
+
+@pytest.mark.parametrize(("literal", "value"), [("7u", 7), ("0xffu", 255), ("0b101u", 5)])
+def test_unsigned_constants_in_every_base(literal, value):
+    """Soufflé's scanner reads `[0-9]+u`, `0x[0-9a-f]+u` and `0b[01]+u` as unsigned."""
+    p = parse_program(f".decl U(x:unsigned)\nU({literal}).", "t.dl")
+    assert p.rules[0].heads[0].args[0].value == value
+
+
+def test_an_ip_part_above_255_is_an_error():
+    with pytest.raises(DatalogError, match=r"t\.dl:2:3: error: IP out of range"):
+        parse_program(".decl A(x:number)\nA(1.2.256.4).", "t.dl")
+
+
+def test_a_string_may_span_lines_as_in_soufflé():
+    """Soufflé's string token is `"(\\.|[^"\\])*"`: a raw newline is part of the string."""
+    p = parse_program('.decl S(s:symbol)\nS("one\ntwo").\nS("x").', "t.dl")
+    assert [r.heads[0].args[0].value for r in p.rules] == ["one\ntwo", "x"]
+    assert p.rules[1].loc == Loc("t.dl", 4, 1)
 
 
 @pytest.mark.parametrize(("literal", "value"), [
@@ -130,10 +153,22 @@ def test_float_constants(literal, value):
     ('"plain"', "plain"),  # TAB and newline are refused: test_bad_values.py
     ('"quote \\" inside"', 'quote " inside'), ('"back\\\\slash"', "back\\slash"),
     ('"with space and // not a comment"', "with space and // not a comment"),
-    ('""', ""), ('"ünïcødé"', "ünïcødé"), ('"keep \\q"', "keep \\q"),
+    ('""', ""), ('"ünïcødé"', "ünïcødé"), ('"\\a\\b\\f\\v\\\'"', "\a\b\f\v'"),
+    ('"\\\\d+\\\\.\\\\\\\\"', "\\d+\\.\\\\"),  # a regex's backslashes are written doubled
 ])
 def test_string_constants_are_unescaped(literal, value):
     assert only_rule(f"S({literal}).").heads[0].args == (Const(value, "symbol"),)
+
+
+@pytest.mark.parametrize("body", ["\\d+", "a\\.b", "\\0", "\\q", "ok\\n\\x41"])
+def test_an_unknown_escape_is_an_error_at_its_backslash(body):
+    """Soufflé's scanner knows \\" \\' \\\\ \\a \\b \\f \\n \\r \\t \\v and reports any other
+    escape as an error (`Unknown escape sequence \\d`), so `"\\d"` is refused, not kept."""
+    bad = next(i for i in range(len(body)) if body[i] == "\\" and body[i + 1] not in "n")
+    with pytest.raises(DatalogError) as e:
+        parse_program(f'.decl S(s:symbol)\nS("x"). S("{body}").', "t.dl")
+    assert str(e.value).startswith(f"t.dl:2:{12 + bad}: error: unknown escape sequence "
+                                   f"\\{body[bad + 1]} in a string")
 
 
 def test_constant_arithmetic_in_a_fact_is_folded_with_c_division():

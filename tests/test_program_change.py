@@ -244,6 +244,17 @@ def test_a_new_input_without_facts_starts_empty_with_a_note(spark, tmp_path):
     assert "note: new input relation extra starts empty" in result.notes
     assert rows_of(session.relation("p")) == {(1, 2), (2, 3), (1, 3)}
     assert session.size("extra") == 0
+    # With a fact folder that lacks its file: Soufflé's reading of a missing fact file, one
+    # warning naming the file and the relation (update --program --facts, a posted program).
+    (tmp_path / "f" / "extra.facts").write_text("7\t8\n")
+    (tmp_path / "f2").mkdir()
+    (tmp_path / "new2.dl").write_text(RELS2 + ".decl more(x:number)\n.input more\n"
+                                      "p(x, x) :- more(x).\n")
+    result = session.replace_program(tmp_path / "new2.dl", tmp_path / "f2")
+    assert f"{tmp_path / 'f2' / 'more.facts'}: warning: cannot open fact file for relation " \
+           "more (no such file); more is read as empty, as Soufflé reads it" in result.notes
+    assert session.size("more") == 0 and session.size("extra") == 0
+    assert rows_of(session.relation("p")) == {(1, 2), (2, 3), (1, 3)}
 
 
 BAD_PROGRAMS = [

@@ -93,6 +93,9 @@ DECLS = TYPES + """.type S = [s: symbol]
     ("w([-1, 0.5]).", 4, "element 1 of W is -1, not an unsigned number"),
     ("w([1, \"x\"]).", 7, 'element 2 of W is "x", not a float'),
     ("s([1]).", 4, "element 1 of S is 1, not a symbol"),
+    # a plain constant where a nested record or ADT is declared
+    ('e($Add($Num(1), "x")).', 17, "a constant of Expr is written [...], $Branch(...) or nil"),
+    ("e($Add(3, $Num(1))).", 8, "a constant of Expr is written [...], $Branch(...) or nil"),
     ('p([x, y]) :- n(y), y(x).', 3, "type mismatch: element 1 is a symbol, not a number"),
     ('q(a, b) :- p(a), p(b), a < b.', 26, "records and ADT values compare only with = and !="),
     ('q(a, b) :- p(a), p(b), a >= b.', 26, "records and ADT values compare only with = and !="),
@@ -130,8 +133,9 @@ def _types():
     ("[1.5, a]", "Pair", "element 1 is 1.5, not a number"),
     ("[1e3, a]", "Pair", "element 1 is 1e3, not a number"),
     ("[-1, 2]", "W", "element 1 is -1, not an unsigned number"),
-    ("[9223372036854775808, 1]", "W", "element 1 is 9223372036854775808, not an unsigned "
-                                      "number below 2^63"),
+    ("[9223372036854775808, 1]", "W", None),  # Soufflé's unsigned is 64 bits
+    ("[18446744073709551616, 1]", "W", "element 1 is 18446744073709551616, not an unsigned "
+                                       "number below 2^64"),
     ("[12345678901234567890123, a]", "Pair", "element 1 is 12345678901234567890123, not a "
                                              "64-bit number"),
     ("[1, 1e999]", "W", "element 2 is 1e999, not a finite float"),

@@ -45,6 +45,12 @@ nest([p, 0.5]) :- pairs(p), p = [1, _].
 same(p) :- mk(p), pairs(q), q = [x, s], p = [x + 1, s].
 .decl nils(l: List)
 nils(l) :- lst(l), l = [_, nil].
+.decl chained(x: number)
+chained(x) :- pairs(p), p = q, q = [x, _].
+.decl rebuilt(p: Pair)
+rebuilt(p) :- firsts(x, s), p = q, q = [x, s].
+.output chained
+.output rebuilt
 .output mk
 .output lst
 .output two
@@ -64,6 +70,9 @@ RECORDS_OUT = {
     "nest": ["[[1, a], 0.5]"],
     "same": ["[2, a]", "[3, b c]", "[4, x]"],
     "nils": ["[1, nil]"],
+    # A record variable typed through an equality chain, as Soufflé types it.
+    "chained": ["1", "2", "3"],
+    "rebuilt": ["[1, a]", "[2, b c]", "[3, x]"],
 }
 
 ADTS = """
@@ -87,6 +96,9 @@ day($Mon, 1).
 day($Tue, 2).
 .decl monday(n: number)
 monday(n) :- day($Mon, n).
+.decl nums(n: number)
+nums(n) :- sub(e), e = f, f = $Num(n).
+.output nums
 .output val
 .output neg
 .output day
@@ -99,6 +111,7 @@ ADTS_OUT = {
     "neg": ["$Neg($Num(3))", "$Neg($Num(7))"],
     "day": ["$Mon\t1", "$Tue\t2"],
     "monday": ["1"],
+    "nums": ["1", "3", "7"],
 }
 
 
@@ -176,6 +189,8 @@ path(z, [z, p]) :- path(y, p), edge(y, z), p = [_, [_, r]], r = nil.
 ends(x, y) :- path(y, [y, [x, nil]]).
 .decl mid(m: number)
 mid(m) :- path(_, [_, [m, [_, nil]]]).
+.decl second(m: number)
+second(m) :- path(_, p), p = q, q = [_, [m, _]].
 .output path
 """
 

@@ -14,7 +14,6 @@ HEAD = ".decl a(x:number)\n.decl b(x:number, y:symbol)\n"
 REFUSALS = [
     # (program after HEAD, line, col, the feature as the message names it)
     (".lattice L<number> { }", 3, 1, "'.lattice' (lattices) is not supported"),
-    ('a(x) :- b(x, s), x = ord(s).', 3, 22, "the functor 'ord' (Soufflé numbers symbols"),
     ("a(x) :- a(y), x = y ** 2.", 3, 21, "the operator '**' is not supported"),
     ("a(x) :- a(y), x = y & 2.", 3, 21, "the operator '&' is not supported"),
     ("a(x) :- a(y), x = y | 2.", 3, 21, "the operator '|' is not supported"),

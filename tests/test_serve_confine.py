@@ -185,3 +185,61 @@ def test_a_host_others_can_reach_is_a_warning_line(capsys, host, warned):
     assert err == (f"levelflow serve: warning: --host {host}: not a loopback address; whoever "
                    f"can reach it can change the state and read every relation (no "
                    f"authentication)\n" if warned else "")
+
+
+# --- #include / .include in a posted program (issue 42) ---------------------------------------
+
+INCLUDE_WHY = "(levelflow serve confines files; --no-confine lifts it)"
+SECRET = "hunter2"
+
+
+@pytest.fixture(scope="module")
+def leaky(tree):
+    """tmp/pw.dl (a declaration whose type names the secret) and facts/pw.dl -> it."""
+    tmp, _ = tree
+    (tmp / "pw.dl").write_text(f".decl leak(x:{SECRET})\n")
+    (tmp / "facts" / "pw.dl").symlink_to(tmp / "pw.dl")
+    return tmp
+
+
+@pytest.mark.parametrize("text,line", [
+    # the issue's two leaks: the text in the error line, the text in a relation
+    ('#include "{tmp}/pw.dl"\n', 1),
+    ('.decl pin(x:symbol)\npin(\n#include "{tmp}/pw.dl"\n).\n', 3),
+    ('.include "../pw.dl"\n', 1),  # .. out of the fact folder (and the server's folder)
+    ('#include "pw.dl"\n', 1),  # a symbolic link in the fact folder to a file outside it
+    ('#line 1 "{tmp}/x.dl"\n#include "pw.dl"\n', 1),  # looked up beside a made-up file
+])
+def test_a_posted_include_outside_the_fact_folder_is_refused_unread(served, tree, leaky, text,
+                                                                     line):
+    tmp, state = tree
+    text = text.format(tmp=tmp)
+    name = text.split('#include "' if "#include" in text else '.include "')[1].split('"')[0]
+    # after `#line 1 "x.dl"`, the next line is x.dl's line 1
+    where = f"{tmp}/x.dl:1" if text.startswith("#line") else f"request:{TC.count(chr(10)) + line}"
+    before, program = StateDir(state).current(), served.session.program_text
+    status, answer = served.request("POST", "/program", TC + text)
+    assert status == 400
+    assert answer == (f"{where}:1: error: #include \"{name}\": no "
+                      f"such file inside the folders a program may include from ({tmp}/facts) "
+                      f"{INCLUDE_WHY}\n")
+    assert StateDir(state).current() == before and served.session.program_text == program
+    assert served.request("GET", "/relations/pin")[0] == 404
+    assert SECRET.encode() not in b"".join(p.read_bytes() for p in state.rglob("*")
+                                           if p.is_file())
+
+
+def test_a_posted_include_from_the_fact_folder_or_an_include_dir_is_applied(spark, tmp_path):
+    state, *_ = bootstrap(spark, tmp_path, "tc", 45)
+    (tmp_path / "state" / "facts").mkdir(parents=True)  # the default -F: STATE/facts
+    (tmp_path / "state" / "facts" / "one.dl").write_text(".decl one(x:number)\none(1).\n")
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "two.dl").write_text(".decl two(x:number)\ntwo(x + 1) :- one(x).\n")
+    served = Served(spark, state, include_dirs=(str(tmp_path / "inc"),))
+    try:
+        status, answer = served.request("POST", "/program",
+                                        TC + '#include "one.dl"\n#include "two.dl"\n')
+        assert status == 200, answer
+        assert served.request("GET", "/relations/two") == (200, "2\n")
+    finally:
+        served.close()

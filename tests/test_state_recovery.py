@@ -20,6 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from levelflow.engine.incremental import IncrementalSession, StateDir, StateError
@@ -370,10 +371,15 @@ def test_check_and_repair_start_no_spark(copy):
     repaired = levelflow_without_spark("state", "repair", copy)
     assert repaired.returncode == 0, repaired.stderr
     assert "epoch 3, the last committed, is current again" in repaired.stdout
-    # Changed bytes are found by the driver (unreadable, or its checksum differs).
+    # Changed bytes in the column data are found by the driver (unreadable, or its checksum
+    # differs). Bytes in the footer's statistics or Spark's schema note change no row: those
+    # are left alone, so the last byte of each column chunk (its values) is flipped.
+    group = pq.ParquetFile(victim).metadata.row_group(0)
     data = bytearray(victim.read_bytes())
-    for at in (len(data) // 3, len(data) // 2, 2 * len(data) // 3):
-        data[at] ^= 0x01
+    for i in range(group.num_columns):
+        chunk = group.column(i)
+        start = chunk.dictionary_page_offset or chunk.data_page_offset
+        data[start + chunk.total_compressed_size - 1] ^= 0x01
     victim.write_bytes(bytes(data))
     found = levelflow_without_spark("state", "check", copy)
     assert found.returncode == 1 and f"{victim}: error: " in found.stdout, found.stdout

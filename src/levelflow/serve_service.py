@@ -4,7 +4,9 @@ Epochs (diffs and program changes) take a ticket once their request is read and 
 and run one at a time in ticket order; at most `max_queued` wait, a further one is refused
 (503). An epoch is checked again against the program current when its turn comes (a program
 change may have run while it waited). A new program's `.input` files must lie in the fact
-folder and its `.output` files in the output folder (engine.paths), unless confinement is off.
+folder and its `.output` files in the output folder (engine.paths), unless confinement is off;
+so must its `#include`d files, in the fact folder or an `--include-dir` folder: any other is
+refused by its name before it is read.
 The service answers before its session is open (`serve` listens while Spark starts): /status
 then says it is starting, and epochs and reads wait in their turn until `opened`.
 Reads of tuples do not wait for a running epoch: each holds the state's READERS lock shared
@@ -196,20 +198,20 @@ class EpochService:
         raise RequestError(400) with the program's first error or a refused file."""
         from levelflow.engine.incremental.program_change import load_new_program
         from levelflow.engine.incremental.program_text import ProgramText
-        from levelflow.engine.paths import check_io_paths
+        from levelflow.engine.paths import check_io_paths, confined_includes
 
         text = _text(body)
         asked = parse_qs(query, keep_blank_values=True).get("facts", [None])[0]
         facts = self._facts_folder(asked)  # `?facts=` (blank): the fact folder itself
+        program = ProgramText(text, "request", self.include_dirs, confined=confined_includes(
+            self.confine, (self.factdir, *self.include_dirs), SERVE_FLAGS[2]))
         try:
-            program = ProgramText(text, "request", self.include_dirs)
             pt = load_new_program(program, facts)  # before queuing
             check_io_paths(pt.program, facts or self.factdir, self.outdir, self.confine,
                            SERVE_FLAGS)
         except LevelflowError as e:
             raise RequestError(400, str(e).splitlines()[0]) from None
-        return lambda: self.change_program(ProgramText(text, "request", self.include_dirs),
-                                           facts)
+        return lambda: self.change_program(program, facts)
 
     def _facts_folder(self, facts: str | None) -> Path | None:
         """Return the folder `?facts=` names (relative to the fact folder), refused (400) if

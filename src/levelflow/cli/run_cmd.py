@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 import time
 from contextlib import contextmanager
@@ -81,17 +82,20 @@ def _prepare(program: Path, factdir: Path, outdir: Path, scheduler: str, jobs: i
 
     `out_files` maps a flag to the file it writes: its directory is made now, not after the run.
     """
-    from levelflow.engine.paths import check_io_paths
+    from levelflow.engine.paths import check_io_paths, confined_includes
     from levelflow.engine.runner import RunError, check_fact_files
     from levelflow.tasks import build_tasks, load_program
 
-    program_tasks = build_tasks(load_program(program, preprocess[0], preprocessor=preprocess[1]))
+    confined = confined_includes(confine, (factdir, *preprocess[0]))
+    program_tasks = build_tasks(load_program(program, preprocess[0], preprocessor=preprocess[1],
+                                             confined=confined))
     sched = scheduler_from_flag(scheduler, program_tasks.graph)
     if not factdir.is_dir():
         why = "is not a directory" if factdir.exists() else "does not exist"
         raise RunError(f"{factdir}: error: fact directory {why}")
     check_io_paths(program_tasks.program, factdir, outdir, confine)
-    check_fact_files(program_tasks.program, factdir)
+    for warning in check_fact_files(program_tasks.program, factdir):
+        print(warning, file=sys.stderr)
     check_fact_contents(program_tasks.program, factdir)
     for flag, path in out_files.items():
         make_parent(path, flag, RunError)
@@ -101,14 +105,21 @@ def _prepare(program: Path, factdir: Path, outdir: Path, scheduler: str, jobs: i
 
 def check_fact_contents(program, factdir: Path) -> None:
     """Check every line of every `.input` fact file now, before Spark: one line, file:line."""
-    from levelflow.engine.facts import input_path, io_delimiter, io_headers, validate_facts
+    from levelflow.engine.facts import (
+        input_missing,
+        input_path,
+        io_delimiter,
+        io_headers,
+        validate_facts,
+    )
     from levelflow.engine.spark_io import frame_kind
 
     for name, io in program.inputs.items():
         if frame_kind(io) is not None:  # Parquet or a table: checked by Spark as it is read
             continue
-        validate_facts(input_path(io, factdir), program.decls[name], io_delimiter(io),
-                       io_headers(io))
+        path = input_path(io, factdir)
+        if not input_missing(path):  # a missing file is read as empty (warned already)
+            validate_facts(path, program.decls[name], io_delimiter(io), io_headers(io))
 
 
 def make_parent(path: Path | None, flag: str, error: type[LevelflowError]) -> None:

@@ -153,14 +153,14 @@ def serve_command(
     from levelflow.engine.incremental.session import IncrementalSession
     from levelflow.engine.incremental.state.directory import StateDir
     from levelflow.server import EpochService
-    from levelflow.tasks import build_tasks, parse_program
+    from levelflow.tasks import build_tasks, parse_stored
 
     check_switch(switch, strategy, large_change)
     _check_flags(jobs, request_timeout, max_queued, facts)
     deadline = options.epoch_deadline(epoch_timeout)
     state = StateDir(statedir, keep=keep_epochs)
     data = state.manifest()  # one line if there is no state
-    pt = build_tasks(parse_program(data["program"], data["program_file"]))
+    pt = build_tasks(parse_stored(data["program"], data["program_file"]))
     state.verify(None, pt.program, data, listing=True)  # missing, cut: before Spark
     scheduler_from_flag(scheduler, pt.graph)
     server = _bind(host, port, request_timeout)

@@ -214,7 +214,7 @@ def shell_command(
     from levelflow.cli.run_cmd import scheduler_from_flag
     from levelflow.cli.update_cmd import check_session_flags
     from levelflow.engine.incremental.state.directory import StateDir, StateError
-    from levelflow.engine.paths import check_io_paths
+    from levelflow.engine.paths import check_io_paths, confined_includes
     from levelflow.engine.runner import check_fact_files
     from levelflow.tasks import build_tasks, load_program
 
@@ -222,7 +222,8 @@ def shell_command(
              "scheduler": scheduler, "jobs": jobs, "keep_epochs": keep_epochs,
              "max_tuples": max_tuples}
     check_session_flags(flags, master)
-    program_tasks = build_tasks(load_program(program))
+    program_tasks = build_tasks(load_program(program,
+                                             confined=confined_includes(confine, (factdir,))))
     scheduler_from_flag(scheduler, program_tasks.graph)  # checked before Spark starts
     if state is not None:
         StateDir(state).check_usable()
@@ -233,7 +234,8 @@ def shell_command(
                              f"(it was made by, or has since loaded, another one)")
     else:
         check_io_paths(program_tasks.program, factdir, None, confine)
-        check_fact_files(program_tasks.program, factdir)
+        for warning in check_fact_files(program_tasks.program, factdir):
+            print(warning, file=sys.stderr)
     statedir = StateDir(state, keep=keep_epochs) if state is not None else None
     _run_prompt(program_tasks, factdir, statedir, resume, flags, master, driver_memory)
 

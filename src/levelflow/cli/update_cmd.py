@@ -74,13 +74,13 @@ def _prepare(statedir: Path, ops_files: tuple, flags: dict):
     from levelflow.engine.incremental.state.directory import StateDir
     from levelflow.engine.incremental.updates import read_updates
     from levelflow.engine.paths import check_io_paths
-    from levelflow.tasks import build_tasks, parse_program
+    from levelflow.tasks import build_tasks, parse_stored
 
     if flags["facts"] is not None and flags["program"] is None:
         raise UsageError("--facts: only with --program (the new input relations' facts)")
     state = StateDir(statedir, keep=flags["keep_epochs"])
     data = state.manifest()  # raises a one-line StateError if there is no state
-    program_tasks = build_tasks(parse_program(data["program"], data["program_file"]))
+    program_tasks = build_tasks(parse_stored(data["program"], data["program_file"]))
     state.verify(None, program_tasks.program, data, listing=True)  # missing, cut: before Spark
     if flags["program"] is not None:  # checked as `run` checks it; the state is untouched
         from levelflow.engine.incremental.program_change import load_new_program
@@ -192,8 +192,9 @@ def update_command(
              "schedule_out": schedule_out, "keep_epochs": keep_epochs, "confine": confine,
              "program": program, "facts": facts, "max_tuples": max_tuples,
              "epoch_timeout": options.epoch_deadline(epoch_timeout)}
-    if program is not None and (include or no_preprocessor):
-        flags["program"] = _program_text(program, include or (), not no_preprocessor)
+    if program is not None and (include or no_preprocessor or confine):
+        flags["program"] = _program_text(program, include or (), not no_preprocessor,
+                                         (facts, *(include or ())) if confine else None)
     from levelflow.cli.timing import WallClock
 
     clock = WallClock()
@@ -205,15 +206,18 @@ def update_command(
     _run(master, driver_memory, program_tasks, state, ops, flags, clock)
 
 
-def _program_text(path: Path, include_dirs, preprocessor: bool):
-    """Return --program as a ProgramText carrying -I and --no-preprocessor."""
+def _program_text(path: Path, include_dirs, preprocessor: bool, confined_to=None):
+    """Return --program as a ProgramText carrying -I, --no-preprocessor and, with --confine,
+    the folders its includes may read (`confined_to`: --facts and -I)."""
     from levelflow.engine.incremental.program_text import ProgramText
+    from levelflow.engine.paths import confined_includes
 
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise LevelflowError(f"{path}: error: cannot read program: {e}") from None
-    return ProgramText(text, str(path), tuple(str(d) for d in include_dirs), preprocessor)
+    return ProgramText(text, str(path), tuple(str(d) for d in include_dirs), preprocessor,
+                       confined_includes(confined_to is not None, confined_to or ()))
 
 
 def _run(master: str, driver_memory: str, program_tasks, state, ops, flags: dict,

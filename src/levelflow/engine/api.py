@@ -31,14 +31,20 @@ def load(path: str | os.PathLike, functors: str | os.PathLike | None = None) -> 
         return build_tasks(load_program(path))
 
 
-def _as_tasks(program: str | os.PathLike | Program | ProgramTasks) -> ProgramTasks:
-    """Return ProgramTasks for a path, a parsed Program, or ProgramTasks as they are."""
+def _as_tasks(program: str | os.PathLike | Program | ProgramTasks, confined=None
+              ) -> ProgramTasks:
+    """Return ProgramTasks for a path (its includes only inside `confined`'s folders when
+    given), a parsed Program, or ProgramTasks as they are."""
     if isinstance(program, ProgramTasks):
         return program
     if isinstance(program, Program):
         from levelflow.tasks import build_tasks
 
         return build_tasks(program)
+    if confined is not None:
+        from levelflow.tasks import build_tasks, load_program
+
+        return build_tasks(load_program(program, confined=confined))
     return load(program)
 
 
@@ -59,10 +65,11 @@ def run(program: str | os.PathLike | Program | ProgramTasks, factdir=None, outdi
     """
     import dataclasses
 
-    from levelflow.engine.paths import check_io_paths
+    from levelflow.engine.paths import check_io_paths, confined_includes
     from levelflow.engine.spark_io import with_frames
 
-    program_tasks = _as_tasks(program)
+    program_tasks = _as_tasks(program, confined_includes(
+        confine, (factdir if factdir is not None else Path.cwd(),)))
     if inputs:
         program_tasks = dataclasses.replace(
             program_tasks, program=with_frames(program_tasks.program, inputs))

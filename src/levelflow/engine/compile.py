@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING
 
+from levelflow.engine.guard import UPDATING, Limit, symbol_limit
 from levelflow.engine.regex_match import match_arrays
 from levelflow.engine.rule_body import body_rows
 from levelflow.engine.rules import (
@@ -40,6 +41,7 @@ __all__ = ["BROADCAST_ROWS", "CompileError", "body_frame", "c_div", "c_mod", "gr
 BROADCAST_ROWS = 20_000
 # Row estimate for a relation whose size is unknown: it sorts after every known one.
 _UNKNOWN_ROWS = 1 << 62
+RANGE_BLOCK = 4096  # values of a range made per array (generate)
 
 
 def c_div(a: int, b: int) -> int:
@@ -78,13 +80,15 @@ def ground_value(term: Term) -> int | float | str:
 class SparkOps(Ops):
     """rules.Ops over Spark DataFrames and Columns."""
 
-    def __init__(self, spark: SparkSession, counts: Mapping[int, int], small_seed: bool) -> None:
+    def __init__(self, spark: SparkSession, counts: Mapping[int, int], small_seed: bool,
+                 limit: Limit | None = None) -> None:
         import pyspark.sql.functions as F
 
         self.F = F
         self.spark = spark
         self.counts = counts
         self.small_seed = small_seed  # the first atom is a few rows: ship them to a big atom
+        self.limit = limit if limit is not None else UPDATING.get()
 
     def lit(self, value, kind):
         return self.F.lit(value).cast(SQL_TYPES.get(kind, "bigint"))
@@ -107,7 +111,9 @@ class SparkOps(Ops):
             typed = [c.cast(SQL_TYPES[kind]) for c in (left, right)]
             return self.by_rows(partial(functors.power, kind=kind), typed, kind)
         if op in functors.INTEGRAL_OPS:
-            return self._integral(op, left, right)
+            return self._integral(op, left, right, kind)
+        if kind == "unsigned":  # wraps modulo 2^64: Python's exact integers, row by row
+            return self.by_rows(partial(functors.unsigned_arith, op), [left, right], kind)
         if op == "+":
             return F.try_add(left, right)
         if op == "-":
@@ -121,9 +127,9 @@ class SparkOps(Ops):
             return F.when(right != 0, F.call_function("div", left, right))
         return F.try_mod(left, right)
 
-    def _integral(self, op, left, right):
+    def _integral(self, op, left, right, kind):
         """Return a bitwise, shift or logical operation on bigints (Java masks shifts by 63,
-        as Soufflé does; logical ones give 0 or 1)."""
+        as Soufflé does; logical ones give 0 or 1; an unsigned's `bshr` shifts zeros in)."""
         F = self.F
         if op == "band":
             return left.bitwiseAND(right)
@@ -134,6 +140,8 @@ class SparkOps(Ops):
         if op in ("land", "lor", "lxor"):
             x, y = left != 0, right != 0
             return (x & y if op == "land" else x | y if op == "lor" else x != y).cast("bigint")
+        if op == "bshr" and kind == "unsigned":
+            op = "bshru"
         name = {"bshl": "shiftleft", "bshr": "shiftright", "bshru": "shiftrightunsigned"}[op]
         return F.call_function(name, left, right.bitwiseAND(F.lit(63)).cast("int"))
 
@@ -141,17 +149,22 @@ class SparkOps(Ops):
         """Return a conversion functor (to_number, itof, to_string, ...) of x of type source."""
         F = self.F
         if kind == "symbol":
-            if source == "float":
-                return self.by_rows(partial(functors.number_to_text, kind="float"), [x], kind)
+            if source in ("float", "unsigned"):
+                return self.by_rows(partial(functors.number_to_text, kind=source), [x], kind)
             return x.cast("string")
         if source == "symbol":
             return self.by_rows(partial(functors.text_to_number, kind=kind), [x], kind)
         if kind == "float":
+            if source == "unsigned":  # the bits read as unsigned: past 2^63 - 1, negative held
+                return F.when(x < 0, x.cast("double") + 2.0**64).otherwise(x.cast("double"))
             return x.cast("double")
         if source != "float":
             return x
-        low = x > -1.0 if kind == "unsigned" else x >= -(2.0**63)
-        return F.when(~F.isnan(x) & low & (x < 2.0**63), x.cast("bigint"))
+        if kind == "unsigned":  # (-1, 2^64): truncated, held as the int64 of its bits
+            ok = ~F.isnan(x) & (x > -1.0) & (x < 2.0**64)
+            return F.when(ok & (x < 2.0**63), x.cast("bigint")).when(
+                ok, (x - 2.0**64).cast("bigint"))
+        return F.when(~F.isnan(x) & (x >= -(2.0**63)) & (x < 2.0**63), x.cast("bigint"))
 
     def call(self, name, args, kinds, kind):
         F = self.F
@@ -165,7 +178,10 @@ class SparkOps(Ops):
             known = args[0].isNotNull()
             for a in args[1:]:
                 known = known & a.isNotNull()
-            return F.when(known, (F.least if name == "min" else F.greatest)(*args))
+            pick = F.least if name == "min" else F.greatest
+            if kind == "unsigned":  # picked by the unsigned order of the bits
+                return F.when(known, self.order_key(pick(*map(self.order_key, args))))
+            return F.when(known, pick(*args))
         if name == "cat":
             return F.concat(*args)
         if name == "strlen":
@@ -184,24 +200,48 @@ class SparkOps(Ops):
             return (args[0] == 0).cast("bigint")
         raise ValueError(f"unknown functor {name}")
 
+    def bounded(self, value, call):
+        F = self.F
+        return F.when(F.char_length(value) > functors.MAX_SYMBOL,
+                      F.raise_error(F.lit(f"SymbolLimit: {symbol_limit(call)}"))
+                      ).otherwise(value)
+
     def test(self, op, left, right):
         if op == "contains":
             return right.contains(left)
         return self.F.arrow_udf(match_arrays, "boolean")(left, right)
+
+    def _range_counts(self, args: list):
+        """Return how many values range(from, to[, step]) makes per row, and its step."""
+        F = self.F
+        lo, hi = args[0], args[1]
+        step = args[2] if len(args) == 3 else F.when(lo <= hi, 1).otherwise(-1).cast("bigint")
+        count = (F.when(step > 0, F.call_function("div", hi - lo + step - 1, step))
+                 .when(step < 0, F.call_function("div", lo - hi - step - 1, -step))
+                 .otherwise((lo != hi).cast("bigint")))
+        return count, step
 
     def generate(self, df, name, args, kind):
         F = self.F
         if kind == "float":  # accumulated rounding: tasks/functors.py's loop, as in Polars
             values = self.by_rows(functors.float_range, args, "array<double>")
             return df.withColumn(name, F.explode(values))
-        lo, hi = args[0], args[1]
-        step = args[2] if len(args) == 3 else F.when(lo <= hi, 1).otherwise(-1).cast("bigint")
-        count = (F.when(step > 0, F.call_function("div", hi - lo + step - 1, step))
-                 .when(step < 0, F.call_function("div", lo - hi - step - 1, -step))
-                 .otherwise((lo != hi).cast("bigint")))
-        ks = F.when(count > 0, F.sequence(F.lit(0).cast("bigint"), count - 1))
-        return (df.withColumn("_k", F.explode(ks))
-                .withColumn(name, lo + F.col("_k") * step).drop("_k"))
+        count, step = self._range_counts(args)
+        # In blocks of RANGE_BLOCK: no array holds more than that, or count / RANGE_BLOCK,
+        # values (one array of a range's every value runs the JVM out of memory).
+        block = F.lit(RANGE_BLOCK).cast("bigint")
+        blocks = F.when(count > 0, F.sequence(F.lit(0).cast("bigint"),
+                                               F.call_function("div", count - 1, block)))
+        start = F.col("_b") * block
+        ks = F.sequence(start, F.least(count, start + block) - 1)
+        return (df.withColumn("_b", F.explode(blocks)).withColumn("_k", F.explode(ks))
+                .withColumn(name, args[0] + F.col("_k") * step).drop("_b", "_k"))
+
+    def values(self, df, args, kind):
+        F = self.F
+        counts = self.by_rows(functors.range_count, args, "bigint") if kind == "float" \
+            else F.greatest(self._range_counts(args)[0], F.lit(0).cast("bigint"))
+        return int(df.select(F.sum(counts)).first()[0] or 0)  # one job, before any value
 
     def numbered(self, df, cols, name):
         from pyspark.sql import Window
@@ -211,8 +251,8 @@ class SparkOps(Ops):
         order = Window.orderBy(*(cols or [F.lit(1)]))  # one partition: a number per row
         return rows.withColumn(name, (F.row_number().over(order) - 1).cast("bigint"))
 
-    def non_negative(self, value):
-        return self.F.when(value >= 0, value)
+    def order_key(self, value):
+        return value.bitwiseXOR(self.F.lit(functors.INT64_MIN))
 
     def cast(self, expr, primitive):
         return expr.cast(SQL_TYPES[primitive])
@@ -273,6 +313,15 @@ class SparkOps(Ops):
         v, rows = F.col(VALUE), F.count(F.lit(1))
         if kind == "count":
             agg = rows
+        elif kind == "sum" and primitive == "unsigned":  # modulo 2^64, as Soufflé's sum wraps
+            big = "decimal(38,0)"
+            two64 = F.lit(str(2**64)).cast(big)  # past a long: a decimal from its digits
+            value = F.when(v < 0, v.cast(big) + two64).otherwise(v.cast(big))
+            total = F.pmod(F.sum(value), two64)
+            agg = F.when(total >= F.lit(str(2**63)).cast(big), total - two64).otherwise(total)
+        elif kind in ("min", "max") and primitive == "unsigned":
+            key = self.order_key(v)
+            agg = self.order_key(F.min(key) if kind == "min" else F.max(key))
         elif kind == "sum":  # try_sum: none on overflow, as an overflowing `+` has none
             total = F.sum(v) if primitive == "float" else F.try_sum(v)
             agg = F.when(rows == 0, F.lit(0).cast(total_type(primitive))).otherwise(total)
@@ -291,16 +340,19 @@ def total_type(primitive: str) -> str:
 
 def body_frame(spark: SparkSession, rule: Rule, decls: Mapping[str, Decl],
                frames: Mapping[int, DataFrame], counts: Mapping[int, int] | None = None,
-               first: int | None = None,
-               small_seed: bool = False) -> tuple[DataFrame, dict[str, str]]:
+               first: int | None = None, small_seed: bool = False,
+               limit: Limit | None = None) -> tuple[DataFrame, dict[str, str]]:
     """Return the rule body's plan (one column per bound variable) and the variable types.
 
     `frames` maps the body position of every atom (positive or negated) to the DataFrame it
     reads; `counts` maps positions to known row counts; `first` is the atom to start from
     (the recent delta of a semi-naive variant); `small_seed` says that atom has few rows, so the
-    rows joined so far are broadcast to the first big atom instead of shuffling it.
+    rows joined so far are broadcast to the first big atom instead of shuffling it. A range
+    past `limit` raises TupleLimit before its values are made (a range over variables is
+    counted in one job).
     """
-    return body_rows(SparkOps(spark, counts or {}, small_seed), rule, decls, frames, first)
+    return body_rows(SparkOps(spark, counts or {}, small_seed, limit), rule, decls, frames,
+                     first)
 
 
 def head_frame(body: DataFrame, types: Mapping[str, str], head, decl: Decl) -> DataFrame:

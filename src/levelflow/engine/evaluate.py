@@ -123,7 +123,8 @@ def _frames(rule: Rule, relations: Mapping[str, DataFrame], own: Mapping[str, Da
 
 
 def _base(spark, program: Program, task: Task, relations: Mapping[str, DataFrame], factdir,
-          counts: Mapping[str, int], recursive: list[bool]) -> dict[str, list[DataFrame]]:
+          counts: Mapping[str, int], recursive: list[bool], limit: Limit | None = None
+          ) -> dict[str, list[DataFrame]]:
     """Return per relation of the task everything not recursive: its fact file, its facts in
     the program, what its rules over lower relations derive."""
     decls, names = program.decls, task.relations
@@ -139,7 +140,7 @@ def _base(spark, program: Program, task: Task, relations: Mapping[str, DataFrame
     for rule, rec in zip(task.rules, recursive, strict=True):
         if rule.body and not rec:
             frames, sizes = _frames(rule, relations, {}, counts)
-            body, types = body_frame(spark, rule, decls, frames, sizes)
+            body, types = body_frame(spark, rule, decls, frames, sizes, limit=limit)
             for head in rule_heads(rule, names):
                 base[head.relation].append(head_frame(body, types, head, decls[head.relation]))
     return base
@@ -181,7 +182,7 @@ def evaluate_task(spark: SparkSession, program: Program, task: Task,
     stats = EvalStats(task=task.name)
     recursive = [bool(r.body) and reads_own(r, names) for r in task.rules]
     recursive_rules = [r for r, rec in zip(task.rules, recursive, strict=True) if rec]
-    base = _base(spark, program, task, relations, factdir, counts, recursive)
+    base = _base(spark, program, task, relations, factdir, counts, recursive, limit)
     first: dict[str, tuple[DataFrame, int]] = {}
     for name in names:
         parts = base[name] or [empty_relation(spark, decls[name])]
@@ -275,7 +276,8 @@ def run_fixpoint(spark, program: Program, fp: Fixpoint) -> None:
                     else:
                         frames[j] = rel.full_df()
                         sizes[j] = rel.stable_rows + rel.recent_rows
-                body, types = body_frame(spark, rule, decls, frames, sizes, first=pos)
+                body, types = body_frame(spark, rule, decls, frames, sizes, first=pos,
+                                         limit=fp.limit)
                 for head in rule_heads(rule, names):
                     to_add[head.relation].append(
                         head_frame(body, types, head, decls[head.relation]))

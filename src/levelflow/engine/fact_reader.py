@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from levelflow.engine import io_meter
 from levelflow.engine.arrow_types import arrow_schema
+from levelflow.tasks.functors import MAX_SYMBOL
 
 if TYPE_CHECKING:
     from levelflow.tasks.ast import Decl
@@ -100,7 +101,7 @@ def _read(path: Path, decl: Decl, delimiter: str, headers: bool) -> FactRows:
     if values is None:
         fields, line_at = _fields(data, decl.arity, delimiter)
         values = _checked(path, fields, decl, delimiter, _odd_symbol_chars(data, delimiter),
-                          line_at, first)
+                          line_at, first, long=len(data) > MAX_SYMBOL)
     if decl.shapes:  # records and ADTs: each distinct text read once (engine/record_facts.py)
         from levelflow.engine.record_facts import record_frame
 
@@ -247,21 +248,30 @@ def _lines(data: bytes) -> pl.Series:
 
 
 def _checked(path: Path, fields: pl.DataFrame, decl: Decl, delimiter: str, odd: str,
-             line_at, first: int) -> pl.DataFrame:
+             line_at, first: int, *, long: bool) -> pl.DataFrame:
     """Return the fields cast to the relation's types (columns c0..); raise FactError at the
-    first line with a missing field or a value that is not of its attribute's type."""
+    first line with a missing field or a value that is not of its attribute's type. `long`:
+    the file is long enough to hold a symbol longer than MAX_SYMBOL."""
     values, bad = [], []
     for i, primitive in enumerate(decl.types):
         field = pl.col(f"field_{i}")
         if primitive == "symbol":
-            value = field
-            why = field.is_null() | field.str.contains(f"[{odd}]") if odd else field.is_null()
+            value, why = field, field.is_null()
+            if odd:
+                why = why | field.str.contains(f"[{odd}]")
+            if long:
+                why = why | (field.str.len_chars() > MAX_SYMBOL)
         elif primitive == "float":
             value = field.cast(pl.Float64, strict=False)
             why = value.is_null() | ~value.is_finite() | ~field.str.contains(_FLOAT)
-        else:  # number, unsigned: Polars reads [+-]?[0-9]+ within 64 bits, else null
+        elif primitive == "number":  # Polars reads [+-]?[0-9]+ within 64 bits, else null
             value = field.cast(pl.Int64, strict=False)
-            why = value.is_null() | (value < 0) if primitive == "unsigned" else value.is_null()
+            why = value.is_null()
+        else:  # unsigned: up to 2^64 - 1, held as the Int64 of its bits; "-0" is 0
+            signed = field.cast(pl.Int64, strict=False)
+            value = pl.coalesce(signed, field.cast(pl.UInt64, strict=False).reinterpret(
+                signed=True))
+            why = value.is_null() | (signed < 0).fill_null(False)
         values.append(value.alias(f"c{i}"))
         bad.append(why)
     out = fields.lazy().select(*values, pl.any_horizontal(bad).alias("_bad")).collect()

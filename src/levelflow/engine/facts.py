@@ -6,8 +6,10 @@ given; several characters allowed), no quoting or escaping, a trailing CR droppe
 ignored, a UTF-8 byte order mark skipped; with `headers=true` the first line is a header and
 skipped. A nullary relation holds when its file has at least one line.
 Output format: one line per tuple (after a header of the attribute names with `headers=true`),
-numbers in decimal, floats as C's `%g`, `()` for a nullary relation that holds, an empty file
-for an empty relation.
+numbers in decimal, floats as Soufflé's stream writes them (`%.17g`: numbers.float_text),
+symbols as they are (a TAB or newline too), `()` for a nullary relation that holds, an empty
+file for an empty relation. A fact file that does not exist is read as empty, with a warning
+(checks.check_fact_files), as Soufflé reads it.
 Compression as Soufflé's: an input file that starts with gzip's magic bytes is read through
 gzip whatever its name (`edge.facts.gz`); `compress=true` writes an output file gzipped, under
 the name it would have anyway.
@@ -24,6 +26,8 @@ from typing import TYPE_CHECKING
 
 from levelflow.engine.types import empty_relation, relation_schema
 from levelflow.errors import LevelflowError
+from levelflow.tasks.functors import MAX_SYMBOL
+from levelflow.tasks.numbers import float_text, order_key, unsigned_value
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -44,13 +48,27 @@ _LONG_MIN = -(2**63)
 # A subset of what Java's Double.parseDouble accepts, so a validated field always casts in Spark.
 # ASCII digits only: Python's \d (and float()) would take Arabic-Indic digits, Spark does not.
 _FLOAT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
-# A symbol holding one of these could not be written as a fact line and read back as itself.
+# A fact file's field cannot hold these: a newline ends the line, and a TAB or CR in a field
+# is refused as a likely mistake (a TAB-separated file split wrong, a stray CR).
 _UNWRITABLE = re.compile(r"[\t\n\r]")
 UNWRITABLE_WHY = "a symbol with a TAB, CR or newline, which a fact file cannot carry"
+TOO_LONG_WHY = f"longer than {MAX_SYMBOL:,} characters, the longest symbol levelflow holds"
 
 
 class FactError(LevelflowError):
     """A fact file is missing or malformed; str() is `path:line:col: error: ...`."""
+
+
+def missing_input_warning(path: Path, relation: str) -> str:
+    """Return the warning of an `.input` whose fact file does not exist: the relation is read
+    as empty, as Soufflé reads it (it says `Error loading R data: Cannot open fact file`)."""
+    return (f"{path}: warning: cannot open fact file for relation {relation} (no such file); "
+            f"{relation} is read as empty, as Soufflé reads it")
+
+
+def input_missing(path: Path) -> bool:
+    """Return whether an `.input`'s fact file does not exist at all (read as empty)."""
+    return not path.exists() and not path.is_symlink()
 
 
 def input_path(io: IO, factdir: str | Path) -> Path:
@@ -81,6 +99,8 @@ def io_headers(io: IO | None) -> bool:
 def field_error(field: str, primitive: str) -> str | None:
     """Return why `field` is not a valid value of the primitive type, or None if it is."""
     if primitive == "symbol":
+        if len(field) > MAX_SYMBOL:
+            return TOO_LONG_WHY
         return UNWRITABLE_WHY if _UNWRITABLE.search(field) else None
     if primitive == "float":
         if not _FLOAT.fullmatch(field):
@@ -92,11 +112,16 @@ def field_error(field: str, primitive: str) -> str | None:
     value = int(field)
     if primitive == "unsigned" and value < 0:
         return "not an unsigned number"
-    if primitive == "unsigned" and value > _LONG_MAX:
-        return "above 2^63-1, the largest unsigned levelflow holds"
+    if primitive == "unsigned":
+        return "above 2^64-1, the largest unsigned" if value >= 2**64 else None
     if not _LONG_MIN <= value <= _LONG_MAX:
         return "out of the 64-bit range"
     return None
+
+
+def shown(value: str) -> str:
+    """Return a value as an error line quotes it: repr(), cut short if long."""
+    return repr(value) if len(value) <= 60 else repr(value[:40]) + f"... ({len(value):,} chars)"
 
 
 def validate_facts(path: Path, decl: Decl, delimiter: str, headers: bool = False) -> int:
@@ -135,14 +160,15 @@ def check_fact_lines(path: Path, lines: list[str], decl: Decl, delimiter: str,
             hint = " (fields are TAB-separated)" if delimiter == "\t" and " " in line else ""
             raise FactError(f"{path}:{lineno}:{len(line) + 1}: error: {decl.name} expects "
                             f"{arity} fields, found {len(fields)}{hint}")
-        # Symbols are only looked at when the line holds a character no symbol may hold.
-        for i, primitive in (checked if probe is None or not probe.search(line)
-                             else checked + symbols):
+        # Symbols are only looked at when the line holds a character no symbol may hold, or
+        # is longer than a symbol may be.
+        for i, primitive in (checked if len(line) <= MAX_SYMBOL and
+                             (probe is None or not probe.search(line)) else checked + symbols):
             why = field_error(fields[i], primitive)
             if why is not None:
                 col = 1 + sum(len(f) for f in fields[:i]) + i * width
                 raise FactError(f"{path}:{lineno}:{col}: error: field {i + 1} "
-                                f"{fields[i]!r} is {why} ({decl.name}.{decl.attrs[i]})")
+                                f"{shown(fields[i])} is {why} ({decl.name}.{decl.attrs[i]})")
     return len(lines)
 
 
@@ -165,9 +191,12 @@ def fact_table(path: Path, decl: Decl, delimiter: str = "\t", headers: bool = Fa
 
 
 def format_value(value: object, primitive: str) -> str:
-    """Return one field as Soufflé prints it (floats like C's `%g`)."""
+    """Return one field as Soufflé prints it (floats to 17 significant digits, an unsigned's
+    bits read as unsigned)."""
     if primitive == "float":
-        return f"{value:g}"
+        return float_text(value)
+    if primitive == "unsigned":
+        return str(unsigned_value(value))
     return str(value)
 
 
@@ -183,27 +212,12 @@ def format_rows(rows: Iterable, decl: Decl, delimiter: str = "\t") -> Iterator[s
         from levelflow.engine.record_facts import format_record_rows
         yield from format_record_rows(rows, decl, delimiter, format_value)
         return
-    plain = all(t != "float" for t in types)
+    plain = all(t not in ("float", "unsigned") for t in types)
     for row in rows:
         if plain:
             yield delimiter.join(map(str, row)) + "\n"
         else:
             yield delimiter.join(format_value(v, t) for v, t in zip(row, types, strict=True)) + "\n"
-
-
-def writable(rows: Iterable, decl: Decl, shown: str | Path) -> Iterator:
-    """Return the rows, raising FactError (naming `shown`) at a symbol a fact file cannot carry.
-
-    A program may hold such a symbol (a string constant with a TAB); only writing it to a
-    TAB-separated file is refused, as its line would not read back as the same tuple.
-    """
-    symbols = [i for i, t in enumerate(decl.types) if t == "symbol"]
-    for row in rows:
-        for i in symbols:
-            if _UNWRITABLE.search(row[i]):
-                raise FactError(f"{shown}: error: {decl.name}.{decl.attrs[i]} holds "
-                                f"{row[i]!r}, {UNWRITABLE_WHY}; nothing was written")
-        yield row
 
 
 def write_relation(df: DataFrame, decl: Decl, path: str | Path, delimiter: str = "\t", *,
@@ -212,9 +226,11 @@ def write_relation(df: DataFrame, decl: Decl, path: str | Path, delimiter: str =
     """Return the number of tuples written to `path` (Soufflé .csv format, streamed, sorted).
 
     With `headers`, the attribute names come first, on one line, as Soufflé writes them.
-    `shown` is the file an error names (the final path of a temporary one); `compress`
-    gzips it.
+    `shown` is the file an error names (the final path of a temporary one, unused now that
+    every symbol is written as it is); `compress` gzips it.
     """
+    import pyspark.sql.functions as F
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if decl.arity == 0:
@@ -223,17 +239,23 @@ def write_relation(df: DataFrame, decl: Decl, path: str | Path, delimiter: str =
         # One job fetches a small relation whole; a big one is sorted by Spark and streamed
         # a partition at a time, so the driver never holds it all.
         rows = df.limit(COLLECT_ROWS + 1).collect()
+        # Sorted as the values are ordered: an unsigned by its unsigned value.
+        unsigned = [i for i, t in enumerate(decl.types) if t == "unsigned"]
         if len(rows) <= COLLECT_ROWS:
             if sort:
-                rows.sort()
+                rows.sort(key=lambda r: tuple(order_key(v) if i in unsigned else v
+                                              for i, v in enumerate(r)) if unsigned else r)
         else:
-            rows = (df.orderBy(*df.columns) if sort else df).toLocalIterator()
+            keys = [F.col(c).bitwiseXOR(F.lit(-(2**63))) if i in unsigned else F.col(c)
+                    for i, c in enumerate(df.columns)]
+            rows = (df.orderBy(*keys) if sort else df).toLocalIterator()
     count = 0
     opener = gzip.open if compress else open
     with opener(path, "wt", encoding="utf-8", newline="\n") as out:
         if headers:
             out.write(delimiter.join(decl.attrs) + "\n")
-        for line in format_rows(writable(rows, decl, shown or path), decl, delimiter):
+        # Symbols are written as they are, a TAB or newline too, as Soufflé's writer does.
+        for line in format_rows(rows, decl, delimiter):
             out.write(line)
             count += 1
     return count

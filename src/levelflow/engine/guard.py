@@ -3,31 +3,56 @@
 Before a task's jobs start, a rule whose body is a product of whole relations (atoms that share
 no variable, as in `p(x, y) :- a(x), b(y).`) is refused from the input counts alone: its join
 makes the product of their sizes, and Spark would spill all of it before anything could be
-counted. While a task runs, its tuples are counted where the plans count them anyway: after
-each round of the global plan, after each round of the Python worker's fixpoint (per share),
-after a closure's search; the task stops there once they pass the limit. The error is a user
-error like a bad fact file: the run writes no output and an epoch changes no state.
+counted; so is a `range` over constants that makes more values than the limit
+(`range(0, 1000000000)`). A range whose bounds are variables has its values counted (over the
+rows it extends) before they are made (rules.Ops.values), in every plan. While a task runs,
+its tuples are counted where the plans count them anyway: after each round of the global
+plan, after each round of the Python worker's fixpoint (per share), after a closure's search;
+the task stops there once they pass the limit. The error is a user error like a bad fact
+file: the run writes no output and an epoch changes no state.
 Pure Python (it runs in the Python workers too).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from levelflow.errors import LevelflowError
-from levelflow.tasks.ast import Atom, Rule, Var, Wildcard
+from levelflow.tasks.ast import Atom, Call, Comparison, Loc, Rule, Var, Wildcard
+from levelflow.tasks.functors import MAX_SYMBOL, functor_name, range_count
+from levelflow.tasks.typecheck import fold
 
 # Per task, by default: generous, so that only a runaway (a cross product, an exploding join
 # or recursion) is stopped. `--max-tuples` and `max_tuples=` change it.
 MAX_TUPLES = 100_000_000
 # The message of a TupleLimit raised in a Python worker, inside the text Spark wraps it in.
-_RAISED = re.compile(r"TupleLimit: (task .*?; stopped)")
+_RAISED = re.compile(r"(TupleLimit|SymbolLimit): ((?:[^\n]*?:\d+: )?(?:task|error:) "
+                     r"[^\n]*?; stopped)")
 
 
 class TupleLimit(LevelflowError):
     """A task would make more than max_tuples tuples; str() is one line naming it."""
+
+
+class SymbolLimit(LevelflowError):
+    """A functor made a symbol longer than MAX_SYMBOL: one line naming where.
+
+    Polars re-raises an error from inside an expression with the expression appended; only
+    the first line is kept."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message.split("\n", 1)[0])
+
+
+def symbol_limit(call: Call) -> str:
+    """Return the line refusing the symbol `call` makes past MAX_SYMBOL."""
+    where = f"{call.loc}: " if call.loc is not None else ""
+    return (f"{where}error: {functor_name(call.name)} makes a symbol longer than "
+            f"{MAX_SYMBOL:,} characters, the longest levelflow holds; stopped")
 
 
 def check_limit(limit) -> int | None:
@@ -58,6 +83,28 @@ class Limit:
         if rows > self.tuples:
             raise over(self.task, self.tuples, f"{rows:,} so far", where)
 
+    def check_range(self, values: int, loc: Loc | None) -> None:
+        """Raise TupleLimit, before they are made, if a range makes more values than the
+        limit (`loc`: where the range is)."""
+        if values > self.tuples:
+            raise over(self.task, self.tuples, f"its range makes {values:,} values", at(loc))
+
+
+# The limit of the task an epoch updates in this thread: the rule bodies its strategies build
+# there (rules.Ops) count a range's values against it. Their many paths are not each handed the
+# limit; a share updated in a Python worker is not reached (the update is checked after it).
+UPDATING: ContextVar[Limit | None] = ContextVar("levelflow_updating", default=None)
+
+
+@contextmanager
+def updating(limit: Limit | None) -> Iterator[None]:
+    """Set UPDATING to `limit` for the block (an epoch's update of one task)."""
+    token = UPDATING.set(limit)
+    try:
+        yield
+    finally:
+        UPDATING.reset(token)
+
 
 def task_limit(task, max_tuples: int | None) -> Limit | None:
     """Return the limit a task's evaluation checks: None without one, or for a task with no
@@ -67,11 +114,51 @@ def task_limit(task, max_tuples: int | None) -> Limit | None:
     return Limit(task.name, max_tuples)
 
 
-def from_failure(exc: BaseException, file: str) -> TupleLimit | None:
-    """Return the TupleLimit a Python worker raised inside a failed Spark job (naming the
-    program `file`), or None if it did not."""
+def from_failure(exc: BaseException, file: str) -> TupleLimit | SymbolLimit | None:
+    """Return the TupleLimit or SymbolLimit a Spark job failed with (raised in a Python worker,
+    or by Spark for a symbol), naming the program `file` where the line says no place; None
+    if it failed otherwise."""
     found = _RAISED.search(str(exc))
-    return TupleLimit(f"{file}: {found.group(1)}") if found else None
+    if found is None:
+        return None
+    error = TupleLimit if found.group(1) == "TupleLimit" else SymbolLimit
+    said = found.group(2)  # a range's or a symbol's line says where it is: file:line
+    return error(f"{file}: {said}" if said.startswith("task ") else said)
+
+
+def at(loc: Loc | None) -> str:
+    """Return 'file:line: ' of a rule or term, as a limit's line starts (empty without one)."""
+    return f"{loc.file}:{loc.line}: " if loc is not None else ""
+
+
+def range_call(lit: object) -> Call | None:
+    """Return the range of a body literal `x = range(...)` (either way round), else None."""
+    if isinstance(lit, Comparison) and lit.op == "=":
+        for term in (lit.left, lit.right):
+            if isinstance(term, Call) and term.name == "range":
+                return term
+    return None
+
+
+def constant_values(call: Call) -> int | None:
+    """Return how many values a range over constant expressions makes, else None."""
+    args = [fold(a, lambda loc, msg: None) for a in call.args]
+    if any(a is None or a.kind == "symbol" for a in args):
+        return None
+    return range_count(*(a.value for a in args))
+
+
+def check_ranges(task, limit: int | None) -> None:
+    """Raise TupleLimit before a task runs if a range over constants in one of its rules
+    makes more than `limit` values."""
+    if limit is None:
+        return
+    for rule in task.rules:
+        for lit in rule.body:
+            call = range_call(lit)
+            values = constant_values(call) if call is not None else None
+            if values is not None:
+                Limit(task.name, limit).check_range(values, call.loc or rule.loc)
 
 
 def product_size(rule: Rule, counts: Mapping[str, int]) -> tuple[int, list[int]] | None:

@@ -5,7 +5,9 @@ As in Soufflé, `filename=` may name any path (absolute, or `../` out of -F / -D
 `.output` directives writing one file however it is spelled (`x.csv`, `./x.csv`, `D/x.csv`),
 and an `.output` writing the fact file an `.input` reads. With `confine`, any input outside
 the fact directory (-F) and any output outside the output directory (-D) is refused too,
-symbolic links followed: `serve` checks every program a client posts so (serve_service).
+symbolic links followed: `serve` checks every program a client posts so (serve_service). So
+is an `#include` outside the fact directory and the -I folders (`confined_includes`): it is
+refused by the preprocessor before the file is read.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 from levelflow.tasks.ast import IO, Program
 from levelflow.tasks.errors import DatalogError
+from levelflow.tasks.preprocess import Confined
 
 # `run`, `update` and `shell` default to Soufflé's behaviour (paths anywhere). `serve`, which
 # takes programs it did not write, defaults to CONFINE_SERVE.
@@ -26,6 +29,14 @@ FLAGS = ("-F", "-D", "--confine")
 
 class PathError(DatalogError):
     """A directive's file is refused: `program:line:col: error: ...` on one line."""
+
+
+def confined_includes(confine: bool, folders, why: str = FLAGS[2]) -> Confined | None:
+    """Return the folders a confined program's `#include` may read (the fact folder and the
+    -I folders given; None among them is skipped), or None when it is not confined."""
+    if not confine:
+        return None
+    return Confined(tuple(os.fspath(f) for f in folders if f is not None), why)
 
 
 def _where(base: Path, io: IO) -> Path:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from levelflow.engine.guard import constant_values
 from levelflow.engine.rules import (
     CompileError,
     Ops,
@@ -36,6 +37,11 @@ from levelflow.tasks.ast import (
     Var,
     Wildcard,
 )
+
+
+def ordered_unsigned(op: str, lt: str, rt: str) -> bool:
+    """Return whether `op` orders unsigned values (< <= > >=), which compare by order_key."""
+    return op not in ("=", "!=") and "unsigned" in (lt, rt) and "float" not in (lt, rt)
 
 
 def compare(op: str, left, right):
@@ -199,11 +205,14 @@ class Body:
                 self._generate(var, expr)
                 return True
         if term_vars(cmp.left) | term_vars(cmp.right) <= known:
-            left, right = self._expr(cmp.left), self._expr(cmp.right)
+            (left, lt), (right, rt) = (term_expr(self.ops, t, self.types)
+                                       for t in (cmp.left, cmp.right))
             if cmp.op.lstrip("!") in functors.CONSTRAINTS:
                 cond = self.ops.test(cmp.op.lstrip("!"), left, right)
                 cond = ~cond if cmp.op.startswith("!") else cond
             else:
+                if ordered_unsigned(cmp.op, lt, rt):
+                    left, right = self.ops.order_key(left), self.ops.order_key(right)
                 cond = compare(cmp.op, left, right)
             self.df = self.ops.filter(self.df, cond)
             return True
@@ -220,8 +229,13 @@ class Body:
         return False
 
     def _generate(self, var: Var, call: Call) -> None:
-        """Bind `var = range(...)`: a row per value; a bound var keeps the rows it is among."""
+        """Bind `var = range(...)`: a row per value; a bound var keeps the rows it is among.
+        Under a limit, the values are counted first (over constants without a job)."""
         exprs, _, kind = call_args(self.ops, call, self.types)
+        if self.ops.limit is not None:
+            values = constant_values(call)
+            self.ops.limit.check_range(values if values is not None else
+                                       self.ops.values(self.df, exprs, kind), call.loc)
         name = var_col(var.name)
         if var.name not in self.types:
             self.df = self.ops.generate(self.df, name, exprs, kind)

@@ -6,8 +6,9 @@ engine/compile.py, Polars frames in engine/plans/columnar.py; both therefore giv
 tuples. Inside a body every bound variable x is the column `var_col(x)`; the order of its joins,
 filters and bindings is engine/rule_body.py's. Arithmetic follows Soufflé on 64-bit integers
 (`/` truncates, `%` takes the dividend's sign); an overflow or a division by zero has no value
-and drops the row; an unsigned result below zero is an overflow; an integer literal takes its
-unsigned operand's type, as Soufflé infers it. Functors (`Call`, tasks/functors.py) are
+and drops the row; an unsigned is held as the int64 of its bits and wraps modulo 2^64
+(tasks/functors.py), compared through `Ops.order_key`; an integer literal takes its unsigned
+operand's type, as Soufflé infers it. Functors (`Call`, tasks/functors.py) are
 operations of the backend too; `x = range(a, b)` binds x to one row per value (`generate`);
 `contains` and `match` filter (`test`). A head's tuples come from the body's rows
 (`head_rows`), an aggregate's by one group-by (`aggregate_rows`).
@@ -90,16 +91,21 @@ def literal_vars(lit: object) -> set[str]:
 class Ops:
     """A backend's operations on frames and expressions (see compile.py, plans/columnar.py)."""
 
+    limit = None  # the task's guard.Limit, if any: a range's values are counted against it
+
     def lit(self, value, kind: str): ...
     def col(self, name: str): ...
     def arith(self, op: str, left, right, kind: str): ...  # no value on overflow or x / 0
     # + - * / % ^ and the bitwise, shift and logical operators of tasks/functors.py.
     def call(self, name: str, args: list, kinds: list[str], kind: str): ...  # a functor's value
+    def bounded(self, value, call): ...  # the symbol `value`, SymbolLimit (guard.py) where
+    # one is longer than MAX_SYMBOL: the check `call` (cat, a record, a user functor) needs
     def test(self, op: str, left, right): ...  # `contains` / `match` as a condition
     def generate(self, df, name: str, args: list, kind: str): ...  # a row per `range` value
+    def values(self, df, args: list, kind: str) -> int: ...  # how many rows generate() makes
     def numbered(self, df, cols: list[str], name: str): ...  # distinct rows numbered 0.. in
     # the order of `cols` (the variables by name): autoinc()'s numbers, the same in every plan
-    def non_negative(self, value): ...  # the value where >= 0, else none
+    def order_key(self, value): ...  # an unsigned's int64 whose signed order is its order
     def cast(self, expr, primitive: str): ...
     def unit(self): ...  # one row, no variables: the empty conjunction
     def size(self, pos: int) -> int: ...  # rows of the frame body atom `pos` reads (estimate)
@@ -144,8 +150,7 @@ def term_expr(ops: Ops, term: Term, types: Mapping[str, str]) -> tuple[object, s
         raise CompileError(f"{where(term)}: error: unknown operator {term.op}")
     if kind == "float" and term.op in functors.INTEGRAL_OPS:
         raise CompileError(f"{where(term)}: error: '{term.op}' on a float")
-    value = ops.arith(term.op, left, right, kind)
-    return (ops.non_negative(value) if kind == "unsigned" else value), kind
+    return ops.arith(term.op, left, right, kind), kind
 
 
 def call_args(ops: Ops, call: Call, types: Mapping[str, str]) -> tuple[list, list[str], str]:
@@ -178,7 +183,9 @@ def call_expr(ops: Ops, call: Call, types: Mapping[str, str]) -> tuple[object, s
         return ops.arith("+", ops.col(AUTOINC), ops.lit(base, "number"), "number"), "number"
     exprs, kinds, kind = call_args(ops, call, types)
     value = ops.call(call.name, exprs, kinds, kind)
-    return (ops.non_negative(value) if kind == "unsigned" else value), kind
+    if kind == "symbol" and functors.grows_symbols(call.name):
+        value = ops.bounded(value, call)
+    return value, kind
 
 
 def head_rows(ops: Ops, body, types: Mapping[str, str], head: Atom, decl: Decl):
@@ -215,7 +222,10 @@ def aggregate_rows(ops: Ops, body, types: Mapping[str, str], head: Atom, decl: D
         if isinstance(arg, Aggregate):
             agg, pos = arg, i
             if arg.target is not None:
-                value = ops.cast(term_expr(ops, arg.target, types)[0], primitive)
+                value, vt = term_expr(ops, arg.target, types)
+                if vt == "unsigned" and primitive == "float":  # mean: the unsigned's value
+                    value = ops.call("utof", [value], ["unsigned"], "float")
+                value = ops.cast(value, primitive)
         else:
             keys.append((f"c{i}", ops.cast(term_expr(ops, arg, types)[0], primitive)))
     named = keys + [(VALUE, value if value is not None else ops.lit(1, "number"))]

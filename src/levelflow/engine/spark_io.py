@@ -21,6 +21,7 @@ from levelflow.engine.sql_text import quoted
 from levelflow.engine.types import SQL_TYPES
 from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import IO
+from levelflow.tasks.ordinals import ORD, OrdinalsInput, ordinals_input
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -52,6 +53,8 @@ def frame_kind(io: IO | None) -> str | None:
     """Return how a directive's relation is held outside text files: parquet, spark, frame."""
     if isinstance(io, FrameInput):
         return "frame"
+    if isinstance(io, OrdinalsInput):
+        return "ordinals"  # `ord`'s symbol table, built here (engine/ordinals.py)
     kind = io.option("IO") if io is not None else None
     return kind if kind in FRAME_IO else None
 
@@ -93,6 +96,9 @@ def with_frames(program, frames: dict):
                              f"{type(df).__name__}")
         inputs[name] = FrameInput("input", name, (("IO", "frame"),), program.inputs[name].loc,
                                   frame=df)
+    ordinals = inputs.get(ORD)
+    if isinstance(ordinals, OrdinalsInput):  # `ord`'s table reads the frames now
+        inputs[ORD] = ordinals_input(ordinals.constants, program.decls, inputs)
     return dataclasses.replace(program, inputs=inputs)
 
 
@@ -100,6 +106,14 @@ def read_frame_input(spark: SparkSession, decl: Decl, io: IO, factdir) -> DataFr
     """Return the relation's distinct tuples (c0..) from its DataFrame, Parquet or table,
     checked against its declaration (one job unless the schema rules every bad value out)."""
     kind = frame_kind(io)
+    if kind == "ordinals":
+        from levelflow.engine.ordinals import table_frame
+
+        def read_frame(src_decl, src):  # a frame source's relation; None for a fact file
+            if frame_kind(src) is None:
+                return None
+            return read_frame_input(spark, src_decl, src, factdir)
+        return table_frame(spark, decl, io, factdir, read_frame)
     if kind == "frame":
         df, what = io.frame, f"relation {decl.name} (DataFrame)"
     elif kind == "parquet":
@@ -253,9 +267,19 @@ def read_input(spark: SparkSession, decl: Decl, io: IO, factdir) -> DataFrame:
     or table."""
     if frame_kind(io) is not None:
         return read_frame_input(spark, decl, io, factdir)
-    from levelflow.engine.facts import input_path, io_delimiter, io_headers, read_facts
+    from levelflow.engine.facts import (
+        empty_relation,
+        input_missing,
+        input_path,
+        io_delimiter,
+        io_headers,
+        read_facts,
+    )
 
-    return read_facts(spark, decl, input_path(io, factdir), io_delimiter(io), io_headers(io))
+    path = input_path(io, factdir)
+    if input_missing(path):  # read as empty, as Soufflé does (checks.check_fact_files warns)
+        return empty_relation(spark, decl)
+    return read_facts(spark, decl, path, io_delimiter(io), io_headers(io))
 
 
 def estimate_rows(io: IO, factdir) -> int | None:
@@ -274,6 +298,8 @@ def estimate_rows(io: IO, factdir) -> int | None:
             return 0  # refused with its own line when the task reads it
     if kind == "frame":
         return io.frame.count()
+    if kind == "ordinals":  # the constants at least; the input facts' symbols follow
+        return len(io.constants)
     from pyspark.sql import SparkSession
 
     spark = SparkSession.getActiveSession()

@@ -3,7 +3,7 @@
 from levelflow.tasks.build import build_tasks
 from levelflow.tasks.errors import DatalogError
 from levelflow.tasks.graph import GraphError, TaskGraph
-from levelflow.tasks.load import load_program, parse_program
+from levelflow.tasks.load import load_program, parse_program, parse_stored
 from levelflow.tasks.tasks import ProgramTasks, Task
 
 __all__ = [
@@ -15,4 +15,5 @@ __all__ = [
     "build_tasks",
     "load_program",
     "parse_program",
+    "parse_stored",
 ]

@@ -39,6 +39,7 @@ from levelflow.tasks.functor_check import (
 )
 from levelflow.tasks.io_check import check_ios
 from levelflow.tasks.lower import lower_rule
+from levelflow.tasks.ordinals import ORD, declare_ord, lower_ord, ordinals_input
 from levelflow.tasks.parser import Parsed
 from levelflow.tasks.ranges import name_ranges
 from levelflow.tasks.records import lower_program as lower_records
@@ -102,6 +103,7 @@ def check(parsed: Parsed, file: str) -> Program:
     parsed, paths, closures = expand_paths(parsed, report, types)
     if parsed.functors:  # a call of an undeclared one is refused by functors.call_type
         parsed.rules = bind_functors(parsed, types, report)
+    parsed, ord_constants = declare_ord(parsed)  # its constants: before anything moves
     parsed = lower_aggregates(parsed, report, types)
     decls = _check_decls(parsed, types, report)
     decls, parsed.rules, parsed.subsumptions = lower_records(parsed, types, decls, report)
@@ -111,6 +113,8 @@ def check(parsed: Parsed, file: str) -> Program:
                  if SUB + subsumed(rule) in pair_decls)
     ios = [io for io in parsed.ios if io.kind != "limitsize"]
     inputs, outputs, more_outputs, printsize = check_ios(ios, decls, report)
+    if ord_constants is not None:  # the symbol table `ord` reads: tasks/ordinals.py
+        inputs[ORD] = ordinals_input(ord_constants, decls, inputs)
     plain, fast = plain_kinds(decls), parsed.fast
     rules = tuple(rule if id(rule) in fast and plain_fact(rule, plain)
                   else _check_rule(rule, decls, report, types)
@@ -121,6 +125,8 @@ def check(parsed: Parsed, file: str) -> Program:
         rules = tuple(lower_rule(rule) for rule in rules)
     if parsed.surface:
         subs = tuple(lower_rule(rule) for rule in subs)
+    if ord_constants is not None:  # `ord(t)` as a join with the symbol table
+        rules, subs = lower_ord(rules), lower_ord(subs)
     prec = precedence(decls, rules + tuple(order_rules(subs)))
     check_strata(prec, subs, report)
     check_aggregated(prec, rules, report)
@@ -163,8 +169,8 @@ def _check_constants(term: Term, report: Problems) -> None:
         if isinstance(t, Const):
             if t.kind == "number" and not INT64_MIN <= t.value <= INT64_MAX:
                 report(t.loc, f"integer constant {t.value} does not fit in 64 bits")
-            elif t.kind == "unsigned" and not 0 <= t.value <= INT64_MAX:
-                report(t.loc, f"unsigned constant {t.value} does not fit in 63 bits")
+            elif t.kind == "unsigned" and not 0 <= t.value < 2**64:
+                report(t.loc, f"unsigned constant {t.value} does not fit in 64 bits")
             elif t.kind == "float" and not math.isfinite(t.value):
                 report(t.loc, f"float constant {t.value} is not finite")
 

@@ -5,6 +5,11 @@ engine/regex_match.py's.
 
 A function here returns None where Soufflé's answer is an error or undefined behaviour (an
 overflow, `0 ^ -1`, `to_number("x")`, a float outside the integers): the row derives nothing.
+
+An `unsigned` is Soufflé's 64-bit unsigned integer, held as the int64 of the same bits (2^64 - 1
+is held as -1): `+ - *` wrap modulo 2^64, `/ % < <= > >= min max` and `bshr` read the bits as
+unsigned (`unsigned_value`), and number <-> unsigned conversions keep the bits, as Soufflé's
+do. A backend compares held values by `order_key`.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import re
 from collections.abc import Iterable
 
 from levelflow.tasks.ast import BinOp, Call, Rule
+from levelflow.tasks.numbers import U64, held_unsigned, order_key, unsigned_value
 
 NUMERIC = ("number", "unsigned", "float")
 INTEGRAL = ("number", "unsigned")
@@ -32,8 +38,18 @@ CASTS = {
     "to_string": (NUMERIC + ("symbol",), "symbol"),
 }
 # Fixed signatures: name -> (argument types, result type).
-FIXED = {"strlen": (("symbol",), "number"), "substr": (("symbol", "number", "number"), "symbol")}
+# `ord` is lowered to a join with the symbol table before it is evaluated (tasks/ordinals.py).
+FIXED = {"strlen": (("symbol",), "number"), "substr": (("symbol", "number", "number"), "symbol"),
+         "ord": (("symbol",), "number")}
 CONSTRAINTS = ("contains", "match")  # boolean functors: body literals, never values
+# The longest symbol levelflow holds, in characters: one a functor makes (`cat`, a record or
+# ADT's text, a user functor's result) or a fact file or diff brings. Soufflé has no bound, so
+# `s(cat(x, x)) :- s(x).` runs until memory is gone; 1 Mi characters is far beyond any name,
+# path or text a fact carries, is reached by such a doubling in 20 rounds (a few MB made), and
+# an Arrow batch of them between Spark and a Python worker still fits its 2 GiB of string
+# offsets at 500 rows of 4-byte characters. (substr, to_string and a record's field cannot
+# make a symbol longer than their arguments.)
+MAX_SYMBOL = 1 << 20
 # Every functor name a term may call (`range` only as `x = range(...)`).
 CALLS = frozenset({*CASTS, *FIXED, "min", "max", "cat", "bnot", "lnot", "range", "autoinc"})
 
@@ -172,11 +188,23 @@ def c_arith(op: str, a, b, on_floats: bool):
     return q if op == "/" else a - b * q
 
 
+def unsigned_arith(op: str, a: int, b: int) -> int | None:
+    """Return `a op b` on held unsigned values for + - * / % (wrapping modulo 2^64, as C's
+    unsigned arithmetic does); None for `/` or `%` by zero."""
+    a, b = unsigned_value(a), unsigned_value(b)
+    if op in ("/", "%") and b == 0:
+        return None
+    value = (a + b if op == "+" else a - b if op == "-" else a * b if op == "*"
+             else a // b if op == "/" else a % b)
+    return held_unsigned(value)
+
+
 def fits(value: int, kind: str) -> int | None:
-    """Return an integer result if it is a value of `kind` (64-bit signed, unsigned below
-    2^63 as levelflow stores it), else None."""
-    low = 0 if kind == "unsigned" else INT64_MIN
-    return value if low <= value <= INT64_MAX else None
+    """Return an integer result as `kind` holds it: a 64-bit signed value (None outside), or an
+    unsigned one taken modulo 2^64 (C's conversion to unsigned)."""
+    if kind == "unsigned":
+        return held_unsigned(value)
+    return value if INT64_MIN <= value <= INT64_MAX else None
 
 
 def power(a, b, kind: str):
@@ -186,6 +214,12 @@ def power(a, b, kind: str):
             return math.pow(a, b)
         except (OverflowError, ValueError):
             return None  # C's pow gives inf or NaN: no value, as an overflow
+    if kind == "unsigned":  # a power past 2^64 - 1 is an overflow: no value
+        a, b = unsigned_value(a), unsigned_value(b)
+        if a > 1 and b >= 64:
+            return None
+        value = a ** b
+        return held_unsigned(value) if value < U64 else None
     if b < 0:
         if a == 0:
             return None  # pow(0, -1) is infinite; its integer is undefined
@@ -207,7 +241,12 @@ def text_to_number(text: str, kind: str) -> int | float | None:
             return None
         value = float(text)
         return value if math.isfinite(value) else None
-    return fits(int(text), kind) if _INT_TEXT.fullmatch(text) else None
+    if not _INT_TEXT.fullmatch(text):
+        return None
+    value = int(text)
+    if kind == "unsigned":  # strtoull: a minus sign negates modulo 2^64; past 2^64 - 1, none
+        return held_unsigned(value) if -U64 < value < U64 else None
+    return fits(value, kind)
 
 
 def number_to_text(value, kind: str) -> str:
@@ -215,13 +254,15 @@ def number_to_text(value, kind: str) -> str:
     if kind == "float":
         return f"{value:f}" if math.isfinite(value) else ("nan" if value != value else
                                                           "-inf" if value < 0 else "inf")
-    return str(value)
+    return str(unsigned_value(value) if kind == "unsigned" else value)
 
 
 def float_to_int(value: float, kind: str) -> int | None:
     """Return a float truncated toward zero, or None outside the integers of `kind` (UB in C)."""
     if not math.isfinite(value):
         return None
+    if kind == "unsigned":
+        return held_unsigned(int(value)) if -1.0 < value < 2.0**64 else None
     return fits(int(value), kind)
 
 
@@ -235,7 +276,7 @@ def convert(name: str, value, source: str):
     if source == "symbol":
         return text_to_number(value, result)
     if result == "float":
-        return float(value)
+        return float(unsigned_value(value) if source == "unsigned" else value)
     if source == "float":
         return float_to_int(value, result)
     return fits(value, result)
@@ -252,13 +293,10 @@ def substr(text: str, start: int, length: int) -> str:
 _MASK = (1 << 64) - 1
 
 
-def wrap(value: int, kind: str) -> int | None:
-    """Return a 64-bit two's complement result as a value of `kind` (Soufflé's bit operations
-    are defined modulo 2^64; levelflow's unsigned values stop below 2^63)."""
-    value &= _MASK
-    if kind == "unsigned":
-        return fits(value, kind)
-    return value - (1 << 64) if value > INT64_MAX else value
+def wrap(value: int, kind: str) -> int:
+    """Return a result modulo 2^64 as the int64 that holds it (Soufflé's bit operations are
+    defined modulo 2^64; a number and an unsigned are held alike)."""
+    return held_unsigned(value & _MASK)
 
 
 def binary(op: str, a, b, kind: str):
@@ -277,8 +315,8 @@ def binary(op: str, a, b, kind: str):
     shift = b & 63  # Soufflé masks the shift count to the word size, as Java does
     if op == "bshl":
         return wrap(a << shift, kind)
-    if op == "bshr":
-        return wrap(a >> shift, kind)
+    if op == "bshr":  # on an unsigned, C's >> shifts zeros in
+        return wrap((a & _MASK if kind == "unsigned" else a) >> shift, kind)
     if op == "bshru":
         return wrap((a & _MASK) >> shift, kind)
     raise ValueError(f"unknown operator {op}")
@@ -309,6 +347,35 @@ def float_range(lo: float, hi: float, step: float | None = None) -> list[float] 
     return out
 
 
+def range_count(lo: float, hi: float, step: float | None = None) -> int:
+    """Return how many values range(lo, hi[, step]) makes (Soufflé's: `hi` excluded, the step
+    1 or -1 by direction, a zero step `lo` once when lo != hi); a float range's loop may make
+    one value fewer."""
+    if step is None:
+        step = 1 if lo <= hi else -1
+    if step == 0:
+        return int(lo != hi)
+    if not all(map(math.isfinite, (lo, hi, step))):
+        return 0  # no value (float_range)
+    span = (hi - lo) / step if isinstance(step, float) or isinstance(lo + hi, float) \
+        else None
+    if span is not None:
+        return max(math.ceil(span), 0)
+    return max(-((lo - hi) // step), 0)  # ceil((hi - lo) / step), exactly
+
+
+def grows_symbols(name: str) -> bool:
+    """Return whether a symbol-valued functor can make a symbol longer than its arguments."""
+    return name == "cat" or name.startswith(("#pack", "@"))
+
+
+def functor_name(name: str) -> str:
+    """Return a functor's name as the program wrote it (a record's packing is its brackets)."""
+    if name.startswith("#pack"):
+        return "a record or ADT term"
+    return name.split("|", 1)[0]  # a user functor: @f|types|result|module
+
+
 def apply_plain(name: str):
     """Return the plain Python function of a record functor (`#pack:...`, `#get:...`) or of
     a user functor (`@f|...`, tasks/user_functors.py)."""
@@ -330,10 +397,9 @@ def apply(name: str, args: list, source: str | None, kind: str):
         return len(args[0])
     if name == "substr":
         return substr(*args)
-    if name == "min":
-        return min(args)
-    if name == "max":
-        return max(args)
+    if name in ("min", "max"):
+        pick = min if name == "min" else max
+        return pick(args, key=order_key) if kind == "unsigned" else pick(args)
     if name == "cat":
         return "".join(args)
     if name == "bnot":

@@ -29,12 +29,13 @@ _SKIP = re.compile(r"(?:[ \t\r\n\f\v]+|//[^\n]*|/\*(?:[^*]|\*(?!/))*\*/)*")
 # Order matters: longer operators before their prefixes, floats before integers.
 _TOKEN = re.compile(r"""
     (?:
-      (?P<str>"(?:[^"\\\n]|\\[^\n])*")
+      (?P<str>"(?:[^"\\]|\\[^\n])*")
     | (?P<badstr>")
     | (?P<badcomment>/\*)
+    | (?P<ip>\d+\.\d+\.\d+\.\d+)
     | (?P<float>\d+\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+)
-    | (?P<hex>0[xX][0-9a-fA-F]+)
-    | (?P<bin>0[bB][01]+)
+    | (?P<hex>0[xX][0-9a-fA-F]+(?P<hsuf>u)?)
+    | (?P<bin>0[bB][01]+(?P<bsuf>u)?)
     | (?P<int>\d+(?P<usuf>u)?)
     | (?P<dir>\.(?P<dname>DIRECTIVE_NAMES)(?![A-Za-z0-9_?]))
     | (?P<ident>[A-Za-z_?][A-Za-z0-9_?]*)
@@ -56,7 +57,9 @@ _FACT = re.compile(r"""
 FACT_ARGS = re.compile(r'(?:(-)[ \t]*)?(\d+(\.\d+)?)|(")([^"]*)"', re.ASCII)
 
 MAX_INT_DIGITS = 80
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\", "0": "\0", "'": "'"}
+# Soufflé's scanner (lexString) knows exactly these; any other escape is an error there.
+_ESCAPES = {'"': '"', "'": "'", "\\": "\\", "a": "\a", "b": "\b", "f": "\f", "n": "\n",
+            "r": "\r", "t": "\t", "v": "\v"}
 
 
 class Token:
@@ -107,8 +110,18 @@ class Source:
         return DatalogError(what, self.loc(pos))
 
 
+class BadEscape(ValueError):
+    """A string literal holds an escape Soufflé's scanner does not know (`at`: its offset in
+    the literal's body); str() is `a string with the unknown escape \\d`."""
+
+    def __init__(self, char: str, at: int) -> None:
+        super().__init__(f"a string with the unknown escape \\{char}")
+        self.char, self.at = char, at
+
+
 def unescape(body: str) -> str:
-    """Return a string literal's body with \\n, \\t, \\" ... replaced; unknown escapes stay."""
+    """Return a string literal's body with Soufflé's escapes replaced (\\" \\' \\\\ \\a \\b \\f
+    \\n \\r \\t \\v); raise BadEscape at any other, as Soufflé's scanner refuses it."""
     if "\\" not in body:
         return body
     out: list[str] = []
@@ -117,7 +130,9 @@ def unescape(body: str) -> str:
         c = body[i]
         if c == "\\" and i + 1 < n:
             nxt = body[i + 1]
-            out.append(_ESCAPES.get(nxt, "\\" + nxt))
+            if nxt not in _ESCAPES:
+                raise BadEscape(nxt, i)
+            out.append(_ESCAPES[nxt])
             i += 2
         else:
             out.append(c)
@@ -135,7 +150,7 @@ def _unstorable(source: Source, pos: int, word: str, value) -> DatalogError | No
 def _bad_text(source: Source, kind: str, text: str, pos: int) -> DatalogError:
     """Return the error of text no token matches."""
     if kind == "badstr":
-        return source.error(pos, "unterminated string (no closing '\"' on this line)")
+        return source.error(pos, "unterminated string (no closing '\"')")
     if kind == "badcomment":
         return source.error(pos, "unterminated comment (no closing '*/')")
     shown = text if text.isprintable() and not text.isspace() else f"\\u{ord(text):04x}"
@@ -183,14 +198,30 @@ def tokenize(source: Source) -> tuple[list[Token], DatalogError | None]:
                 append(Token("int", word, int(word), pos))
         elif kind in ("str", "float"):
             word = m.group(kind)
-            value = unescape(word[1:-1]) if kind == "str" else float(word)
+            try:
+                value = unescape(word[1:-1]) if kind == "str" else float(word)
+            except BadEscape as e:  # the statements before the bad token are still parsed
+                return _cut_short(tokens, pos, source.error(
+                    pos + 1 + e.at, f"unknown escape sequence \\{e.char} in a string (a backslash "
+                    f"itself is written \\\\, as in \"\\\\d\")"))
             error = _unstorable(source, pos, word, value)
             if error is not None:  # the statements before the bad token are still parsed
                 return _cut_short(tokens, pos, error)
             append(Token("string" if kind == "str" else "float", word, value, pos))
         elif kind in ("hex", "bin"):
+            # `0xffu`, `0b101u`: unsigned constants, as `5u` (Soufflé's scanner).
             word = m.group(kind)
-            append(Token("int", word, int(word, 0), pos))
+            unsigned = word.endswith("u")
+            append(Token("uint" if unsigned else "int", word, int(word.removesuffix("u"), 0), pos))
+        elif kind == "ip":
+            # Soufflé reads `a.b.c.d` as the number (a << 24) + (b << 16) + (c << 8) + d, computed
+            # in a 32-bit int (so 192.168.0.1 is negative); a part above 255 is an error.
+            parts = [int(p) for p in m.group(kind).split(".")]
+            if max(parts) > 255:
+                return _cut_short(tokens, pos, source.error(pos, "IP out of range"))
+            value = (parts[0] << 24) + (parts[1] << 16) + (parts[2] << 8) + parts[3]
+            value = value - (1 << 32) if value >= 1 << 31 else value
+            append(Token("int", m.group(kind), value, pos))
         elif kind == "dir":
             append(Token("directive", m.group(kind), m.group("dname"), pos))
         elif kind == "end":

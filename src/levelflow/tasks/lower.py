@@ -1,5 +1,6 @@
 """Surface forms lowered to the core: a negated group by De Morgan (the parser asks), and once
-checked, `as(x, T)` as `x` and `5u` as the integer 5.
+checked, `as(x, T)` as `x` (number <-> unsigned keeps the bits, as Soufflé's cast does) and `5u`
+as the integer 5 (an unsigned above 2^63 - 1 as the int64 of its bits).
 
 The engine sees only Var, Wildcard, Const ("number", "float", "symbol"), BinOp and Call terms.
 """
@@ -20,6 +21,7 @@ from levelflow.tasks.ast import (
     Rule,
     Term,
 )
+from levelflow.tasks.numbers import held_unsigned
 
 MAX_DNF = 1024  # rules one disjunctive body may expand into
 
@@ -28,8 +30,8 @@ def lower_term(term: Term) -> Term:
     """Return the term with casts removed and unsigned constants as plain integers."""
     if isinstance(term, Cast):
         return lower_term(term.term)
-    if isinstance(term, Const) and term.kind == "unsigned":
-        return Const(term.value, "number", term.loc)
+    if isinstance(term, Const) and term.kind == "unsigned":  # held as its int64 bits
+        return Const(held_unsigned(term.value), "number", term.loc)
     if isinstance(term, BinOp):
         return BinOp(term.op, lower_term(term.left), lower_term(term.right), term.loc)
     if isinstance(term, Call):

@@ -8,9 +8,12 @@ preprocessor reads back: preprocessing that text again gives the same lines at t
 (an incremental state stores it and reloads without the included files).
 
 Supported: `#include "f"` / `<f>` and `.include "f"` (relative to the including file, then each
--I directory), `#pragma once` / `.once`, `#define` with and without parameters (`#` and `##`
-in bodies are refused), `#undef`, `#ifdef`, `#ifndef`, `#if`, `#elif`, `#else`, `#endif`,
-`#error`, `#line`, `__LINE__`, `__FILE__`; `\\` line continuations.
+-I directory; a confined program (`Confined`: serve, `--confine`) reads only files inside the
+folders it names, looked up there too, and a file outside is refused by its name, never
+read), `#pragma once` / `.once`, `#define` with and without parameters (`#` and `##` in
+bodies are refused), `#undef`, `#ifdef`, `#ifndef`, `#if`, `#elif`, `#else`, `#endif`,
+`#error`, `#line`, `__LINE__`, `__FILE__`; `\\` line continuations. Bounded: the text macro
+expansion makes (MAX_GROWTH), how deep macro calls nest, include depth.
 """
 
 from __future__ import annotations
@@ -27,6 +30,15 @@ from levelflow.tasks.ppexpr import evaluate_condition
 
 MAX_INCLUDE_DEPTH = 64
 MAX_EXPANSIONS = 100_000  # macro expansions per line: a runaway definition stops here
+MAX_MACRO_NESTING = 100  # a macro call inside a macro's argument or body, inside another ...
+# What expansion may make, in characters: every macro's text as substituted and as expanded,
+# counted at each level (so a nested expansion counts once per level), is bounded by the text
+# read (the program and its includes) times MAX_GROWTH, and at least MIN_ROOM. A macro
+# whose parameter repeats (`#define D(x) x x x x`) makes text exponential in the nesting of
+# its calls: one 12 KB program so grew to 1 GB. A macro-built program of ordinary shape
+# (one call a line, bodies of a few rules) counts 2 to 10 times its text.
+MAX_GROWTH = 32
+MIN_ROOM = 1 << 20
 
 # A program with none of these needs no preprocessing at all (the fast path).
 _NEEDS = re.compile(r"^[ \t]*(?:#|\.include\b|\.once\b)|__LINE__|__FILE__|\\\r?\n", re.M)
@@ -63,6 +75,24 @@ class LineMap:
 
 
 @dataclass(frozen=True)
+class Confined:
+    """The folders a confined program may include from, and how a refusal says why."""
+
+    folders: tuple[str, ...]
+    why: str = "--confine"
+
+    def holds(self, path: str) -> bool:
+        """Return whether the resolved `path` lies inside one of the folders."""
+        return any(path.startswith(os.path.join(os.path.realpath(f), "")) for f in self.folders)
+
+    def refusal(self, name: str) -> str:
+        """Return the one line refusing `#include "name"` (it names the file, never its text)."""
+        where = ", ".join(os.path.realpath(f) for f in self.folders) or "none"
+        return (f"#include \"{name}\": no such file inside the folders a program may include "
+                f"from ({where}) ({self.why})")
+
+
+@dataclass(frozen=True)
 class Macro:
     """A `#define`: params None for an object-like macro."""
 
@@ -94,9 +124,12 @@ def needs_preprocessing(text: str) -> bool:
     return _NEEDS.search(text) is not None
 
 
-def preprocess(text: str, file: str, include_dirs: tuple[str, ...] = ()) -> Preprocessed:
-    """Return `text` preprocessed; raise DatalogError at the original file and line."""
-    pp = _Preprocessor(tuple(include_dirs))
+def preprocess(text: str, file: str, include_dirs: tuple[str, ...] = (),
+               confined: Confined | None = None) -> Preprocessed:
+    """Return `text` preprocessed; raise DatalogError at the original file and line.
+
+    `confined`: read only included files inside its folders (None: any file, as Soufflé)."""
+    pp = _Preprocessor(tuple(include_dirs), confined)
     pp.run(text, file, 0)
     if pp.conds:
         raise DatalogError(f"#{pp.conds[-1][2]} without #endif", pp.conds[-1][3])
@@ -104,10 +137,14 @@ def preprocess(text: str, file: str, include_dirs: tuple[str, ...] = ()) -> Prep
 
 
 class _Preprocessor:
-    __slots__ = ("dirs", "macros", "conds", "out", "map", "once", "pattern")
+    __slots__ = ("dirs", "confined", "macros", "conds", "out", "map", "once", "pattern",
+                 "read", "made")
 
-    def __init__(self, include_dirs: tuple[str, ...]) -> None:
-        self.dirs = include_dirs
+    def __init__(self, include_dirs: tuple[str, ...], confined: Confined | None) -> None:
+        # A confined program looks in its folders too (a posted program has no folder of its
+        # own); any place it looks outside them is passed over unread.
+        self.dirs = include_dirs + (confined.folders if confined is not None else ())
+        self.confined = confined
         self.macros: dict[str, Macro] = {}
         # Per open conditional: (this branch is taken, a branch was taken, directive, where).
         self.conds: list[tuple[bool, bool, str, Loc]] = []
@@ -115,11 +152,14 @@ class _Preprocessor:
         self.map = LineMap()
         self.once: set[str] = set()
         self.pattern: re.Pattern | None = None
+        self.read = 0  # characters of program text read, included files too
+        self.made = 0  # characters macro expansion made (counted as MAX_GROWTH says)
 
     def active(self) -> bool:
         return all(c[0] for c in self.conds)
 
     def run(self, text: str, file: str, depth: int) -> None:
+        self.read += len(text)
         lines = text.split("\n")
         n, i, line_no = len(lines), 0, 1
         in_comment = False
@@ -128,10 +168,16 @@ class _Preprocessor:
             line = lines[i]
             i += 1
             line_no += 1
-            while line.endswith("\\") and i < n:  # a continuation joins the next line
-                line = line[:-1] + lines[i]
-                i += 1
-                line_no += 1
+            if line.endswith("\\") and i < n:  # continuations join the next lines (once)
+                parts = [line[:-1]]
+                while i < n:
+                    line = lines[i]
+                    i += 1
+                    line_no += 1
+                    if not (line.endswith("\\") and i < n):
+                        break
+                    parts.append(line[:-1])
+                line = "".join(parts) + line
             loc = Loc(file, first, 1)
             m = None if in_comment else _DIRECTIVE.match(line)
             if m is not None and (m.group(1) is not None or m.group(2)):
@@ -245,20 +291,34 @@ class _Preprocessor:
             raise DatalogError(f"includes nest deeper than {MAX_INCLUDE_DEPTH} (does '{name}' "
                                "include itself?)", loc)
         here = os.path.dirname(file)
-        for base in (here, *self.dirs):
-            path = Path(base, name)
-            if path.is_file():
-                break
-        else:
+        path = self._find(name, here)
+        if path is None:
+            if self.confined is not None:
+                raise DatalogError(self.confined.refusal(name), loc)
             searched = ", ".join([here or "."] + list(self.dirs))
             raise DatalogError(f"cannot find included file '{name}' (searched {searched})", loc)
         if os.path.realpath(path) in self.once:
             return
-        try:
-            text = path.read_text(encoding="utf-8")
+        try:  # a confined file is read by its resolved path: no link is followed after the check
+            text = Path(os.path.realpath(path) if self.confined else path).read_text(
+                encoding="utf-8")
         except (OSError, UnicodeDecodeError) as e:
             raise DatalogError(f"cannot read included file '{name}': {e}", loc) from None
         self.run(text, os.path.normpath(path) if here else str(path), depth + 1)
+
+    def _find(self, name: str, here: str) -> Path | None:
+        """Return the file `name` names beside the includer or in an include folder (the first
+        there is); a confined program's candidates outside its folders are not looked at."""
+        for base in (here, *self.dirs):
+            path = Path(base, name)
+            try:
+                if self.confined is not None and not self.confined.holds(os.path.realpath(path)):
+                    continue
+                if path.is_file():
+                    return path
+            except (OSError, ValueError):  # a NUL byte, a link loop: no file there
+                continue
+        return None
 
     # -- macro expansion -------------------------------------------------------------------
     def expand_line(self, line: str, loc: Loc, in_comment: bool) -> tuple[str, bool]:
@@ -296,12 +356,22 @@ class _Preprocessor:
                 out.append(word)
                 pos = m.end()
                 continue
-            text, pos = self.replace(word, line, m.end(), loc, frozenset(), budget)
+            text, pos = self.replace(word, line, m.end(), loc, frozenset(), budget, 0)
             out.append(text)
 
+    def charge(self, size: int, word: str, loc: Loc) -> None:
+        """Count `size` characters made expanding `word`; refuse past the bound."""
+        self.made += size
+        room = max(MIN_ROOM, MAX_GROWTH * self.read)
+        if self.made > room:
+            raise DatalogError(f"macro '{word}' expands past {room:,} characters (macros may "
+                               f"make {MAX_GROWTH} times the program's {self.read:,}, at least "
+                               f"{MIN_ROOM:,})", loc)
+
     def replace(self, word: str, line: str, pos: int, loc: Loc, hidden: frozenset,
-                budget: list[int]) -> tuple[str, int]:
-        """Return the expansion of `word` found before `pos` in `line`, and where it ends."""
+                budget: list[int], depth: int) -> tuple[str, int]:
+        """Return the expansion of `word` found before `pos` in `line`, and where it ends
+        (`depth`: the macro calls it is inside)."""
         if word == "__LINE__" and word not in self.macros:
             return str(loc.line), pos
         if word == "__FILE__" and word not in self.macros:
@@ -312,6 +382,9 @@ class _Preprocessor:
         budget[0] -= 1
         if budget[0] < 0:
             raise DatalogError(f"macro '{word}' expands without end", loc)
+        if depth >= MAX_MACRO_NESTING:
+            raise DatalogError(f"macro calls nest deeper than {MAX_MACRO_NESTING} levels (at "
+                               f"'{word}')", loc)
         body = macro.body
         if macro.params is not None:
             args, end = _call_args(line, pos)
@@ -321,13 +394,18 @@ class _Preprocessor:
                 raise DatalogError(f"macro '{word}' takes {len(macro.params)} argument"
                                    f"{'s' if len(macro.params) != 1 else ''}, given "
                                    f"{len(args)}", loc)
-            values = {p: self.rescan(a.strip(), loc, hidden, budget)
+            values = {p: self.rescan(a.strip(), loc, hidden, budget, depth + 1)
                       for p, a in zip(macro.params, args, strict=False)}
+            uses = [m.group() for m in _IDENT.finditer(body) if m.group() in values]
+            self.charge(len(body) + sum(len(values[u]) - len(u) for u in uses), word, loc)
             body = _IDENT.sub(lambda m: values.get(m.group(), m.group()), body)
             pos = end
-        return self.rescan(body, loc, hidden | {word}, budget), pos
+        out = self.rescan(body, loc, hidden | {word}, budget, depth + 1)
+        self.charge(len(out), word, loc)
+        return out, pos
 
-    def rescan(self, text: str, loc: Loc, hidden: frozenset, budget: list[int]) -> str:
+    def rescan(self, text: str, loc: Loc, hidden: frozenset, budget: list[int],
+               depth: int) -> str:
         out: list[str] = []
         pos = 0
         while True:
@@ -341,7 +419,7 @@ class _Preprocessor:
                 out.append(word)
                 pos = m.end()
                 continue
-            piece, pos = self.replace(word, text, m.end(), loc, hidden, budget)
+            piece, pos = self.replace(word, text, m.end(), loc, hidden, budget, depth)
             out.append(piece)
 
 

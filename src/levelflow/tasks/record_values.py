@@ -23,10 +23,13 @@ import json
 import math
 import re
 
+from levelflow.tasks.numbers import float_text, held_unsigned, unsigned_value
+
 NIL = "null"
 CODES = {"number": "i", "unsigned": "u", "float": "f", "symbol": "s"}
 MAX_DEPTH = 200  # records and ADTs nested deeper are refused (Python's recursion stays far off)
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+UINT64_MAX = 2**64 - 1
 
 _dump = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
 _load = json.loads
@@ -110,7 +113,7 @@ def result_kind(name: str) -> str:
 
 _WHAT = {"number": "a number", "unsigned": "an unsigned number", "float": "a float",
          "symbol": "a symbol"}
-_DIGITS = 19  # an integer of more digits is out of range whatever its value: never converted
+_DIGITS = 20  # an integer of more digits is out of range whatever its value: never converted
 
 
 def check_depth(text: str) -> None:
@@ -143,11 +146,10 @@ def problem(value, ty: str) -> str | None:
         return None if math.isfinite(value) else "a finite float"
     if not isinstance(value, int):
         return _WHAT[ty]
-    if ty == "unsigned" and value < 0:
-        return _WHAT[ty]
-    if not INT64_MIN <= value <= INT64_MAX:
-        return "a 64-bit number" if ty == "number" else "an unsigned number below 2^63"
-    return None
+    if ty == "unsigned":  # Soufflé's unsigned is 64 bits: 0 to 2^64 - 1
+        return _WHAT[ty] if value < 0 else "an unsigned number below 2^64" \
+            if value > UINT64_MAX else None
+    return None if INT64_MIN <= value <= INT64_MAX else "a 64-bit number"
 
 
 def constant_problem(value, kind: str, ty: str) -> str | None:
@@ -202,8 +204,8 @@ class Types:
     def _write(self, value, ty: str) -> str:
         if ty not in self.table:
             if ty == "float":
-                return f"{value:g}" if math.isfinite(value) else str(value)
-            return str(value)
+                return float_text(value)
+            return str(unsigned_value(value) if ty == "unsigned" else value)
         kind, branches = self.table[ty]
         if kind == "record":
             if value is None:
@@ -317,12 +319,14 @@ class _Reader:
         if ty == "float" or not token.lstrip("+-").isdigit():
             number = float(token)
         else:  # not converted when it has too many digits to be in range
-            number = int(token) if len(token) <= _DIGITS + 1 else INT64_MAX + 1
+            number = int(token) if len(token) <= _DIGITS + 1 else UINT64_MAX + 1
         if not (ty == "number" and INT64_MIN <= number <= INT64_MAX and type(number) is int):
             what = problem(number, ty)  # the common case above needs no call
             if what is not None:
                 raise ValueError(why(path, short(token, 30), what), self.pos)
         self.pos = m.end()
+        if ty == "unsigned":  # up to 2^64 - 1, held as the int64 of its bits
+            return held_unsigned(number)
         return number
 
     def symbol(self, stops: str) -> str:

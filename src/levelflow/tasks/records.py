@@ -153,12 +153,18 @@ class Lowering:
         for atom in list(rule.heads) + [a for _, a, _ in rule.body_atoms()]:
             for arg, ty in zip(atom.args, self._types(atom), strict=True):
                 self._type_pattern(arg, ty, out)
-        for lit in rule.body:  # `r = [x, _]` with r typed: x, and fields further in
-            if isinstance(lit, Comparison) and lit.op == "=":
+        # `r = [x, _]` with r typed: x, and fields further in; `q = r` gives q r's type, so a
+        # chain `p = q, q = [x, _]` types x as Soufflé does: repeated until nothing changes.
+        equalities = [lit for lit in rule.body if isinstance(lit, Comparison) and lit.op == "="]
+        while True:
+            known = len(out)
+            for lit in equalities:
                 for one, other in ((lit.left, lit.right), (lit.right, lit.left)):
-                    if isinstance(one, Record) and isinstance(other, Var) and other.name in out:
+                    if isinstance(other, Var) and other.name in out and \
+                            isinstance(one, Record | Var):
                         self._type_pattern(one, out[other.name], out)
-        return out
+            if len(out) == known:
+                return out
 
     def _type_pattern(self, term: Term, ty: str, out: dict[str, str]) -> None:
         """Record the record or ADT type of each variable a term of type `ty` holds."""
@@ -210,7 +216,8 @@ class Lowering:
         if not isinstance(term, Record):
             if ty in self.types and isinstance(term, Const):
                 self.report(term.loc, f"a constant of {ty} is written [...], $Branch(...) or nil")
-            elif _holds_record(term):
+                return Wildcard(term.loc)  # reported: no value is made of it
+            if _holds_record(term):
                 self.report(term.loc, "a record or ADT term cannot stand inside an expression")
                 return Wildcard(term.loc)
             return term

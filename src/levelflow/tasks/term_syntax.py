@@ -38,10 +38,6 @@ FUNCTORS = frozenset({
 BINARY_PREC = {op: level for level, ops in enumerate((
     ("lor",), ("lxor",), ("land",), ("bor",), ("bxor",), ("band",), ("bshl", "bshr", "bshru"),
     ("+", "-"), ("*", "/", "%"))) for op in ops}
-UNSUPPORTED_FUNCTORS = {
-    "ord": " (Soufflé numbers symbols in the order its symbol table met them; levelflow's "
-           "evaluation has no such order)",
-}
 
 
 def _cast(p: Parser) -> Cast:
@@ -211,7 +207,7 @@ def _primary(p: Parser) -> tuple[Term, int]:
             raise p.error(f"'{name}(...)' is a constraint, not a value: write it as a "
                              "body literal", tok)
         if calls and name in FUNCTORS:
-            raise p.unsupported(f"the functor '{name}'{UNSUPPORTED_FUNCTORS.get(name, '')}")
+            raise p.unsupported(f"the functor '{name}'")
         if calls:
             raise p.error(f"'{name}(...)' cannot be used as a term (functors are not "
                              "supported)")

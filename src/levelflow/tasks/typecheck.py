@@ -196,6 +196,8 @@ class TermTyper:
             return None
         if inner is None or inner == target or (inner == "int" and target in NUMERIC):
             return target
+        if {inner, target} == {"number", "unsigned"}:  # the same 64 bits, read the other way
+            return target
         self.report(term.loc, f"as(..., {term.type}) casts a {inner} to {target}: only casts "
                               "within one primitive type are supported")
         return None
@@ -229,14 +231,14 @@ def fold(term: Term, report: Report) -> Const | None:
         if value is None:
             report(term.loc, f"'{op}' has no value here (overflow or undefined)")
             return None
-        return Const(value, kind, term.loc)
+        return Const(functors.unsigned_value(value) if kind == "unsigned" else value, kind,
+                     term.loc)
     if op in ("/", "%") and b == 0:
         report(term.loc, "division by zero")
         return None
+    if kind == "unsigned":  # wraps modulo 2^64, as C's unsigned arithmetic does
+        return Const(functors.unsigned_value(functors.unsigned_arith(op, a, b)), kind, term.loc)
     value = functors.c_arith(op, a, b, kind == "float")
-    if kind == "unsigned" and not 0 <= value <= INT64_MAX:
-        report(term.loc, f"unsigned overflow: {value} is not an unsigned 64-bit value")
-        return None
     if kind == "number" and not INT64_MIN <= value <= INT64_MAX:
         # Checked at every step, so integers stay small enough to convert to float later.
         report(term.loc, f"integer overflow: {value} does not fit in 64 bits")

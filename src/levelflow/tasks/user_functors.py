@@ -36,6 +36,7 @@ from levelflow.tasks.ast import (
     Term,
     TypeRef,
 )
+from levelflow.tasks.numbers import held_unsigned, unsigned_value
 
 # The module `--functors` named, for the programs the current command loads (None: none).
 _MODULE: contextvars.ContextVar[str | None] = contextvars.ContextVar("functors", default=None)
@@ -131,10 +132,13 @@ def load(path: str, name: str) -> Callable | None:
 def function(encoded: str) -> Callable:
     """Return a plain function of the row's values for a bound call: the user's function,
     its result checked against the declared type."""
-    name, _, result, path = decode(encoded)
+    name, params, result, path = decode(encoded)
+    unsigned = [i for i, t in enumerate(params) if t == "unsigned"]
 
     def call(*args):  # holds only strings: Spark pickles it to workers, which import anew
         fn = load(path, name)
+        if unsigned:  # an unsigned argument arrives as its value, 0 .. 2^64 - 1
+            args = tuple(unsigned_value(a) if i in unsigned else a for i, a in enumerate(args))
         try:
             value = fn(*args)
         except Exception as e:  # noqa: BLE001 - the user's code: any error is one line
@@ -151,8 +155,9 @@ def checked(value, kind: str, name: str, path: str):
     if kind == "float" and isinstance(value, int | float) and not isinstance(value, bool):
         return float(value) if math.isfinite(value) else None
     if kind in ("number", "unsigned") and isinstance(value, int) and not isinstance(value, bool):
-        low = 0 if kind == "unsigned" else INT64[0]
-        return value if low <= value <= INT64[1] else None  # out of range: an overflow
+        if kind == "unsigned":  # 0 .. 2^64 - 1, held as the int64 of its bits
+            return held_unsigned(value) if 0 <= value < 2**64 else None
+        return value if INT64[0] <= value <= INT64[1] else None  # out of range: an overflow
     raise FunctorError(f"{path}: error: functor {name} returned {value!r} "
                        f"({type(value).__name__}), not a {kind}")
 

@@ -21,7 +21,13 @@ from functools import partial
 from levelflow.driver import drive
 from levelflow.engine.choose import chosen
 from levelflow.engine.evaluate import Cancelled, cut
-from levelflow.engine.guard import check_products, from_failure, task_limit
+from levelflow.engine.guard import (
+    check_products,
+    check_ranges,
+    from_failure,
+    task_limit,
+    updating,
+)
 from levelflow.engine.incremental.backends.driver_rows import with_constant
 from levelflow.engine.incremental.backends.worker.counting_job import counted_update
 from levelflow.engine.incremental.backends.worker.dred_job import (
@@ -112,7 +118,12 @@ class Epoch:
     # -- one task ------------------------------------------------------------------------------
 
     def _update(self, v: int) -> TaskUpdate:
-        """Return task v updated (in a worker thread, Spark jobs tagged for cancellation)."""
+        """Return task v updated (in a worker thread, Spark jobs tagged for cancellation); a
+        range its update evaluates is counted against its limit first (guard.UPDATING)."""
+        with updating(task_limit(self.pt.tasks[v], self.max_tuples)):
+            return self._updated(v)
+
+    def _updated(self, v: int) -> TaskUpdate:
         task = self.pt.tasks[v]
         t0 = time.perf_counter()
         self._check_cancel()
@@ -122,6 +133,7 @@ class Epoch:
             check_products(self.program.file, task,
                            {n: self.versions[n].new_rows for n in task.reads_from},
                            self.max_tuples)
+            check_ranges(task, self.max_tuples)
         if self.change is not None and self.change.forced(v) or \
                 limited(self.program, task.relations) or \
                 chosen(self.program.decls, task.relations):  # or its N or choice kept anew

@@ -289,20 +289,31 @@ def adapt_snapshot(spark, snap: Snapshot, change: ProgramChange) -> Snapshot:
 def seed_new_inputs(spark, change: ProgramChange, base: dict, factdir) -> list[str]:
     """Add the facts of each new input relation (from `factdir`) to its base change; notes."""
     from levelflow.engine.evaluate import cut
-    from levelflow.engine.facts import input_path
+    from levelflow.engine.facts import input_missing, input_path, missing_input_warning
     from levelflow.engine.spark_io import frame_kind, read_input
+    from levelflow.tasks.ordinals import ORD
 
     prog = change.new.program
     notes = []
     for name in change.new_inputs:
         io, ver = prog.inputs[name], base[name]
+        if name == ORD:  # `ord` comes in: its table from the constants and the inputs now
+            from levelflow.engine.ordinals import seed_rows
+            from levelflow.engine.types import relation_schema
+
+            rows = seed_rows(io, base)
+            new, count = cut(spark.createDataFrame(rows, relation_schema(ver.decl)))
+            ver.set_change(new, count, new, count, None, 0)
+            continue
         path = input_path(io, factdir) if factdir is not None else None
         if frame_kind(io) is not None:  # read from Parquet or a table, which say what is wrong
             path = io.option("table") or io.option("filename") or f"{name}.parquet"
         what = "redeclared input relation" if name in change.rebuilt else "new input relation"
-        if path is None or (frame_kind(io) is None and not path.is_file()):
-            where = f" ({path} not found)" if path is not None else ""
-            notes.append(f"note: {what} {name} starts empty{where}")
+        if path is None or (frame_kind(io) is None and input_missing(path)):
+            # A new input's file is optional (a program change may come before its facts):
+            # read as empty, as Soufflé reads a missing fact file, and said so.
+            notes.append(f"note: {what} {name} starts empty" if path is None else
+                         missing_input_warning(path, name))
             continue
         if name in change.rebuilt:
             notes.append(f"note: {what} {name} starts from {path}, its old facts dropped")
@@ -360,6 +371,7 @@ def replace_program(session, program, factdir=None, *, progress=None,
     epoch (atomic: on any error the session and the state stay at the old program)."""
     from levelflow.engine.incremental.program_text import load_tasks
     from levelflow.engine.incremental.updates import Op, coerce_row
+    from levelflow.tasks.ordinals import ORD
 
     pt, text = load_tasks(program)  # parse and type errors: before anything runs
     change = diff_programs(session.pt, pt)
@@ -371,7 +383,8 @@ def replace_program(session, program, factdir=None, *, progress=None,
         with session._writing():
             snap = adapt_snapshot(session.spark, session.snap, change)
             staged = session.staged(pt, text, snap)
-            base, notes = staged._net_change(ops)
+            keeps_ord = ORD in pt.program.inputs and ORD not in change.new_inputs
+            base, notes = staged._net_change(ops, new_constants=keeps_ord)
             notes += seed_new_inputs(session.spark, change, base, factdir)
             change.prepare(session.spark)
             result = staged._run_epoch(base, before_switch=before_switch, progress=progress,

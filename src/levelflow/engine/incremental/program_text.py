@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import NamedTuple
 
+from levelflow.tasks.preprocess import Confined
 from levelflow.tasks.tasks import ProgramTasks
 
 
@@ -16,6 +17,7 @@ class ProgramText(NamedTuple):
     name: str
     include_dirs: tuple = ()  # where #include looks after the name's directory
     preprocessor: bool = True
+    confined: Confined | None = None  # the only folders its #include may read (None: any)
 
 
 def load_tasks(program) -> tuple[ProgramTasks, str]:
@@ -24,7 +26,8 @@ def load_tasks(program) -> tuple[ProgramTasks, str]:
 
     if isinstance(program, ProgramText):
         pt = build_tasks(parse_program(program.text, program.name, program.include_dirs,
-                                       preprocessor=program.preprocessor))
+                                       preprocessor=program.preprocessor,
+                                       confined=program.confined))
         return pt, pt.program.source
     if isinstance(program, ProgramTasks):
         if program.program.source:  # preprocessed: includes and macros resolved

@@ -157,12 +157,12 @@ class IncrementalSession:
         """Return a session on the current epoch of an existing state directory; with `warm`,
         its tasks' states loaded where their epochs run (backends/warm.py, said on `progress`)."""
         from levelflow.engine.incremental.backends.warm import warm as warm_states
-        from levelflow.tasks import build_tasks, parse_program
+        from levelflow.tasks import build_tasks, parse_stored
 
         state = statedir if isinstance(statedir, StateDir) else StateDir(statedir)
         state.hold_readers_lock()  # before reading: the epoch read stays on disk while we live
         data = state.manifest()
-        pt = build_tasks(parse_program(data["program"], data["program_file"]))
+        pt = build_tasks(parse_stored(data["program"], data["program_file"]))
         session = cls(spark, pt, data["program"], state.load(spark, pt.program), state, **options)
         session.streams = dict(data.get("streams", {}))
         session.base_index.prefetch(session.snap, pt.program.decls)
@@ -234,9 +234,14 @@ class IncrementalSession:
         """Return which of `rows` are base facts of `relation` now (net_change.py)."""
         return present(self, relation, rows)
 
-    def _net_change(self, ops) -> tuple[dict[str, Versions], list[str]]:
-        """Return per input relation its base Versions with the net change set, and notes."""
-        return net_change(self, ops)
+    def _net_change(self, ops, new_constants: bool = False
+                    ) -> tuple[dict[str, Versions], list[str]]:
+        """Return per input relation its base Versions with the net change set, and notes;
+        `ord`'s symbol table numbers the symbols the ops bring, and with `new_constants` (a
+        program change) the program's new constants (engine/ordinals.py)."""
+        from levelflow.engine.ordinals import new_symbol_ops
+
+        return net_change(self, list(ops) + new_symbol_ops(self, ops, new_constants))
 
     # -- epochs --------------------------------------------------------------------------------
 

@@ -14,15 +14,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from levelflow.engine.facts import (
-    UNWRITABLE_WHY,
+    TOO_LONG_WHY,
     FactError,
     field_error,
     io_delimiter,
     io_headers,
+    shown,
 )
 from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import Program
+from levelflow.tasks.functors import MAX_SYMBOL
 from levelflow.tasks.lexer import unescape
+from levelflow.tasks.numbers import held_unsigned
 
 
 class UpdateError(LevelflowError):
@@ -88,14 +91,16 @@ def convert(value: str, primitive: str) -> int | float | str:
 
     Numbers and floats pass the same check as a field of a fact file.
     """
-    if primitive == "symbol":
+    if primitive == "symbol":  # any symbol, a newline too: a diff writes it as \n
         value = _unquote(value)
-        if field_error(value, "symbol") is not None:
-            raise ValueError(UNWRITABLE_WHY)
+        if len(value) > MAX_SYMBOL:
+            raise ValueError(TOO_LONG_WHY)
         return value
     why = field_error(value, primitive)
     if why is not None:
         raise ValueError(why)
+    if primitive == "unsigned":  # up to 2^64 - 1, held as the int64 of its bits
+        return held_unsigned(int(value, 10))
     return float(value) if primitive == "float" else int(value, 10)
 
 
@@ -120,7 +125,7 @@ def parse_literal(program: Program, text: str, where: str = "<input>") -> tuple[
         try:
             row.append(convert(arg, primitive))
         except ValueError as e:
-            raise UpdateError(f"{where}: error: argument {i + 1} {arg!r} is {e} "
+            raise UpdateError(f"{where}: error: argument {i + 1} {shown(arg)} is {e} "
                               f"({name}.{decl.attrs[i]})") from None
     return name, tuple(row)
 
@@ -169,8 +174,8 @@ def coerce_row(program: Program, name: str, values: Iterable, where: str = "<api
             if primitive == "symbol":
                 if not isinstance(v, str):
                     raise ValueError
-                if field_error(v, "symbol") is not None:
-                    raise UpdateError(f"{where}: error: value {v!r} is {UNWRITABLE_WHY} "
+                if len(v) > MAX_SYMBOL:  # a newline is fine: outputs write it as it is
+                    raise UpdateError(f"{where}: error: value {shown(v)} is {TOO_LONG_WHY} "
                                       f"({name}.{decl.attrs[i]})")
                 out.append(v)
             elif primitive == "float":
@@ -252,8 +257,10 @@ def parse_diff(program: Program, text: str, source: str, sign: int = 1) -> list[
     """Return the ops of a diff's text (`+rel(..)` / `-rel(..)` lines, `//` or `#` comments);
     errors name `source:LINE`."""
     ops = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
+    # Lines end at LF only (a CR before it dropped): a quoted symbol may hold a raw \v or \f,
+    # which str.splitlines would break at.
+    for lineno, line in enumerate(text.split("\n"), 1):
+        line = line.strip(" \t\r")
         if not line or line.startswith(("//", "#")):
             continue
         where = f"{source}:{lineno}"

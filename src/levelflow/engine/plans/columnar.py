@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from levelflow.engine import rule_body, rules
+from levelflow.engine.guard import UPDATING, Limit, SymbolLimit, symbol_limit
 from levelflow.engine.regex_match import match_series
 from levelflow.engine.rules import Ops
 from levelflow.tasks import functors
@@ -72,6 +73,29 @@ def _checked_int(op: str, a: pl.Expr, b: pl.Expr) -> pl.Expr:
     if op == "%":
         return pl.when(b == -1).then(pl.lit(0, pl.Int64)).when(b != 0).then(a - trunc * safe_b)
     raise ValueError(f"unknown operator {op}")
+
+
+def _unsigned(x: pl.Expr) -> pl.Expr:
+    """Return a held unsigned (an Int64 of its bits) as the UInt64 it is."""
+    return x.cast(pl.Int64).reinterpret(signed=False)
+
+
+def _held(x: pl.Expr) -> pl.Expr:
+    """Return a UInt64 as levelflow holds an unsigned: the Int64 of its bits."""
+    return x.reinterpret(signed=True)
+
+
+def _unsigned_op(op: str, a: pl.Expr, b: pl.Expr) -> pl.Expr:
+    """Return `a op b` on held unsigned values: + - * wrap modulo 2^64 (Polars' UInt64 does),
+    `/` and `%` by zero are null."""
+    ua, ub = _unsigned(a), _unsigned(b)
+    if op == "+":
+        return _held(ua + ub)
+    if op == "-":
+        return _held(ua - ub)
+    if op == "*":
+        return _held(ua * ub)
+    return _held(ua // ub if op == "/" else ua % ub)
 
 
 def _float_op(op: str, a: pl.Expr, b: pl.Expr) -> pl.Expr:
@@ -132,8 +156,10 @@ def _integral_op(op: str, a: pl.Expr, b: pl.Expr, kind: str) -> pl.Expr:
 
 def _float_to_int(x: pl.Expr, kind: str) -> pl.Expr:
     """Return a float truncated toward zero; null outside the integers of `kind` (UB in C)."""
-    low = -1.0 if kind == "unsigned" else -(2.0**63)
-    ok = x.is_finite() & (x > low if kind == "unsigned" else x >= low) & (x < 2.0**63)
+    if kind == "unsigned":
+        ok = x.is_finite() & (x > -1.0) & (x < 2.0**64)
+        return _held(pl.when(ok).then(pl.max_horizontal(x, pl.lit(0.0))).cast(pl.UInt64))
+    ok = x.is_finite() & (x >= -(2.0**63)) & (x < 2.0**63)
     return pl.when(ok).then(x).otherwise(None).cast(pl.Int64)
 
 
@@ -142,11 +168,11 @@ def _convert(name: str, x: pl.Expr, source: str, kind: str) -> pl.Expr:
     if kind == "symbol":
         if source == "float":
             return by_rows(partial(functors.number_to_text, kind="float"), [x], pl.String)
-        return x.cast(pl.String)
+        return (_unsigned(x) if source == "unsigned" else x).cast(pl.String)
     if source == "symbol":
         return by_rows(partial(functors.text_to_number, kind=kind), [x], POLARS_TYPES[kind])
     if kind == "float":
-        return x.cast(pl.Float64)
+        return (_unsigned(x) if source == "unsigned" else x).cast(pl.Float64)
     return _float_to_int(x, kind) if source == "float" else x
 
 
@@ -169,6 +195,8 @@ def functor(name: str, args: list[pl.Expr], kinds: list[str], kind: str) -> pl.E
     if name in ("min", "max"):
         known = pl.all_horizontal([a.is_not_null() for a in args])
         pick = pl.min_horizontal if name == "min" else pl.max_horizontal
+        if kind == "unsigned":
+            return _held(pl.when(known).then(pick([_unsigned(a) for a in args])))
         return pl.when(known).then(pick(args))
     if name == "cat":
         return pl.concat_str(args)
@@ -183,27 +211,46 @@ def functor(name: str, args: list[pl.Expr], kinds: list[str], kind: str) -> pl.E
     raise ValueError(f"unknown functor {name}")
 
 
-def range_rows(df: pl.DataFrame, name: str, args: list[pl.Expr]) -> pl.DataFrame:
-    """Return df with a row per value of range(from, to[, step]) in column `name` (Soufflé:
-    `to` is excluded, the step is 1 or -1 by direction, a zero step gives `from` once)."""
+def _range_step(args: list[pl.Expr]) -> pl.Expr:
     lo, hi = args[0], args[1]
-    step = args[2] if len(args) == 3 else pl.when(lo <= hi).then(1).otherwise(-1)
-    count = (pl.when(step > 0).then((hi - lo + step - 1) // step)
-             .when(step < 0).then((lo - hi - step - 1) // -step)
-             .otherwise((lo != hi).cast(pl.Int64)))
-    return (df.with_columns(pl.int_ranges(0, count.clip(lower_bound=0)).alias("_k"))
+    return args[2] if len(args) == 3 else pl.when(lo <= hi).then(1).otherwise(-1)
+
+
+def range_counts(args: list[pl.Expr]) -> pl.Expr:
+    """Return how many values range(from, to[, step]) makes per row (Soufflé: `to` is
+    excluded, the step is 1 or -1 by direction, a zero step gives `from` once)."""
+    lo, hi, step = args[0], args[1], _range_step(args)
+    return (pl.when(step > 0).then((hi - lo + step - 1) // step)
+            .when(step < 0).then((lo - hi - step - 1) // -step)
+            .otherwise((lo != hi).cast(pl.Int64))).clip(lower_bound=0)
+
+
+def range_rows(df: pl.DataFrame, name: str, args: list[pl.Expr]) -> pl.DataFrame:
+    """Return df with a row per value of range(from, to[, step]) in column `name`."""
+    lo, step = args[0], _range_step(args)
+    return (df.with_columns(pl.int_ranges(0, range_counts(args)).alias("_k"))
             .explode("_k")
             .with_columns((lo + pl.col("_k") * step).alias(name))
             .drop("_k").drop_nulls(name))
 
 
+def _within_max_symbol(symbols: pl.Series, line: str) -> pl.Series:
+    """Return the symbols; SymbolLimit(line) if one is longer than MAX_SYMBOL characters
+    (its bytes, known without a scan, bound its characters from above)."""
+    if (symbols.str.len_bytes().max() or 0) > functors.MAX_SYMBOL and \
+            (symbols.str.len_chars().max() or 0) > functors.MAX_SYMBOL:
+        raise SymbolLimit(line)
+    return symbols
+
+
 class PolarsOps(Ops):
     """rules.Ops over Polars frames and expressions, with exact row counts for join order."""
 
-    __slots__ = ("frames",)
+    __slots__ = ("frames", "limit")
 
-    def __init__(self, frames: Mapping[int, pl.DataFrame]) -> None:
+    def __init__(self, frames: Mapping[int, pl.DataFrame], limit: Limit | None = None) -> None:
         self.frames = frames
+        self.limit = limit if limit is not None else UPDATING.get()
 
     def lit(self, value, kind):
         return literal(value, kind)
@@ -218,10 +265,16 @@ class PolarsOps(Ops):
                                                                 right.cast(dtype)], dtype)
         if op in functors.INTEGRAL_OPS:
             return _integral_op(op, left, right, kind)
+        if kind == "unsigned":
+            return _unsigned_op(op, left, right)
         return _float_op(op, left, right) if kind == "float" else _checked_int(op, left, right)
 
     def call(self, name, args, kinds, kind):
         return functor(name, args, kinds, kind)
+
+    def bounded(self, value, call):
+        return value.map_batches(partial(_within_max_symbol, line=symbol_limit(call)),
+                                 return_dtype=pl.String)
 
     def test(self, op, left, right):
         if op == "contains":
@@ -234,12 +287,17 @@ class PolarsOps(Ops):
             return df.with_columns(values.alias(name)).explode(name).drop_nulls(name)
         return range_rows(df, name, args)
 
+    def values(self, df, args, kind):
+        counts = by_rows(functors.range_count, args, pl.Int64) if kind == "float" \
+            else range_counts(args)
+        return int(df.select(counts.sum()).item() or 0)
+
     def numbered(self, df, cols, name):
         rows = df.unique(subset=cols).sort(cols) if cols else df.head(1)
         return rows.with_row_index(name).with_columns(pl.col(name).cast(pl.Int64))
 
-    def non_negative(self, value):
-        return pl.when(value >= 0).then(value)
+    def order_key(self, value):
+        return value ^ pl.lit(_INT_MIN, pl.Int64)
 
     def cast(self, expr, primitive):
         return expr.cast(POLARS_TYPES[primitive])
@@ -287,6 +345,10 @@ class PolarsOps(Ops):
         v = pl.col(rules.VALUE)
         if kind == "count":
             aggs = [pl.len().cast(pl.Int64).alias(out)]
+        elif kind == "sum" and primitive == "unsigned":  # wraps modulo 2^64, as Soufflé's
+            aggs = [v.sum().alias(out)]
+        elif kind in ("min", "max") and primitive == "unsigned":
+            aggs = [_held(_unsigned(v).min() if kind == "min" else _unsigned(v).max()).alias(out)]
         elif kind == "sum" and primitive != "float":
             # Polars wraps an Int64 sum around; a float sum tells a wrapped one (off by a
             # multiple of 2^64) from the exact one, whose error is far below 2^62.
@@ -306,9 +368,11 @@ class PolarsOps(Ops):
 
 
 def body_rows(rule: Rule, decls: Mapping[str, Decl], frames: Mapping[int, pl.DataFrame],
-              first: int | None = None) -> tuple[pl.DataFrame, dict[str, str]]:
-    """Return the rows of a rule body (a column per variable) and the variable types."""
-    return rule_body.body_rows(PolarsOps(frames), rule, decls, frames, first)
+              first: int | None = None, limit: Limit | None = None
+              ) -> tuple[pl.DataFrame, dict[str, str]]:
+    """Return the rows of a rule body (a column per variable) and the variable types; a
+    range past `limit` raises TupleLimit before its values are made."""
+    return rule_body.body_rows(PolarsOps(frames, limit), rule, decls, frames, first)
 
 
 def head_rows(body: pl.DataFrame, types: Mapping[str, str], head: Atom,

@@ -131,18 +131,20 @@ def _frames(rule: Rule, lower: Mapping[str, pl.DataFrame],
             for i, atom, _ in rule.body_atoms()}
 
 
-def base_tuples(rules, names, decls, lower, facts) -> dict[str, pl.DataFrame]:
+def base_tuples(rules, names, decls, lower, facts, limit: Limit | None = None
+                ) -> dict[str, pl.DataFrame]:
     """Return each relation's tuples that need no recursion: facts and non-recursive rules."""
     parts = {n: [facts[n]] if n in facts else [] for n in names}
     for rule in rules:
         if rule.body and not reads_own(rule, names):
-            body, types = body_rows(rule, decls, _frames(rule, lower, {}))
+            body, types = body_rows(rule, decls, _frames(rule, lower, {}), limit=limit)
             for head in rule_heads(rule, names):
                 parts[head.relation].append(head_rows(body, types, head, decls[head.relation]))
     return {n: pl.concat(p).unique() if p else empty_frame(decls[n]) for n, p in parts.items()}
 
 
-def rule_round(rules, rels: dict[str, Relation], decls, lower) -> dict[str, list[pl.DataFrame]]:
+def rule_round(rules, rels: dict[str, Relation], decls, lower, limit: Limit | None = None
+               ) -> dict[str, list[pl.DataFrame]]:
     """Return per relation the candidate tuples one semi-naive round derives."""
     names = tuple(rels)
     to_add: dict[str, list[pl.DataFrame]] = {n: [] for n in names}
@@ -158,7 +160,7 @@ def rule_round(rules, rels: dict[str, Relation], decls, lower) -> dict[str, list
                 rel = rels[rule.body[j].relation]
                 frames[j] = (rel.recent if j == pos else rel.stable if j in own[:k]
                              else rel.full())
-            body, types = body_rows(rule, decls, frames, first=pos)
+            body, types = body_rows(rule, decls, frames, first=pos, limit=limit)
             for head in rule_heads(rule, names):
                 to_add[head.relation].append(head_rows(body, types, head, decls[head.relation]))
     return to_add
@@ -172,7 +174,7 @@ def run_task(rules: tuple[Rule, ...], names: tuple[str, ...], decls: Mapping[str
     past `limit`, TupleLimit after the round that passed it.
 
     `tuple_rounds=False`: every round over frames, even a tiny one (iterate)."""
-    base = base_tuples(rules, names, decls, lower, facts)
+    base = base_tuples(rules, names, decls, lower, facts, limit)
     base = {n: choose(decls[n], df) for n, df in base.items()}  # choice-domain's round 0
     if share is not None:
         base = {n: share(n, df) for n, df in base.items()}
@@ -205,7 +207,7 @@ def iterate(rules, rels: dict[str, Relation], decls: Mapping[str, Decl],
             tiny.stretch()
             continue
         outcome.iterations += 1
-        to_add = rule_round(rules, rels, decls, lower)
+        to_add = rule_round(rules, rels, decls, lower, limit)
         found = {}
         for name, rel in rels.items():
             new = rel.new_tuples(to_add[name])

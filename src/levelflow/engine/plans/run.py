@@ -16,7 +16,7 @@ from levelflow.engine.evaluate import (
     fact_rows,
 )
 from levelflow.engine.facts import input_path
-from levelflow.engine.guard import Limit, check_products, task_limit
+from levelflow.engine.guard import Limit, check_products, check_ranges, task_limit
 from levelflow.engine.plans.in_spark import run_counted, run_packed, unpack
 from levelflow.engine.plans.layout import Layout
 from levelflow.engine.plans.planner import Plan
@@ -82,6 +82,7 @@ def evaluate_planned(spark, program: Program, task: Task, relations: Mapping,
     limit = task_limit(task, max_tuples)
     if limit is not None:
         check_products(program.file, task, counts or {}, max_tuples)
+        check_ranges(task, max_tuples)
     if task.subsumes and plan.kind != "local":  # pruned each round in one process
         plan = Plan("local", f"subsumptive rules ({plan.kind} asked)")
     if plan.kind == "global":

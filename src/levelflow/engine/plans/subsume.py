@@ -104,11 +104,11 @@ def run_subsumed(rules: tuple[Rule, ...], names: tuple[str, ...], decls: Mapping
         decls.setdefault(SUB + subsumed(rule), pair_decl(decls[subsumed(rule)]))
     by_rel = {n: [r for r in subs if subsumed(r) == n] for n in names}
     recursive = [r for r in rules if r.body and reads_own(r, names)]
-    cand = base_tuples(rules, names, decls, lower, facts)
+    cand = base_tuples(rules, names, decls, lower, facts, limit)
     kept = {n: Kept(empty_frame(decls[n]), empty_frame(decls[n])) for n in names}
     if seed is not None:
         kept = {n: Kept(empty_frame(decls[n]), seed[n]) for n in names}
-        more = rule_round(recursive, kept, decls, lower)
+        more = rule_round(recursive, kept, decls, lower, limit)
         cand = {n: pl.concat([cand[n], *more[n]]).unique() for n in names}
         kept = {n: Kept(seed[n], empty_frame(decls[n])) for n in names}
     iterations = 0
@@ -126,7 +126,7 @@ def run_subsumed(rules: tuple[Rule, ...], names: tuple[str, ...], decls: Mapping
         iterations += 1
         if check is not None:
             check()
-        more = rule_round(recursive, kept, decls, lower)
+        more = rule_round(recursive, kept, decls, lower, limit)
         cand = {n: pl.concat(more[n]).unique() if more[n] else empty_frame(decls[n])
                 for n in names}
     found = {n: k.full() for n, k in kept.items()}

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from levelflow.engine import rules as R
 from levelflow.tasks.ast import Aggregate, BinOp, Call, Comparison, Negation
 from levelflow.tasks.functor_check import subterms
-from levelflow.tasks.functors import c_arith
+from levelflow.tasks.functors import c_arith, unsigned_arith
+from levelflow.tasks.numbers import order_key
 
 _MIN, _MAX = -(2**63), 2**63 - 1
 
@@ -43,15 +44,15 @@ class ClosureOps(R.Ops):
         return lambda env: env[slot]
 
     def arith(self, op, left, right, kind):
-        fn = _float_op if kind == "float" else _int_op
+        fn = _float_op if kind == "float" else unsigned_arith if kind == "unsigned" else _int_op
 
         def value(env):
             a, b = left(env), right(env)
             return None if a is None or b is None else fn(op, a, b)
         return value
 
-    def non_negative(self, value):
-        return lambda env: (lambda v: v if v is not None and v >= 0 else None)(value(env))
+    def order_key(self, value):
+        return lambda env: (lambda v: None if v is None else order_key(v))(value(env))
 
     def cast(self, expr, primitive):
         if primitive == "float":

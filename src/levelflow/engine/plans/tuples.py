@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 
 from levelflow.engine import rules as R
 from levelflow.engine.plans.tuple_terms import COMPARE, ClosureOps
+from levelflow.engine.rule_body import ordered_unsigned
 from levelflow.tasks.ast import (
     Atom,
     BinOp,
@@ -233,7 +234,10 @@ class Variant:
     def _compare(self, cmp: Comparison) -> Callable | None:
         known = set(self.types)
         if R.term_vars(cmp.left) | R.term_vars(cmp.right) <= known:
-            left, right = self._expr(cmp.left)[0], self._expr(cmp.right)[0]
+            (left, lt), (right, rt) = self._expr(cmp.left), self._expr(cmp.right)
+            if ordered_unsigned(cmp.op, lt, rt):  # the bits read as unsigned
+                ops = ClosureOps(self.slots)
+                left, right = ops.order_key(left), ops.order_key(right)
             test = COMPARE[cmp.op]
             return _filter(lambda env: (lambda a, b: a is not None and b is not None
                                         and test(a, b))(left(env), right(env)))

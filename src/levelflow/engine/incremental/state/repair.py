@@ -23,7 +23,7 @@ from levelflow.engine.incremental.state.errors import StateError
 from levelflow.engine.incremental.state.files import COMMITTED, StateFiles
 from levelflow.engine.incremental.state.garbage import referenced
 from levelflow.engine.incremental.state.integrity import verify
-from levelflow.tasks import build_tasks, parse_program
+from levelflow.tasks import build_tasks, parse_stored
 
 if TYPE_CHECKING:
     from levelflow.engine.incremental.state.directory import StateDir
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 def _program(data: dict):
     """Return the ProgramTasks of the program a manifest stores."""
-    return build_tasks(parse_program(data["program"], data["program_file"]))
+    return build_tasks(parse_stored(data["program"], data["program_file"]))
 
 
 def _first_line(e: Exception, epoch: int) -> str:

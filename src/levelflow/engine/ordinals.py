@@ -1,0 +1,80 @@
+"""The rows of the symbol table `ord` reads (`@ord`, tasks/ordinals.py): built from the program's
+constants and the input facts at a run or a bootstrap, extended by each epoch's new symbols."""
+
+from __future__ import annotations
+
+from levelflow.tasks.ordinals import ORD, OrdinalsInput, symbol_columns
+
+
+def table_symbols(io: OrdinalsInput, factdir, read_frame) -> list[str]:
+    """Return the table's symbols in number order: the program's constants, then each source
+    input's symbols as its fact file is read (a DataFrame, Parquet or table input's, which
+    `read_frame(decl, io)` reads, in text order); a missing file adds none."""
+    from levelflow.engine.facts import (
+        fact_lines,
+        input_missing,
+        input_path,
+        io_delimiter,
+        io_headers,
+    )
+
+    table = dict.fromkeys(io.constants)
+    for _, src, decl in io.sources:
+        cols = symbol_columns(decl)
+        df = read_frame(decl, src)
+        if df is not None:
+            names = [f"c{i}" for i in cols]
+            found = {v for row in df.select(*names).collect() for v in row}
+            table.update(dict.fromkeys(sorted(found)))
+            continue
+        if factdir is None or input_missing(path := input_path(src, factdir)):
+            continue
+        lines = fact_lines(path)
+        delimiter = io_delimiter(src)
+        for line in lines[1 if io_headers(src) else 0:]:
+            fields = line.removesuffix("\r").split(delimiter, decl.arity)
+            table.update(dict.fromkeys(fields[i] for i in cols))
+    return list(table)
+
+
+def table_frame(spark, decl, io: OrdinalsInput, factdir, read_frame):
+    """Return `@ord`'s tuples (c0 symbol, c1 its number) as a DataFrame."""
+    from levelflow.engine.types import relation_schema
+
+    rows = [(s, n) for n, s in enumerate(table_symbols(io, factdir, read_frame))]
+    return spark.createDataFrame(rows, relation_schema(decl))
+
+
+def new_symbol_ops(session, ops, constants: bool = False) -> list:
+    """Return the `+@ord(s, n)` ops that number each symbol the ops insert into an input and
+    the table lacks, in the order the ops insert them (n from the table's size on); with
+    `constants` (a program change that keeps `ord`), the program's new constants first."""
+    from levelflow.engine.incremental.updates import Op
+
+    io = session.program.inputs.get(ORD)
+    if not isinstance(io, OrdinalsInput):
+        return []
+    cols = {name: symbol_columns(decl) for name, _, decl in io.sources}
+    inserted = dict.fromkeys((*io.constants,) if constants else ())
+    inserted.update(dict.fromkeys(op.row[i] for op in ops
+                                  if op.sign > 0 and op.relation in cols
+                                  for i in cols[op.relation]))
+    if not inserted:
+        return []
+    known = {s: n for s, n in session.relation(ORD).collect()}
+    new = [s for s in inserted if s not in known]
+    return [Op(+1, ORD, (s, len(known) + k)) for k, s in enumerate(new)]
+
+
+def seed_rows(io: OrdinalsInput, base: dict) -> list[tuple[str, int]]:
+    """Return `@ord`'s rows for a program change that brings `ord` in: the new program's
+    constants, then the symbols of each source input after the epoch, in text order."""
+    table = dict.fromkeys(io.constants)
+    for name, _, decl in io.sources:
+        ver = base.get(name)
+        if ver is None:
+            continue
+        names = [f"c{i}" for i in symbol_columns(decl)]
+        found = {v for row in ver.new.select(*names).collect() for v in row}
+        table.update(dict.fromkeys(sorted(found)))
+    return [(s, n) for n, s in enumerate(table)]
