@@ -13,8 +13,11 @@ from levelflow.engine import fact_reader
 from levelflow.engine.fact_reader import read_fact_rows
 from levelflow.engine.facts import FactError, check_fact_lines, validate_facts
 from levelflow.tasks.ast import Decl
+from levelflow.tasks.functors import MAX_SYMBOL
+from levelflow.tasks.numbers import held_unsigned
 
-CONVERT = {"number": int, "unsigned": int, "float": float, "symbol": str}
+CONVERT = {"number": int, "unsigned": lambda f: held_unsigned(int(f)), "float": float,
+           "symbol": str}
 
 
 def decl(*types):
@@ -57,7 +60,8 @@ def random_text(rng: random.Random, d: Decl, delimiter: str, lines: int, *, cr=F
     """Return a valid fact file of `lines` lines with repeats, some lines CR-ended or with
     extra fields if asked."""
     values = {"number": lambda: str(rng.randint(-50, 50)),
-              "unsigned": lambda: rng.choice(["0", "7", "+12", "007"]),
+              "unsigned": lambda: rng.choice(["0", "7", "+12", "007", "-0", str(2**64 - 1),
+                                              str(2**63)]),
               "float": lambda: rng.choice(["0.5", "-1e3", ".25", "2.", "3"]),
               "symbol": lambda: rng.choice([s for s in ["a", "b c", "", "é", "x\"y", "'q'", "\\"]
                                             if delimiter not in s])}
@@ -119,6 +123,7 @@ BAD = [  # (types, delimiter, a bad line put into a large valid file)
     (("number", "number"), "\t", "-\t1"),
     (("number", "number"), "\t", "99999999999999999999\t1"),
     (("unsigned", "number"), "\t", "-3\t1"),
+    (("unsigned", "number"), "\t", f"{2**64}\t1"),
 ]
 
 
@@ -160,3 +165,16 @@ def test_a_file_without_repeats_keeps_every_line_in_order(tmp_path):
     path.write_bytes(data + b"0\t0\ts0\n0\t-0\ts0\n")  # line 1 again, and with -0: the same
     assert got_rows(path, d, "\t") == reference_rows(data, d, "\t")
     assert len(got_rows(path, d, "\t")) == 50_000
+
+
+def test_unsigned_up_to_2_64_and_a_symbol_too_long(tmp_path):
+    d, path = decl("unsigned", "number"), tmp_path / "r.facts"
+    path.write_text(f"{2**64 - 1}\t1\n{2**63}\t2\n5\t3\n")
+    assert got_rows(path, d, "\t") == [(-1, 1), (-(2**63), 2), (5, 3)]  # the int64 of the bits
+    d = decl("symbol", "number")
+    data = f"a\t1\nb\t2\n{'x' * (MAX_SYMBOL + 1)}\t3\n{'y' * MAX_SYMBOL}\t4\n".encode()
+    path.write_bytes(data)
+    with pytest.raises(FactError) as e:
+        read_fact_rows(path, d, "\t")
+    assert str(e.value) == reference_error(data, d, "\t", path)
+    assert str(e.value).startswith(f"{path}:3:1: error: field 1 ") and "longer than" in str(e.value)
