@@ -115,7 +115,8 @@ def test_run_state_shows_its_phases_and_reports_the_time_parts(recorded, tmp_pat
     assert sorted(recorded.started_tasks) == sorted(recorded.finished_tasks) == [0, 1]
     lines = out.splitlines()
     wall, parts = _parts(lines[0])
-    assert list(parts)[:5] == ["Spark start", "reading facts", "tasks", "state", "outputs"]
+    assert list(parts)[:6] == ["Spark start", "reading", "shipping", "evaluating", "state",
+                               "writing"]
     assert lines[0].startswith("ran 2 of 2 tasks in ") and "path.csv (6)" in lines[0]
     # --state now combines with --trace-out and --schedule: epoch 0's trace and schedule.
     from levelflow.traces import check_schedule, load_trace, read_schedule
@@ -133,8 +134,39 @@ def test_run_reports_the_wall_time_and_its_parts(recorded, tmp_path, capsys):
     code, out, err = _cli(["run", prog, "-F", facts, "-D", tmp_path / "out"], capsys)
     assert code == 0, err
     wall, parts = _parts(out.splitlines()[0])
-    assert list(parts)[:3] == ["Spark start", "tasks", "outputs"]
-    assert parts["tasks"] > 0 and wall >= parts["tasks"]
+    assert list(parts)[:5] == ["Spark start", "reading", "shipping", "evaluating", "writing"]
+    assert parts["evaluating"] > 0 and wall >= parts["evaluating"]
+
+
+def test_run_counts_reading_and_shipping_apart_from_evaluating(recorded, tmp_path, capsys,
+                                                              monkeypatch):
+    """A slow read and a slow ship land in their own parts, not in evaluating."""
+    import levelflow.engine.fact_reader as fact_reader
+    import levelflow.engine.spark_ship as spark_ship
+
+    slow_read, slow_ship = fact_reader._read, spark_ship.io_meter.timed
+
+    def read(*args):
+        time.sleep(0.6)
+        return slow_read(*args)
+
+    @contextmanager
+    def timed(part):
+        with slow_ship(part):
+            yield
+            if part == "shipping":
+                time.sleep(0.4)
+
+    monkeypatch.setattr(fact_reader, "_read", read)
+    monkeypatch.setattr(spark_ship.io_meter, "timed", timed)
+    prog, facts = _program(tmp_path)
+    code, out, err = _cli(["run", prog, "-F", facts, "-D", tmp_path / "out"], capsys)
+    assert code == 0, err
+    # _parts checks the parts add up to the wall time: nothing is counted twice.
+    wall, parts = _parts(out.splitlines()[0])
+    # Read once (checked before Spark, its rows kept for the task), shipped once.
+    assert 0.6 <= parts["reading"] < 1.2, parts
+    assert 0.4 <= parts["shipping"] < 0.8, parts
 
 
 def test_update_shows_its_phases_and_reports_the_time_parts(spark, recorded, tmp_path, capsys):

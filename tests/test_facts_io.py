@@ -90,21 +90,24 @@ DRIVER_CASES = [  # (types, text, delimiter): every reading rule a driver parse 
 
 
 @pytest.mark.parametrize("types,text,delimiter", DRIVER_CASES)
-def test_the_driver_parses_what_spark_reads(spark, tmp_path, types, text, delimiter):
+def test_the_driver_rows_are_what_spark_gets(spark, tmp_path, types, text, delimiter):
     d, path = decl("r", *types), write(tmp_path, text)
     table = fact_table(path, d, delimiter)
-    # The same rows, each once (read_facts' are distinct).
+    # The same rows, each once, whether kept in the driver or shipped to Spark.
     assert sorted(tuple(r.values()) for r in table.to_pylist()) == \
         rows(read_facts(spark, d, path, delimiter))
+    assert table.num_rows == len(set(map(tuple, (r.values() for r in table.to_pylist()))))
 
 
-def test_the_driver_leaves_floats_headers_and_nullary_to_spark(tmp_path):
-    path = write(tmp_path, "1\t0.5\n")
-    assert fact_table(path, decl("r", "number", "float")) is None
-    assert fact_table(path, decl("r", "number", "number"), headers=True) is None
-    assert fact_table(write(tmp_path, "()\n", "n.facts"), decl("n")) is None
-    with pytest.raises(FactError, match=r"r\.facts:1:3: error: field 2 '0\.5' is not a num"):
-        fact_table(path, decl("r", "number", "number"))
+def test_the_driver_reads_floats_headers_and_nullary(tmp_path):
+    path = write(tmp_path, "a\tb\n1\t0.5\n2\t-1e3\n1\t0.5\n")
+    assert fact_table(path, decl("r", "number", "float"), headers=True).to_pylist() == [
+        {"c0": 1, "c1": 0.5}, {"c0": 2, "c1": -1000.0}]
+    assert fact_table(write(tmp_path, "()\n()\n", "n.facts"), decl("n")).to_pylist() == [
+        {"c0": True}]
+    assert fact_table(write(tmp_path, "", "m.facts"), decl("n")).num_rows == 0
+    with pytest.raises(FactError, match=r"r\.facts:3:3: error: field 2 '0\.5' is not a num"):
+        fact_table(write(tmp_path, "1\t2\n3\t4\n1\t0.5\n"), decl("r", "number", "number"))
 
 
 def test_input_and_output_paths_honour_filename(tmp_path):

@@ -16,6 +16,7 @@ import typer
 from levelflow.cli import defaults, options
 from levelflow.cli.app import app
 from levelflow.cli.options import MaxTuples
+from levelflow.engine import io_meter
 from levelflow.engine.paths import CONFINE_DEFAULT
 from levelflow.errors import LevelflowError, UsageError
 
@@ -221,20 +222,25 @@ def _evaluate_into_state(spark, program_tasks, sched, factdir, outdir, opts: dic
     """Evaluate the program as the state's epoch 0, write the outputs, print the summary."""
     from levelflow.engine.incremental.session import IncrementalSession
 
-    t0 = time.perf_counter()
+    before, t0 = io_meter.snapshot(), time.perf_counter()
     session = IncrementalSession.bootstrap(spark, program_tasks, factdir, opts["state"],
                                            scheduler=sched, jobs=opts["jobs"],
                                            progress=progress, max_tuples=opts["max_tuples"],
                                            driver_rows=opts["driver_rows"],
                                            epoch_timeout=opts["epoch_timeout"])
     last = session.last
-    clock.add("reading facts", time.perf_counter() - t0 - last.seconds)  # and indexing them
-    clock.add("tasks", last.seconds - last.write_seconds)
+    io = io_meter.snapshot().since(opts["io_before"])
+    clock.add("reading", io.reading)
+    # Besides shipping, what the bootstrap spent outside its epoch: cutting the shipped
+    # frames on the executors and indexing the base facts.
+    clock.add("shipping", io.shipping + time.perf_counter() - t0 - last.seconds
+              - io_meter.snapshot().since(before).total())
+    clock.add("evaluating", last.seconds - last.write_seconds)
     clock.add("state", last.write_seconds)
     counts: dict[str, int] = {}
     if outdir is not None and program_tasks.program.outputs:
         progress.phase("writing outputs")
-        with clock.part("outputs"):
+        with clock.part("writing"):
             counts = session.write_outputs(outdir, jobs=opts["jobs"])
     notes = write_trace_files(last.trace, last.schedule, opts["trace_out"], opts["schedule_out"])
     progress.stop()
@@ -253,15 +259,20 @@ def _evaluate(spark, program_tasks, sched, factdir, outdir, opts: dict, progress
     if opts["state"] is not None:  # the run is the maintained state's epoch 0
         _evaluate_into_state(spark, program_tasks, sched, factdir, outdir, opts, progress, clock)
         return
+    before = io_meter.snapshot()
     result = run_program(spark, program_tasks, factdir, outdir, scheduler=sched,
                          jobs=opts["jobs"], progress=progress,
                          checkpoint=opts["checkpoint"], plan=opts["plan"],
                          plan_rows=opts["plan_rows"], max_tuples=opts["max_tuples"],
                          driver_rows=opts["driver_rows"], timeout=opts["epoch_timeout"])
-    # What tasks waited for Spark to start is its part "Spark start" already.
-    clock.add("tasks", result.wall_seconds - result.output_seconds
-              - getattr(spark, "waited", 0.0))
-    clock.add("outputs", result.output_seconds)
+    io = io_meter.snapshot().since(opts["io_before"])  # with the check before Spark started
+    clock.add("reading", io.reading)
+    clock.add("shipping", io.shipping)
+    # The tasks read and ship their inputs: that part of their time is counted above, and what
+    # they waited for Spark to start is its part "Spark start" already.
+    clock.add("evaluating", result.wall_seconds - result.output_seconds
+              - io_meter.snapshot().since(before).total() - getattr(spark, "waited", 0.0))
+    clock.add("writing", result.output_seconds)
     notes = write_trace_files(result.trace, sorted(result.schedule,
                                                    key=lambda row: (row[2], row[1])),
                               opts["trace_out"], opts["schedule_out"])
@@ -312,10 +323,11 @@ def run_command(
     epoch_timeout: options.EpochTimeout = None,
 ) -> None:
     """Evaluate PROGRAM from scratch on Spark; print 'ran k of N' with the wall time and its
-    parts, the outputs and .printsize counts."""
+    parts (Spark start, reading, shipping, evaluating, writing), the outputs and .printsize
+    counts."""
     from levelflow.cli.timing import WallClock
 
-    clock = WallClock()
+    clock, io_before = WallClock(), io_meter.snapshot()
     check_run_flags(jobs, checkpoint, plan, local_rows, master)
     deadline = options.epoch_deadline(epoch_timeout)
     _check_state(state, trace_out, schedule_out, checkpoint, plan)
@@ -327,7 +339,7 @@ def run_command(
             # A master asked for is where every task runs: no task in the driver.
             "driver_rows": None if master_given(ctx) else defaults.DRIVER_ROWS,
             "driver_memory": driver_memory, "spark_log": spark_log, "quiet": quiet,
-            "max_tuples": max_tuples, "epoch_timeout": deadline}
+            "max_tuples": max_tuples, "epoch_timeout": deadline, "io_before": io_before}
     try:
         with _spark(opts, clock) as (spark, progress):
             # Spark starts meanwhile, on its own thread: a task that needs it does not wait

@@ -46,6 +46,7 @@ from levelflow.engine.guard import Limit
 from levelflow.engine.limitsize import limit_relations
 from levelflow.engine.rules import reads_own
 from levelflow.engine.spark_io import read_input
+from levelflow.engine.spark_ship import needs_distinct
 from levelflow.engine.types import empty_relation, rows_frame
 from levelflow.tasks.ast import Atom, Program, Rule
 
@@ -186,7 +187,8 @@ def evaluate_task(spark: SparkSession, program: Program, task: Task,
     for name in names:
         parts = base[name] or [empty_relation(spark, decls[name])]
         mode = "local" if recursive_rules else checkpoint
-        first[name] = cut(union_all(parts).distinct(), mode)
+        union = union_all(parts)  # a fact file's rows alone come distinct already
+        first[name] = cut(union.distinct() if needs_distinct(parts) else union, mode)
         if decls[name].choice:  # choice-domain's round 0 (engine/choose.py)
             first[name] = choose_spark(spark, decls[name], first[name][0])
     stats.per_iteration.append({n: first[n][1] for n in names})

@@ -1,4 +1,5 @@
-"""Soufflé fact files in and out: `.facts` reading (validated, then loaded by Spark) and writing.
+"""Soufflé fact files in and out: `.facts` reading (engine/fact_reader.py: read once, checked
+vectorized, shipped to Spark as Arrow) and writing.
 
 Input format (Soufflé's): one tuple per line, fields split by a literal delimiter (TAB unless
 given; several characters allowed), no quoting or escaping, a trailing CR dropped, extra fields
@@ -23,7 +24,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from levelflow.engine.types import SQL_TYPES, column_names, empty_relation, relation_schema
+from levelflow.engine.types import column_names, empty_relation, relation_schema
 from levelflow.errors import LevelflowError
 from levelflow.tasks.functors import MAX_SYMBOL
 from levelflow.tasks.numbers import float_text, order_key, unsigned_value
@@ -36,8 +37,8 @@ if TYPE_CHECKING:
 # empty_relation and relation_schema live in engine.types; they are re-exported here because
 # callers that do I/O (the runner) reach for them next to read_facts/write_relation.
 __all__ = ["COLLECT_ROWS", "FactError", "check_fact_lines", "empty_relation", "fact_frame",
-           "fact_lines", "fact_table", "format_rows", "format_value", "input_path", "io_compress",
-           "io_delimiter", "io_headers", "is_gzip",
+           "fact_table", "format_rows", "format_value", "input_path", "io_compress", "io_delimiter",
+           "io_headers",
            "output_path", "read_facts", "relation_schema", "validate_facts", "write_relation"]
 
 # Relations up to this many rows are written from one collect(); bigger ones are streamed.
@@ -90,15 +91,6 @@ def io_compress(io: IO | None) -> bool:
     return io is not None and io.option("compress", "false") == "true"
 
 
-def is_gzip(path: Path) -> bool:
-    """Return whether the file starts with gzip's magic bytes (False if it cannot be read)."""
-    try:
-        with path.open("rb") as f:
-            return f.read(2) == b"\x1f\x8b"
-    except OSError:
-        return False
-
-
 def io_headers(io: IO | None) -> bool:
     """Return whether a directive's file starts with a header line (`headers=true`)."""
     return io is not None and io.option("headers", "false") == "true"
@@ -132,50 +124,25 @@ def shown(value: str) -> str:
     return repr(value) if len(value) <= 60 else repr(value[:40]) + f"... ({len(value):,} chars)"
 
 
-def fact_lines(path: Path) -> list[str]:
-    """Return the file's lines split on LF only (as Spark's reader is told to), a BOM dropped.
-
-    Hadoop's line reader, under Spark's, skips a UTF-8 byte order mark too.
-    """
-    try:
-        data = path.read_bytes()
-        if data[:2] == b"\x1f\x8b":
-            data = gzip.decompress(data)
-    except OSError as e:
-        why = e.strerror or f"not a valid gzip file: {e}"
-        raise FactError(f"{path}:1:1: error: cannot read fact file ({why})") from None
-    except EOFError:
-        raise FactError(f"{path}:1:1: error: cannot read fact file (a truncated gzip "
-                        f"file)") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
-        raise FactError(f"{path}:{line}:{col}: error: not UTF-8 text (byte "
-                        f"0x{data[e.start]:02x})") from None
-    lines = text.removeprefix("\ufeff").split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return lines
-
-
 def validate_facts(path: Path, decl: Decl, delimiter: str, headers: bool = False) -> int:
     """Return the number of tuple lines of a fact file after checking every field.
 
     Raises FactError naming the file, line and column. With `headers`, line 1 is not a tuple.
+    The rows read are kept for the read that follows (engine/fact_reader.py).
     """
-    return check_fact_lines(path, fact_lines(path), decl, delimiter, headers)
+    from levelflow.engine.fact_reader import read_fact_rows
+
+    return read_fact_rows(path, decl, delimiter, headers, keep=True).lines
 
 
 def check_fact_lines(path: Path, lines: list[str], decl: Decl, delimiter: str,
-                     headers: bool) -> int:
-    """Return the number of tuple lines among a fact file's lines after checking every field."""
+                     headers: bool, first: int = 1) -> int:
+    """Return the number of tuple lines among a fact file's lines (the first is line `first`)
+    after checking every field, one line at a time."""
     if not delimiter:
         raise FactError(f"{path}:1:1: error: empty delimiter for relation {decl.name}")
-    first = 1
     if headers:
-        lines, first = lines[1:], 2
+        lines, first = lines[1:], first + 1
     arity = decl.arity
     if arity == 0:
         return len(lines)
@@ -205,127 +172,37 @@ def check_fact_lines(path: Path, lines: list[str], decl: Decl, delimiter: str,
     return len(lines)
 
 
-def _java_literal(text: str) -> str:
-    """Return a Java regex that matches `text` literally (every non-alphanumeric char escaped)."""
-    return "".join(c if c.isalnum() else "\\" + c for c in text)
-
-
-def _hadoop_path(path: Path) -> str:
-    """Return the path with Hadoop glob characters escaped, so Spark reads exactly that file."""
-    # The last component is not resolved: a `.gz` link must keep its name (_gzip_named).
-    return re.sub(r"([\\*?\[\]{}])", r"\\\1", str(path.parent.resolve() / path.name))
-
-
-def _header_to_drop(lines: list[str]) -> str | None:
-    """Return the header line (CR dropped) to filter out of a `headers=true` file's lines.
-
-    None when no line repeats it: then the header reads as the same tuple as that data line,
-    and a relation is a set, so keeping it changes nothing, while dropping by value would.
-    """
-    lines = [line.removesuffix("\r") for line in lines]
-    if not lines or lines[0] in lines[1:]:
-        return None
-    return lines[0]
-
-
 def read_facts(spark: SparkSession, decl: Decl, path: str | Path,
                delimiter: str = "\t", headers: bool = False) -> DataFrame:
-    """Return the distinct tuples of a validated fact file as a DataFrame (c0..c{n-1})."""
-    import pyspark.sql.functions as F
+    """Return the distinct tuples of a validated fact file as a DataFrame (c0..c{n-1}), read
+    and checked once in the driver and shipped to Spark as Arrow (engine/fact_reader.py)."""
+    from levelflow.engine.fact_reader import read_fact_rows
+    from levelflow.engine.spark_ship import distinct_frame
 
-    path = Path(path)
-    lines = fact_lines(path)  # read once: checked here, then read by Spark
-    count = check_fact_lines(path, lines, decl, delimiter, headers)
-    if count == 0:
-        return empty_relation(spark, decl)
-    if decl.arity == 0:
-        return spark.createDataFrame([(True,)], relation_schema(decl))
-    if decl.shapes:  # records and ADTs: read in Python (engine/record_facts.py)
-        from levelflow.engine.record_facts import record_rows
-        rows = record_rows(path, lines[1 if headers else 0:], decl, delimiter, 2 if headers else 1,
-                           FactError)
-        return spark.createDataFrame(rows, relation_schema(decl))
-    # Spark splits on LF only, like the validation pass, so line numbers and tuples agree.
-    text = spark.read.text(_hadoop_path(_gzip_named(path)), lineSep="\n")
-    line = F.regexp_replace(F.col("value"), "\r\\z", "")  # only the very last CR, as above
-    header = _header_to_drop(lines) if headers else None
-    if header is not None:
-        text = text.filter(line != F.lit(header))
-    parts = F.split(line, _java_literal(delimiter), -1)
-    cols = []
-    for i, primitive in enumerate(decl.types):
-        field = parts.getItem(i)
-        if primitive == "unsigned":  # up to 2^64 - 1, held as the int64 of its bits
-            wide = field.cast("decimal(20,0)")
-            field = F.when(wide >= F.lit(str(2**63)).cast("decimal(20,0)"),
-                           wide - F.lit(str(2**64)).cast("decimal(20,0)")).otherwise(wide)
-            field = field.cast("bigint")
-        elif primitive != "symbol":
-            field = field.cast(SQL_TYPES[primitive])
-        cols.append(field.alias(f"c{i}"))
-    return text.select(*cols).distinct()
+    return distinct_frame(spark, decl, read_fact_rows(Path(path), decl, delimiter, headers).table)
 
 
 def fact_table(path: Path, decl: Decl, delimiter: str = "\t", headers: bool = False):
-    """Return a validated fact file's distinct tuples as an Arrow table (c0..) parsed in the
-    driver, the rows read_facts gives with no Spark job; None for what only Spark reads here
-    (floats, records, a header, a nullary relation)."""
-    from levelflow.engine.types import arrow_schema as to_arrow_schema
+    """Return a validated fact file's distinct tuples as an Arrow table (c0..), in the order of
+    their first lines: the rows read_facts gives, with no Spark job."""
+    from levelflow.engine.fact_reader import read_fact_rows
 
-    if headers or decl.shapes or not decl.arity or "float" in decl.types:
-        return None
-    table = fact_frame(path, decl, delimiter, headers).to_arrow()
-    return table.cast(to_arrow_schema(relation_schema(decl)))
+    return read_fact_rows(Path(path), decl, delimiter, headers).table
 
 
 def fact_frame(path: Path, decl: Decl, delimiter: str = "\t", headers: bool = False):
     """Return a validated fact file's distinct tuples as a Polars frame (c0.., the relation's
-    frame schema) parsed in the driver: the tuples read_facts gives, with no Spark."""
+    frame schema) read in the driver, with no Spark; a missing file reads as empty, as Soufflé
+    reads it (checks.check_fact_files warns)."""
     import polars as pl
 
     from levelflow.engine.plans.columnar import frame_schema
 
     schema = frame_schema(decl)
-    if input_missing(Path(path)):  # read as empty, as Soufflé does (checks.check_fact_files warns)
+    if input_missing(Path(path)):
         return pl.DataFrame(schema=schema)
-    lines = fact_lines(path)
-    check_fact_lines(path, lines, decl, delimiter, headers)
-    lines = lines[1:] if headers else lines  # a header line is no tuple (read_facts drops it)
-    if decl.arity == 0:
-        return pl.DataFrame({"c0": [True] if lines else []}, schema=schema)
-    if decl.shapes:  # records and ADTs: read in Python (engine/record_facts.py)
-        from levelflow.engine.record_facts import record_rows
-
-        rows = record_rows(path, lines, decl, delimiter, 2 if headers else 1, FactError)
-        return pl.DataFrame(rows, schema=schema, orient="row").unique(maintain_order=True)
-    # As read_facts: split on the literal delimiter, extra fields ignored, one trailing CR
-    # dropped; a validated field casts as Spark casts it.
-    fields = pl.Series(lines, dtype=pl.String).str.strip_suffix("\r") \
-        .str.splitn(delimiter, decl.arity + 1).struct.unnest()
-    # Distinct in the file's order: an arranged task's 10% epochs ran 0.3 s slower on
-    # edges in hash order (bench_shapes' dag).
-    # An unsigned up to 2^64 - 1 is held as the Int64 of its bits.
-    return fields.select([
-        (pl.col(f"field_{i}").cast(pl.UInt64).reinterpret(signed=True)
-         if ty == "unsigned" else pl.col(f"field_{i}").cast(t)).alias(c)
-        for i, ((c, t), ty) in enumerate(zip(schema.items(), decl.types, strict=True))
-    ]).unique(maintain_order=True)
-
-
-def _gzip_named(path: Path) -> Path:
-    """Return a path Spark reads as the file's text: a gzip file not named `.gz` gets a `.gz`
-    symbolic link (Hadoop picks the codec by the name) in a folder removed at exit."""
-    if path.suffix == ".gz" or not is_gzip(path):
-        return path
-    import atexit
-    import shutil
-    import tempfile
-
-    folder = Path(tempfile.mkdtemp(prefix="levelflow-gz-"))
-    atexit.register(shutil.rmtree, folder, True)
-    link = folder / (path.name + ".gz")
-    link.symlink_to(path.resolve())
-    return link
+    frame = pl.from_arrow(fact_table(path, decl, delimiter, headers))
+    return frame.select([pl.col(c).cast(t) for c, t in schema.items()])
 
 
 def format_value(value: object, primitive: str) -> str:

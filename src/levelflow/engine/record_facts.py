@@ -15,7 +15,15 @@ def record_rows(path: Path, lines: list[str], decl: Decl, delimiter: str, first:
                 error: type[Exception]) -> list[tuple]:
     """Return the distinct rows, sorted, of a checked fact file's tuple lines (line `first`
     first), record fields read and checked against their types; `error` (facts.FactError,
-    UpdateError) naming file, line, column and field at the earliest bad one.
+    UpdateError) naming file, line, column and field at the earliest bad one."""
+    table = record_frame(path, lines, decl, delimiter, first, error).unique()
+    return table.sort(table.columns).rows()
+
+
+def record_frame(path: Path, lines, decl: Decl, delimiter: str, first: int,
+                 error: type[Exception]):
+    """Return record_rows' rows as a Polars frame (c0..), one per line, from the lines (a list
+    or a Polars Series).
 
     Each distinct text of a record column is read once (a file of many rows holds few
     distinct values per column), and the rows are put together on Polars columns."""
@@ -44,8 +52,7 @@ def record_rows(path: Path, lines: list[str], decl: Decl, delimiter: str, first:
     if bad:
         index, i, text, e = min(bad, key=lambda b: b[:2])
         raise error(_located(path, first + index, lines[index], decl, delimiter, i, text, e))
-    table = pl.DataFrame(columns).unique()
-    return table.sort(table.columns).rows()
+    return pl.DataFrame(columns)
 
 
 def _located(path: Path, lineno: int, line: str, decl: Decl, delimiter: str, i: int,

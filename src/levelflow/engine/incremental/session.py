@@ -29,7 +29,6 @@ from levelflow.engine.incremental.state.base_delta import BaseDelta
 from levelflow.engine.incremental.state.base_index import (
     BaseIndex,
     held_facts,
-    read_small,
 )
 from levelflow.engine.incremental.state.directory import StateDir, StateError
 from levelflow.engine.incremental.state.snapshot import empty_snapshot
@@ -41,29 +40,24 @@ from levelflow.engine.plans.driver import DRIVER_ROWS
 from levelflow.engine.plans.resident import check_root
 from levelflow.tasks.tasks import ProgramTasks
 
-# Fact files a bootstrap reads into the driver (one job, which also seeds the driver's index
+# Fact files a bootstrap keeps in the driver (read there, no job; they seed the driver's index
 # of base facts) rather than into a cut frame on the executors.
 DRIVER_FACT_BYTES = 4 << 20
 
 
 def _read_base(spark, decl, io, factdir) -> tuple[object, int, object]:
     """Return an input's base facts at a bootstrap: (frame, rows, its copy in the driver or
-    None). A small fact file is read into the driver (parsed there, else by one job), which
-    also seeds the driver's index of base facts; the rest is cut on the executors."""
+    None). A small fact file is read into the driver with no Spark job, which also seeds the
+    driver's index of base facts; the rest is cut on the executors."""
     from levelflow.engine.facts import fact_table, input_path, io_delimiter, io_headers
     from levelflow.engine.spark_io import frame_kind, read_input
     from levelflow.engine.types import relation_schema
 
     path = input_path(io, factdir) if frame_kind(io) is None else None
-    small = decl.arity and path and path.is_file() and \
-        path.stat().st_size <= DRIVER_FACT_BYTES
-    table = fact_table(path, decl, io_delimiter(io), io_headers(io)) if small else None
-    if table is not None:  # no Spark job
+    if decl.arity and path and path.is_file() and path.stat().st_size <= DRIVER_FACT_BYTES:
+        table = fact_table(path, decl, io_delimiter(io), io_headers(io))
         return held_facts(spark, decl, table, relation_schema(decl))
-    df = read_input(spark, decl, io, factdir)
-    if small:
-        return read_small(spark, decl, df)
-    return (*cut(df), None)
+    return (*cut(read_input(spark, decl, io, factdir)), None)
 
 
 def _restarted(held: dict) -> dict:

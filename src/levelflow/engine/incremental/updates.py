@@ -16,8 +16,6 @@ from pathlib import Path
 from levelflow.engine.facts import (
     TOO_LONG_WHY,
     FactError,
-    check_fact_lines,
-    fact_lines,
     field_error,
     io_delimiter,
     io_headers,
@@ -28,8 +26,6 @@ from levelflow.tasks.ast import Program
 from levelflow.tasks.functors import MAX_SYMBOL
 from levelflow.tasks.lexer import unescape
 from levelflow.tasks.numbers import held_unsigned
-
-_CONVERT = {"number": int, "unsigned": int, "float": float, "symbol": str}
 
 
 class UpdateError(LevelflowError):
@@ -214,27 +210,19 @@ def read_record(decl, i: int, text: str, where: str, error: type[Exception],
 
 
 def _fact_file_rows(program: Program, name: str, path: Path) -> list[tuple]:
-    """Return the rows of a Soufflé fact file for `name`, validated with the run's own checks."""
+    """Return the distinct rows of a Soufflé fact file for `name`, validated with the run's own
+    checks (engine/fact_reader.py)."""
+    from levelflow.engine.fact_reader import read_fact_rows
+
     decl = program.decls[name]
     io = program.inputs[name]
-    delimiter, headers = io_delimiter(io), io_headers(io)
     try:
-        lines = fact_lines(path)  # read once: checked, then converted
-        check_fact_lines(path, lines, decl, delimiter, headers)
+        table = read_fact_rows(path, decl, io_delimiter(io), io_headers(io)).table
     except FactError as e:
         raise UpdateError(str(e)) from None
-    lines = lines[1 if headers else 0:]
     if decl.arity == 0:
-        return [()] if lines else []
-    if decl.shapes:  # records and ADTs in Soufflé's text form
-        from levelflow.engine.record_facts import record_rows
-        return record_rows(path, lines, decl, delimiter, 2 if headers else 1, UpdateError)
-    rows = []
-    for line in lines:
-        fields = line.removesuffix("\r").split(delimiter, decl.arity)
-        rows.append(tuple(held_unsigned(int(f)) if t == "unsigned" else _CONVERT[t](f)
-                          for t, f in zip(decl.types, fields[:decl.arity], strict=True)))
-    return rows
+        return [()] if table.num_rows else []
+    return list(zip(*(column.to_pylist() for column in table.columns), strict=True))
 
 
 def read_update_file(program: Program, path: str | Path, sign: int) -> list[Op]:

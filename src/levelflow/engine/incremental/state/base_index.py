@@ -118,13 +118,8 @@ def _load(snap, name: str, decl: Decl) -> pl.DataFrame:
     return polars_of(table if table is not None else snap.base[name].toArrow(), decl)
 
 
-def read_small(spark, decl: Decl, df) -> tuple[object, int, pl.DataFrame]:
-    """Return facts read by one job into the driver: a frame over the driver's copy, kept
-    beside it (no later job re-reads the file; a commit writes them from the driver), the
-    row count, and the copy as a Polars frame."""
-    return held_facts(spark, decl, df.toArrow(), df.schema)
-
-
 def held_facts(spark, decl: Decl, table, schema) -> tuple[object, int, pl.DataFrame]:
-    """Return read_small's answer for facts the driver already holds as an Arrow table."""
+    """Return facts the driver holds as an Arrow table: a frame over them, kept beside the
+    driver's copy (no later job re-reads the file; a commit writes them from the driver), the
+    row count, and the copy as a Polars frame."""
     return frame_of_table(spark, table, schema), table.num_rows, polars_of(table, decl)
