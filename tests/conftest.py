@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +13,14 @@ import pytest
 # a loaded machine that would add lines to the stderr the tests read. Their commands, in this
 # process or in subprocesses, wait an hour; tests/test_progress_lines.py tests the lines.
 os.environ.setdefault("LEVELFLOW_PHASE_SECONDS", "3600")
+
+# Under pytest-xdist each worker gets its own temporary folder: what levelflow keeps per user
+# there (resident shares, Spark's log, the log4j settings) is then per test process.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    _tmp = Path(tempfile.gettempdir()) / f"levelflow-tests-{os.getpid()}"
+    _tmp.mkdir(mode=0o700, exist_ok=True)
+    os.environ["TMPDIR"] = str(_tmp)
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
 
 
 @pytest.fixture(scope="session")

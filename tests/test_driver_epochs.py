@@ -42,8 +42,9 @@ def _stored(state: StateDir, program) -> dict[str, pl.DataFrame]:
 
 
 def _schemas(state: StateDir) -> dict:
-    """Return the Parquet schema of each stored directory, by kind and relation."""
-    return {(p.parent.parent.name, p.parent.name): pq.read_schema(p).remove_metadata()
+    """Return the Parquet schema of each stored directory, by kind and relation (a segment's
+    under ("seg", kind, relation): its rows carry an op, a base's a rank)."""
+    return {p.relative_to(state.epochs).parts[1:-1]: pq.read_schema(p).remove_metadata()
             for p in state.epochs.rglob("*.parquet")}
 
 

@@ -42,7 +42,7 @@ from levelflow.engine.fixpoint_relations import (
     new_tuples,
     ranked_union,
 )
-from levelflow.engine.guard import Limit
+from levelflow.engine.guard import Cancelled, Limit
 from levelflow.engine.limitsize import limit_relations
 from levelflow.engine.rules import reads_own
 from levelflow.engine.spark_io import read_input
@@ -56,10 +56,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from levelflow.tasks.tasks import ProgramTasks, Task
-
-class Cancelled(Exception):
-    """The evaluation was cancelled between iterations (the caller set the cancel event)."""
-
 
 @dataclass
 class EvalStats:

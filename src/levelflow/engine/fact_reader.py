@@ -86,7 +86,7 @@ def _identity(path: Path, decl: Decl, delimiter: str, headers: bool) -> tuple | 
 
 def _read(path: Path, decl: Decl, delimiter: str, headers: bool) -> FactRows:
     """Return a fact file's checked, distinct tuples (the work of read_fact_rows)."""
-    from levelflow.engine.facts import FactError
+    from levelflow.engine.fact_checks import FactError
 
     if not delimiter:
         raise FactError(f"{path}:1:1: error: empty delimiter for relation {decl.name}")
@@ -124,7 +124,7 @@ def _distinct(values: pl.DataFrame) -> pl.DataFrame:
 def _tuple_bytes(path: Path, headers: bool) -> bytes:
     """Return the file's tuple lines as UTF-8 bytes: gunzipped, checked, without a byte order
     mark, the CR before each LF dropped, and the header line with `headers`."""
-    from levelflow.engine.facts import FactError
+    from levelflow.engine.fact_checks import FactError
 
     try:
         data = path.read_bytes()
@@ -284,7 +284,7 @@ def _checked(path: Path, fields: pl.DataFrame, decl: Decl, delimiter: str, odd: 
 
 def _raise_at(path: Path, decl: Decl, delimiter: str, line: str, lineno: int) -> None:
     """Raise the one-line FactError for a tuple line a vectorized check found bad."""
-    from levelflow.engine.facts import FactError, check_fact_lines
+    from levelflow.engine.fact_checks import FactError, check_fact_lines
 
     # The line had its last CR dropped already; the check drops one CR, so it gets one back.
     check_fact_lines(path, [line + "\r"], decl, delimiter, False, first=lineno)

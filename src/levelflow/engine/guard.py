@@ -93,6 +93,10 @@ class Limit:
             raise over(self.task, self.tuples, f"its range makes {values:,} values", at(loc))
 
 
+class Cancelled(Exception):
+    """The evaluation was cancelled between iterations (the caller set the cancel event)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Watched(Limit):
     """A limit that also stops the evaluation once `cancel` is set: a task in the driver
@@ -103,8 +107,6 @@ class Watched(Limit):
     def check(self, rows: int, where: str = "") -> None:
         """Raise Cancelled if the run was cancelled, else TupleLimit past the limit."""
         if self.cancel is not None and self.cancel.is_set():
-            from levelflow.engine.evaluate import Cancelled
-
             raise Cancelled(f"task {self.task} cancelled")
         Limit.check(self, rows, where)
 

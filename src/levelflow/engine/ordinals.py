@@ -10,8 +10,10 @@ def table_symbols(io: OrdinalsInput, factdir, read_frame) -> list[str]:
     """Return the table's symbols in number order: the program's constants, then each source
     input's symbols as its fact file is read (a DataFrame, Parquet or table input's, which
     `read_frame(decl, io)` reads, in text order); a missing file adds none."""
+    import polars as pl
+
     from levelflow.engine.facts import (
-        fact_lines,
+        fact_table,
         input_missing,
         input_path,
         io_delimiter,
@@ -29,11 +31,11 @@ def table_symbols(io: OrdinalsInput, factdir, read_frame) -> list[str]:
             continue
         if factdir is None or input_missing(path := input_path(src, factdir)):
             continue
-        lines = fact_lines(path)
-        delimiter = io_delimiter(src)
-        for line in lines[1 if io_headers(src) else 0:]:
-            fields = line.removesuffix("\r").split(delimiter, decl.arity)
-            table.update(dict.fromkeys(fields[i] for i in cols))
+        # The file's distinct tuples in the order of their first lines, each tuple's symbols
+        # left to right: the order a line-by-line read meets them.
+        rows = pl.from_arrow(fact_table(path, decl, io_delimiter(src), io_headers(src)))
+        met = rows.select(pl.concat_list([f"c{i}" for i in cols]).alias("s")).explode("s")
+        table.update(dict.fromkeys(met["s"].unique(maintain_order=True).to_list()))
     return list(table)
 
 

@@ -13,14 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from levelflow.engine.facts import (
-    TOO_LONG_WHY,
-    FactError,
-    field_error,
-    io_delimiter,
-    io_headers,
-    shown,
-)
+from levelflow.engine.fact_checks import TOO_LONG_WHY, FactError, field_error, shown
+from levelflow.engine.facts import io_delimiter, io_headers
 from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import Program
 from levelflow.tasks.functors import MAX_SYMBOL
