@@ -118,6 +118,28 @@ def watched(limit: Limit | None, task: str, cancel: threading.Event | None) -> L
     return Watched(task, limit.tuples if limit is not None else sys.maxsize, cancel)
 
 
+# The cancel flag of the run or epoch whose task this thread evaluates: rounds run in the
+# driver check it (a task on Spark is cancelled with its job; in a Python worker it is unset).
+CANCEL: ContextVar[threading.Event | None] = ContextVar("levelflow_cancel", default=None)
+
+
+def check_cancelled() -> None:
+    """Raise Cancelled if this thread's run or epoch was cancelled (CANCEL)."""
+    cancel = CANCEL.get()
+    if cancel is not None and cancel.is_set():
+        raise Cancelled("cancelled")
+
+
+@contextmanager
+def cancelled_by(cancel: threading.Event | None) -> Iterator[None]:
+    """Set CANCEL to `cancel` for the block (a task evaluated in this thread)."""
+    token = CANCEL.set(cancel)
+    try:
+        yield
+    finally:
+        CANCEL.reset(token)
+
+
 # The limit of the task an epoch updates in this thread: the rule bodies its strategies build
 # there (rules.Ops) count a range's values against it. Their many paths are not each handed the
 # limit; a share updated in a Python worker is not reached (the update is checked after it).

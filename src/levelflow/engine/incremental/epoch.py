@@ -22,6 +22,7 @@ from levelflow.driver import drive
 from levelflow.engine.choose import chosen
 from levelflow.engine.evaluate import Cancelled, cut
 from levelflow.engine.guard import (
+    cancelled_by,
     check_products,
     check_ranges,
     from_failure,
@@ -120,7 +121,7 @@ class Epoch:
     def _update(self, v: int) -> TaskUpdate:
         """Return task v updated (in a worker thread, Spark jobs tagged for cancellation); a
         range its update evaluates is counted against its limit first (guard.UPDATING)."""
-        with updating(task_limit(self.pt.tasks[v], self.max_tuples)):
+        with updating(task_limit(self.pt.tasks[v], self.max_tuples)), cancelled_by(self.cancel):
             return self._updated(v)
 
     def _updated(self, v: int) -> TaskUpdate:

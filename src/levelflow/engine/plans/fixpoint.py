@@ -20,7 +20,7 @@ import numpy as np
 import polars as pl
 
 from levelflow.engine.choose import choose, chosen
-from levelflow.engine.guard import Limit
+from levelflow.engine.guard import Limit, check_cancelled
 from levelflow.engine.plans.columnar import body_rows, empty_frame, head_rows
 from levelflow.engine.plans.keys import (
     absent,
@@ -201,6 +201,7 @@ def iterate(rules, rels: dict[str, Relation], decls: Mapping[str, Decl],
     tuple_rounds = tuple_rounds and not chosen(decls, rels)
     tiny = TinyRounds(rules, rels, decls, lower, outcome, limit) if tuple_rounds else None
     while any(rel.recent.height for rel in rels.values()):
+        check_cancelled()
         if limit is not None:
             limit.check(sum(outcome.rows.values()))
         if tiny is not None and tiny.usable():

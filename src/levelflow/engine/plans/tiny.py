@@ -17,6 +17,7 @@ from types import MappingProxyType
 
 import polars as pl
 
+from levelflow.engine.guard import check_cancelled
 from levelflow.engine.plans.columnar import frame_schema
 from levelflow.engine.plans.tuple_terms import runs_tuples
 from levelflow.engine.plans.tuples import Own, TupleRounds
@@ -106,8 +107,10 @@ class TinyRounds:
                     outcome.rows[name] += len(rows)
                     delta += len(rows)
             outcome.rounds.append(NO_FRAMES)
-            if self.limit is not None and outcome.iterations % CHECK_EVERY == 0:
-                self.limit.check(sum(outcome.rows.values()))
+            if outcome.iterations % CHECK_EVERY == 0:
+                check_cancelled()
+                if self.limit is not None:
+                    self.limit.check(sum(outcome.rows.values()))
             if visits > VISITS:
                 self.off = True
                 break

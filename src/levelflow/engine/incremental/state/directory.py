@@ -31,6 +31,8 @@ import time
 import uuid
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+
 from levelflow.engine.evaluate import RANK
 from levelflow.engine.incremental.backends.driver_rows import (
     LazyFrame,
@@ -104,9 +106,15 @@ class StateDir(StateFiles):
         schema = stored_schema(program, name, kind, counted)
         cols = column_names(program.decls[name].arity)
         if chain_rows(info) + int(info.get("base_rows", info["rows"])) <= HELD_ROWS:
-            # Small: read by the driver now (pyarrow), its rows kept beside the frame.
-            table = local_base(self.epochs, kind, name, info, None, schema, cols)
-            return frame_of_table(spark, table, schema)
+            # Small: read by the driver now (pyarrow), its rows kept beside the frame. A file
+            # that cannot be read is left to the lazy frame: found where it is used (a repair
+            # that rebuilds the relation never reads it).
+            try:
+                table = local_base(self.epochs, kind, name, info, None, schema, cols)
+            except (OSError, pa.ArrowException):
+                table = None
+            if table is not None:
+                return frame_of_table(spark, table, schema)
         return LazyFrame(lambda: compose(spark, spark.read.schema(schema).parquet(str(path)),
                                          self.epochs, kind, name, info, schema, cols))
 

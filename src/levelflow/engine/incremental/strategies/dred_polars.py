@@ -16,6 +16,7 @@ import numpy as np
 import polars as pl
 
 from levelflow.engine import rule_body
+from levelflow.engine.guard import check_cancelled
 from levelflow.engine.incremental.strategies.arranged import (
     RANK,
     Arranged,
@@ -249,7 +250,8 @@ class PolarsDRed:
         return not frame.height
 
     def check_cancel(self) -> None:
-        pass  # a worker's update is cancelled with its Spark job
+        # A worker's update is cancelled with its Spark job; one in the driver checks the flag.
+        check_cancelled()
 
     def removed_facts(self, name: str) -> list[pl.DataFrame]:
         return [self.inp.facts_minus[name]] if name in self.inp.facts_minus else []
