@@ -163,15 +163,18 @@ def write_relation(df: DataFrame, decl: Decl, path: str | Path, delimiter: str =
     `shown` is the file an error names (the final path of a temporary one, unused now that
     every symbol is written as it is); `compress` gzips it.
     """
-    import pyspark.sql.functions as F
-
     from levelflow.engine.incremental.backends.driver_rows import rows_of
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     table = rows_of(df)
     if table is not None:  # rows the driver holds (a driver task's relation): no Spark
         return _write_held(table, decl, path, delimiter, sort=sort, headers=headers,
                            shown=shown, compress=compress)
+    # Imported only now: while Spark starts on its own thread, a second thread importing
+    # PySpark can meet its modules half made (ImportError, a circular import).
+    import pyspark.sql.functions as F
+
     if decl.arity == 0:
         rows = df.limit(1).collect()
     else:
