@@ -120,3 +120,14 @@ def test_an_unforeseen_error_is_a_500_with_its_stack_on_the_log(lists_server, mo
             "ZeroDivisionError: division by zero in a place no check foresaw")
     unchanged(served, state, before)
     assert served.request("GET", "/status")[0] == 200  # and it serves on
+
+
+def test_an_epoch_past_max_tuples_is_a_422_and_applies_nothing(lists_server, monkeypatch):
+    # A bound of the server (--max-tuples) refuses the epoch's work: the request's fault, not
+    # the server's, so a 4xx naming the task; the state stays where it was.
+    served, state, _, _ = lists_server
+    before = served.session.epoch
+    monkeypatch.setattr(served.session, "max_tuples", 2)
+    status, text = served.request("POST", "/epoch", "+lists([5, nil])\n+lists([6, nil])\n")
+    assert status == 422 and "(--max-tuples 2)" in text and text.count("\n") == 1, text
+    unchanged(served, state, before)

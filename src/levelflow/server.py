@@ -152,11 +152,13 @@ class Handler(BaseHTTPRequestHandler):
         self._send(200, json.dumps(payload) + "\n")
 
     def _fail(self, e: BaseException) -> None:
-        """Answer an error with one line: 4xx for the request's fault, else 409, 500 or 503
-        (an epoch cancelled at --epoch-timeout)."""
+        """Answer an error with one line: 4xx for the request's fault (422: past a bound, as
+        --max-tuples), else 409, 500 or 503 (an epoch cancelled at --epoch-timeout)."""
+        from levelflow.engine.guard import SymbolLimit, TupleLimit
         from levelflow.engine.incremental.results import EpochTimeout
         from levelflow.engine.incremental.state.directory import StateError
         from levelflow.engine.incremental.updates import UpdateError
+        from levelflow.engine.regex_match import RegexBudgetError
 
         headers = {}
         if isinstance(e, RequestError):
@@ -167,6 +169,9 @@ class Handler(BaseHTTPRequestHandler):
             status = HTTPStatus.SERVICE_UNAVAILABLE
         elif isinstance(e, StateError):  # e.g. another writer moved the state on
             status = HTTPStatus.CONFLICT
+        elif isinstance(e, (TupleLimit, SymbolLimit, RegexBudgetError)):
+            # the epoch asked for more than the server's bounds: nothing applied
+            status = HTTPStatus.UNPROCESSABLE_ENTITY
         elif isinstance(e, LevelflowError):  # a task failed: the previous epoch stays
             status = HTTPStatus.INTERNAL_SERVER_ERROR
         else:  # no check foresaw it: the stack goes to the server's log, one line to the client
