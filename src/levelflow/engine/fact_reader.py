@@ -186,18 +186,28 @@ def _csv_fields(data: bytes, arity: int, delimiter: str) -> pl.DataFrame | None:
             (arity > 1 and (data.startswith(b"\n") or b"\n\n" in data)):
         return None
     names = [f"field_{i}" for i in range(arity)]
+    # a line with more or fewer fields: None, split line by line instead
+    table = _read_csv(data, delimiter, pacsv.ConvertOptions(
+        column_types=dict.fromkeys(names, pa.string()), strings_can_be_null=False,
+        check_utf8=False), names)
+    return None if table is None else pl.from_arrow(table)
+
+
+def _read_csv(data: bytes, delimiter: str, convert, names: list[str]) -> pa.Table | None:
+    """Return the lines of `data` as pyarrow's CSV reader splits them on a one-byte delimiter,
+    no quoting or escapes, converted as `convert` says; None where it refuses a line."""
+    import pyarrow.csv as pacsv
+
     try:
-        table = pacsv.read_csv(
+        return pacsv.read_csv(
             pa.BufferReader(data),
             read_options=pacsv.ReadOptions(column_names=names, block_size=4 << 20),
             parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char=False,
                                              double_quote=False, escape_char=False,
                                              ignore_empty_lines=False),
-            convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(names, pa.string()),
-                                                 strings_can_be_null=False, check_utf8=False))
-    except pa.ArrowInvalid:  # a line with more or fewer fields: split line by line instead
+            convert_options=convert)
+    except pa.ArrowInvalid:
         return None
-    return pl.from_arrow(table)
 
 
 def _plain_numbers(data: bytes, decl: Decl, delimiter: str) -> pl.DataFrame | None:
@@ -215,18 +225,12 @@ def _plain_numbers(data: bytes, decl: Decl, delimiter: str) -> pl.DataFrame | No
             one in b"\r\n\"0123456789-" or data.translate(None, b"0123456789-\n" + one):
         return None
     names = [f"c{i}" for i in range(decl.arity)]
-    try:
-        table = pacsv.read_csv(
-            pa.BufferReader(data),
-            read_options=pacsv.ReadOptions(column_names=names, block_size=4 << 20),
-            parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char=False,
-                                             double_quote=False, escape_char=False,
-                                             ignore_empty_lines=False),
-            convert_options=pacsv.ConvertOptions(column_types=dict.fromkeys(names, pa.int64()),
-                                                 null_values=[]))  # an empty field is bad
-    except pa.ArrowInvalid:  # a bad field or field count: the string path says which line
-        return None
-    if any(column.null_count for column in table.columns):  # not expected; said there too
+    # a bad field or field count: None, the string path says which line
+    table = _read_csv(data, delimiter, pacsv.ConvertOptions(
+        column_types=dict.fromkeys(names, pa.int64()), null_values=[]),  # an empty field is bad
+        names)
+    # a null is not expected: the string path says where, too
+    if table is None or any(column.null_count for column in table.columns):
         return None
     frame = pl.from_arrow(table)
     unsigned = [pl.col(c) < 0 for c, t in zip(names, decl.types, strict=True) if t == "unsigned"]
