@@ -145,8 +145,10 @@ def test_run_counts_reading_and_shipping_apart_from_evaluating(recorded, tmp_pat
     import levelflow.engine.spark_ship as spark_ship
 
     slow_read, slow_ship = fact_reader._read, spark_ship.io_meter.timed
+    calls = {"read": 0, "ship": 0}
 
     def read(*args):
+        calls["read"] += 1
         time.sleep(0.6)
         return slow_read(*args)
 
@@ -155,6 +157,7 @@ def test_run_counts_reading_and_shipping_apart_from_evaluating(recorded, tmp_pat
         with slow_ship(part):
             yield
             if part == "shipping":
+                calls["ship"] += 1
                 time.sleep(0.4)
 
     monkeypatch.setattr(fact_reader, "_read", read)
@@ -166,9 +169,10 @@ def test_run_counts_reading_and_shipping_apart_from_evaluating(recorded, tmp_pat
     assert code == 0, err
     # _parts checks the parts add up to the wall time: nothing is counted twice.
     wall, parts = _parts(out.splitlines()[0])
-    # Read once (checked before Spark, its rows kept for the task), shipped once.
-    assert 0.6 <= parts["reading"] < 1.2, parts
-    assert 0.4 <= parts["shipping"] < 0.8, parts
+    # Read once (checked before Spark, its rows kept for the task), shipped once; each slow
+    # step's time is in its own part (the parts' upper ends depend on the machine's load).
+    assert calls == {"read": 1, "ship": 1}
+    assert parts["reading"] >= 0.6 and parts["shipping"] >= 0.4, parts
 
 
 def test_update_shows_its_phases_and_reports_the_time_parts(spark, recorded, tmp_path, capsys):

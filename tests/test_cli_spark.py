@@ -7,6 +7,7 @@ Ctrl-C, run in this process.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import socket
@@ -179,9 +180,17 @@ def _long_facts(tmp_path) -> Path:
     return facts
 
 
-def _interrupt(args: list[str], after: float):
-    """Run levelflow, send SIGINT `after` s past the JVM's start; return (rc, out, err, JVM
-    pids, seconds to react)."""
+def _tgkill(pid: int, tid: int, sig: int) -> None:
+    """Send `sig` to thread `tid` of process `pid` (glibc's tgkill)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.tgkill(pid, tid, sig) != 0:
+        raise OSError(ctypes.get_errno(), "tgkill")
+
+
+def _interrupt(args: list[str], after: float, other_thread: bool = False):
+    """Run levelflow, send SIGINT `after` s past the JVM's start (to a thread other than the
+    main one if `other_thread`: the kernel may pick any); return (rc, out, err, JVM pids,
+    seconds to react)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "levelflow", *args], cwd=ROOT, env=_env(),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -195,7 +204,11 @@ def _interrupt(args: list[str], after: float):
         assert kids, "the JVM never started"
         time.sleep(after)
         t0 = time.monotonic()
-        proc.send_signal(signal.SIGINT)
+        if other_thread:  # the newest thread: a worker, busy or waiting
+            tid = max(int(t.name) for t in Path(f"/proc/{proc.pid}/task").iterdir())
+            _tgkill(proc.pid, tid, signal.SIGINT)
+        else:
+            proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
         reacted = time.monotonic() - t0
     finally:  # a failed test must not leave its JVM behind either
@@ -237,8 +250,11 @@ def test_ctrl_c_during_update_ends_the_jvm_and_leaves_the_state(spark, tmp_path)
     IncrementalSession.bootstrap(spark, TC / "program.dl", TC / "facts", tmp_path / "st").close()
     diff = tmp_path / "chain.diff"
     diff.write_text("".join(f"+edge({i},{i + 1})\n" for i in range(100, 3100)))
+    # The update runs in the driver for a minute while the main thread waits on it; the signal
+    # goes to another thread, as the kernel may choose: the main thread must still see it.
     rc, out, err, kids, reacted = _interrupt(
-        ["update", str(tmp_path / "st"), "--insert", str(diff), "--driver-memory", "1g"], 8.0)
+        ["update", str(tmp_path / "st"), "--insert", str(diff), "--driver-memory", "1g"], 8.0,
+        other_thread=True)
     _assert_aborted(rc, err, kids, reacted)
     assert StateDir(tmp_path / "st").current() == 0  # no epoch half-written
 

@@ -5,10 +5,25 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from pathlib import Path
 
-import typer
 
-from levelflow.cli import (  # noqa: F401 (registers)
+def _aborted_while_importing(signum, frame) -> None:
+    """Ctrl-C during the half second of imports before main(): say `aborted`, no traceback."""
+    print("levelflow: aborted", file=sys.stderr)
+    os._exit(130)
+
+
+# Only when this process is the command (console script or `python -m levelflow`): a program
+# that imports the CLI keeps its own Ctrl-C.
+_as_command = (Path(sys.argv[0]).name in ("levelflow", "__main__.py")
+               and signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+if _as_command:
+    signal.signal(signal.SIGINT, _aborted_while_importing)
+
+import typer  # noqa: E402 - after the handler above, as is everything below
+
+from levelflow.cli import (  # noqa: E402, F401 (registers)
     graph_cmd,
     run_cmd,
     serve_cmd,
@@ -19,8 +34,11 @@ from levelflow.cli import (  # noqa: F401 (registers)
     update_cmd,
     workload_cmd,
 )
-from levelflow.cli.app import app, humanize
-from levelflow.errors import LevelflowError
+from levelflow.cli.app import app, humanize  # noqa: E402
+from levelflow.errors import LevelflowError  # noqa: E402
+
+if _as_command:
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # main() installs its own
 
 
 def _aborted() -> None:
@@ -34,6 +52,7 @@ def _aborted() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; user errors print one line on stderr and exit non-zero."""
+    from levelflow.cli.signals import signals_reach_main
     from levelflow.cli.spark import Interrupted, on_sigint
 
     Interrupted.seen = False
@@ -41,8 +60,9 @@ def main(argv: list[str] | None = None) -> None:
     if previous is signal.default_int_handler:  # typer turns Ctrl-C into a silent exit 130
         signal.signal(signal.SIGINT, on_sigint)
     try:
-        rv = humanize(typer.main.get_command(app)).main(args=argv, prog_name="levelflow",
-                                                        standalone_mode=False)
+        with signals_reach_main():  # a Ctrl-C another thread got still ends this one's wait
+            rv = humanize(typer.main.get_command(app)).main(args=argv, prog_name="levelflow",
+                                                            standalone_mode=False)
     except typer.Abort:
         _aborted()
     except KeyboardInterrupt:
