@@ -226,7 +226,8 @@ def _log_tail(log: Path) -> str:
     # The JVM's generic last words and start-up notes say nothing about the cause.
     generic = ("at ", "...", "Error: Could not create the Java", "Error: A fatal exception",
                "WARNING: Using incubator modules", "Setting default log level",
-               "To adjust logging level")
+               "To adjust logging level", "Picked up JAVA_TOOL_OPTIONS",
+               "Picked up _JAVA_OPTIONS")
     lines = [ln for ln in lines if ln and not ln.startswith(generic)]
     return lines[-1][:200] if lines else ""
 
