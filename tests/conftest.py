@@ -53,7 +53,7 @@ def cli_spark(spark, monkeypatch):
     import levelflow.cli.spark as cli_spark_module
 
     @contextmanager
-    def tests_session(master, driver_memory, log, clock=None):
+    def tests_session(master, driver_memory, log, clock=None, eager=True):
         if clock is not None:
             clock.add("Spark start", 0.0)
         yield spark  # and not stopped: the next test uses it

@@ -161,7 +161,7 @@ def test_update_cli_maintains_an_aggregate_program(spark, small_state, monkeypat
     from levelflow.cli import spark as cli_spark
 
     @contextmanager
-    def test_spark(master, driver_memory, log, clock=None):
+    def test_spark(master, driver_memory, log, clock=None, eager=True):
         yield spark
 
     monkeypatch.setattr(cli_spark, "spark_session", test_spark)

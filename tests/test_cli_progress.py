@@ -62,7 +62,7 @@ def recorded(spark, monkeypatch):
     recorder = Recorder()
 
     @contextmanager
-    def test_spark(master, driver_memory, log, clock=None):
+    def test_spark(master, driver_memory, log, clock=None, eager=True):
         if clock is not None:
             clock.add("Spark start", 0.0)
         yield spark

@@ -187,10 +187,10 @@ def _tgkill(pid: int, tid: int, sig: int) -> None:
         raise OSError(ctypes.get_errno(), "tgkill")
 
 
-def _interrupt(args: list[str], after: float, other_thread: bool = False):
-    """Run levelflow, send SIGINT `after` s past the JVM's start (to a thread other than the
-    main one if `other_thread`: the kernel may pick any); return (rc, out, err, JVM pids,
-    seconds to react)."""
+def _interrupt(args: list[str], after: float, other_thread: bool = False, jvm: bool = True):
+    """Run levelflow, send SIGINT `after` s past the JVM's start (past the process's start if
+    not `jvm`; to a thread other than the main one if `other_thread`: the kernel may pick any);
+    return (rc, out, err, JVM pids, seconds to react)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "levelflow", *args], cwd=ROOT, env=_env(),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -199,10 +199,11 @@ def _interrupt(args: list[str], after: float, other_thread: bool = False):
     kids: list[int] = []
     try:
         deadline = time.monotonic() + 60
-        while not (kids := _children(proc.pid)) and time.monotonic() < deadline:
+        while jvm and not (kids := _children(proc.pid)) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert kids, "the JVM never started"
+        assert kids or not jvm, "the JVM never started"
         time.sleep(after)
+        kids = kids or _children(proc.pid)
         t0 = time.monotonic()
         if other_thread:  # the newest thread: a worker, busy or waiting
             tid = max(int(t.name) for t in Path(f"/proc/{proc.pid}/task").iterdir())
@@ -234,15 +235,16 @@ def _assert_aborted(rc: int, err: str, kids: list[int], reacted: float) -> None:
     (5.0, True),    # Spark is starting or the program runs, under --state
 ])
 def test_ctrl_c_ends_the_jvm_and_says_aborted(tmp_path, after, state):
+    # --master: Spark starts with the command (tiny inputs alone would start it when needed).
     args = ["run", str(TC / "program.dl"), "-F", str(_long_facts(tmp_path)),
-            "-D", str(tmp_path / "o"), "--driver-memory", "1g"]
+            "-D", str(tmp_path / "o"), "--driver-memory", "1g", "--master", "local[2]"]
     args += ["--state", str(tmp_path / "st")] if state else []
     rc, out, err, kids, reacted = _interrupt(args, after)
     _assert_aborted(rc, err, kids, reacted)
     assert "ran " not in out
 
 
-def test_ctrl_c_during_update_ends_the_jvm_and_leaves_the_state(spark, tmp_path):
+def test_ctrl_c_during_an_update_in_the_driver_ends_it_and_leaves_the_state(spark, tmp_path):
     from levelflow.engine.incremental import IncrementalSession
     from levelflow.engine.incremental.state.directory import StateDir
 
@@ -251,11 +253,13 @@ def test_ctrl_c_during_update_ends_the_jvm_and_leaves_the_state(spark, tmp_path)
     diff = tmp_path / "chain.diff"
     diff.write_text("".join(f"+edge({i},{i + 1})\n" for i in range(100, 3100)))
     # The update runs in the driver for a minute while the main thread waits on it; the signal
-    # goes to another thread, as the kernel may choose: the main thread must still see it.
+    # goes to another thread, as the kernel may choose: the main thread must still see it. A
+    # state this small starts no JVM unless a task needs Spark.
     rc, out, err, kids, reacted = _interrupt(
         ["update", str(tmp_path / "st"), "--insert", str(diff), "--driver-memory", "1g"], 8.0,
-        other_thread=True)
+        other_thread=True, jvm=False)
     _assert_aborted(rc, err, kids, reacted)
+    assert kids == []
     assert StateDir(tmp_path / "st").current() == 0  # no epoch half-written
 
 
@@ -338,3 +342,16 @@ def test_a_run_in_the_driver_ends_without_waiting_for_the_jvm_and_leaves_none(tm
     while _writers_of(log) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _writers_of(log) == []
+
+
+def test_spark_starts_with_the_command_only_for_inputs_past_eager_bytes(tmp_path):
+    from levelflow.cli.spark import EAGER_BYTES, inputs_are_large
+
+    facts = tmp_path / "facts"
+    (facts / "deep").mkdir(parents=True)
+    (facts / "edge.facts").write_bytes(b"1\t2\n" * 100)
+    assert not inputs_are_large([facts]) and not inputs_are_large([tmp_path / "missing"])
+    (facts / "deep" / "big.parquet").write_bytes(b"x" * EAGER_BYTES)
+    assert not inputs_are_large([facts])  # a fact folder's own files only
+    assert inputs_are_large([facts], recursive=True)  # a state's epochs are subfolders
+    assert inputs_are_large([facts / "deep" / "big.parquet", facts / "edge.facts"])

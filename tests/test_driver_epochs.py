@@ -138,7 +138,7 @@ def test_run_state_and_update_of_small_tasks_need_no_spark(cli, tmp_path, monkey
         raise AssertionError("Spark was asked for")
 
     @contextlib.contextmanager
-    def never(master, driver_memory, log, clock=None):
+    def never(master, driver_memory, log, clock=None, eager=True):
         yield DeferredSession(broken)
 
     monkeypatch.setattr(cli_spark, "spark_session", never)

@@ -85,7 +85,7 @@ def test_update_shows_live_phases_like_run(state, capsys, monkeypatch):
             seen.append(text)
 
     @contextmanager
-    def fake_spark(master, driver_memory, log, clock=None):
+    def fake_spark(master, driver_memory, log, clock=None, eager=True):
         seen.append("<spark up>")
         yield None
 

@@ -325,6 +325,7 @@ def run_command(
     """Evaluate PROGRAM from scratch on Spark; print 'ran k of N' with the wall time and its
     parts (Spark start, reading, shipping, evaluating, writing), the outputs and .printsize
     counts."""
+    from levelflow.cli.spark import inputs_are_large as spark_inputs_are_large
     from levelflow.cli.timing import WallClock
 
     clock, io_before = WallClock(), io_meter.snapshot()
@@ -339,7 +340,10 @@ def run_command(
             # A master asked for is where every task runs: no task in the driver.
             "driver_rows": None if master_given(ctx) else defaults.DRIVER_ROWS,
             "driver_memory": driver_memory, "spark_log": spark_log, "quiet": quiet,
-            "max_tuples": max_tuples, "epoch_timeout": deadline, "io_before": io_before}
+            "max_tuples": max_tuples, "epoch_timeout": deadline, "io_before": io_before,
+            # Spark starts with the command where it will likely be needed, else on first use.
+            "eager": master_given(ctx) or plan not in ("auto", "driver")
+            or spark_inputs_are_large([factdir])}
     try:
         with _spark(opts, clock) as (spark, progress):
             # Spark starts meanwhile, on its own thread: a task that needs it does not wait
@@ -368,7 +372,7 @@ def _spark(opts: dict, clock):
     keep_log, progress = spark_log is not None, make_progress(opts["quiet"])
     spark = None
     try:
-        with spark_session(master, opts["driver_memory"], log, clock) as spark, \
+        with spark_session(master, opts["driver_memory"], log, clock, opts["eager"]) as spark, \
                 _checkpoints(spark, opts["checkpoint"]):
             yield spark, progress
     except RunError as e:

@@ -35,6 +35,12 @@ MASTER_FORMS = "local, local[N], local[*], local[N,F], spark://HOST:PORT, yarn o
 REGISTER_TIMEOUT = 30.0
 # Seconds a command waits for a JVM nothing used to end on SIGTERM.
 JVM_GRACE = 0.1
+# Inputs up to this many bytes (about DRIVER_ROWS rows of text) run in the driver, most likely:
+# their command starts Spark only when a task needs it. Starting it anyway, in the background,
+# cost a run of examples/tc 0.3-0.5 s of its 1.5-2 s (the JVM and PySpark's import compete
+# with the driver's work for 2 cores and the GIL).
+EAGER_BYTES = 1 << 20
+_MOST_ENTRIES = 10_000  # a folder with more is taken as large without reading it all
 
 
 class SparkStartError(LevelflowError):
@@ -336,12 +342,40 @@ def _terminate(proc: subprocess.Popen) -> None:
         pass
 
 
+def inputs_are_large(paths, recursive: bool = False) -> bool:
+    """Return whether the files at `paths` (files, or folders' files; their subfolders' too
+    if `recursive`) pass EAGER_BYTES: a command over them likely needs Spark."""
+    total = entries = 0
+    folders = []
+    for p in paths:
+        try:
+            if os.path.isdir(p):
+                folders.append(p)
+            else:
+                total += os.path.getsize(p)
+        except OSError:  # missing: the command says so itself
+            continue
+    while folders and total <= EAGER_BYTES and entries <= _MOST_ENTRIES:
+        try:
+            with os.scandir(folders.pop()) as listing:
+                for entry in listing:
+                    entries += 1
+                    if entry.is_file():
+                        total += entry.stat().st_size
+                    elif recursive and entry.is_dir(follow_symlinks=False):
+                        folders.append(entry.path)
+        except OSError:
+            continue
+    return total > EAGER_BYTES or entries > _MOST_ENTRIES
+
+
 @contextmanager
-def spark_session(master: str, driver_memory: str, log: Path, clock=None):
+def spark_session(master: str, driver_memory: str, log: Path, clock=None, eager: bool = True):
     """Yield a session.DeferredSession for a CLI command: Spark starts at once on a background
-    thread, and whatever first needs it waits for it; work that needs none (the driver plan)
-    never waits. Ctrl-C or an error ends its JVM; a session in use is stopped at the end, and
-    a JVM nothing used is ended without waiting for it to come up.
+    thread if `eager` (else when first needed), and whatever first needs it waits for it; work
+    that needs none (the driver plan) never waits. Ctrl-C or an error ends its JVM; a session
+    in use is stopped at the end, and a JVM nothing used is ended without waiting for it to
+    come up.
 
     Java and a remote master are checked (on that thread) before the JVM starts; a failure is
     raised, as one line, where Spark is first needed. The JVM writes to `log`. The time the
@@ -363,7 +397,7 @@ def spark_session(master: str, driver_memory: str, log: Path, clock=None):
     # A JVM this command does not own (PYSPARK_GATEWAY_PORT, as under spark-submit) gets a
     # SparkContext only if something needs one: one the command left behind would refuse the
     # next command's.
-    deferred = DeferredSession(make, clock, start=not external)
+    deferred = DeferredSession(make, clock, start=eager and not external)
     try:
         try:
             yield deferred

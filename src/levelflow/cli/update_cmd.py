@@ -209,7 +209,12 @@ def update_command(
     if not ops and outdir is None and program is None:  # no Spark, no epoch
         print(NOTHING)
         return
-    _run(master, driver_memory, program_tasks, state, ops, flags, clock)
+    # Spark starts with the command where it will likely be needed, else on first use.
+    from levelflow.cli.spark import inputs_are_large
+
+    eager = master_given(ctx) or inputs_are_large([statedir], recursive=True) \
+        or inputs_are_large([*(insert or []), *(remove or [])])
+    _run(master, driver_memory, program_tasks, state, ops, flags, clock, eager)
 
 
 def _program_text(path: Path, include_dirs, preprocessor: bool, confined_to=None):
@@ -227,7 +232,7 @@ def _program_text(path: Path, include_dirs, preprocessor: bool, confined_to=None
 
 
 def _run(master: str, driver_memory: str, program_tasks, state, ops, flags: dict,
-         clock) -> None:
+         clock, eager: bool) -> None:
     """Start Spark and apply the epoch, with the live line `run` shows."""
     from levelflow.cli.spark import spark_session
     from levelflow.engine.progress import make_progress
@@ -238,7 +243,7 @@ def _run(master: str, driver_memory: str, program_tasks, state, ops, flags: dict
         progress.start(program_tasks.graph.names)
         # Spark starts in the background: an epoch whose tasks all run in the driver never
         # waits for it.
-        with spark_session(master, driver_memory, log, clock) as spark:
+        with spark_session(master, driver_memory, log, clock, eager) as spark:
             progress.phase("opening the state")
             _apply(spark, state, ops, program_tasks.program, flags, progress, clock)
     finally:

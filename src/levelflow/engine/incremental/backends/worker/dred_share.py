@@ -168,7 +168,7 @@ def _entry(spec: Spec, share: int, src: dict) -> tuple[RankedShare | None, bool]
     entry = _cached(spec, share)
     if entry is None:
         return None, False
-    if needed is None or needed.is_in(entry.symbols).all():  # None: symbols stay text
+    if needed is None or needed.is_in(entry.symbols.implode()).all():  # None: symbols stay text
         return entry, True
     symbols = pl.concat([entry.symbols, needed]).unique().sort()
     return _recoded(entry, symbols, spec.decls), False
