@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +20,12 @@ os.environ.setdefault("LEVELFLOW_PHASE_SECONDS", "3600")
 # costs (test_cli_spark, test_spark_smoke, test_run and test_cluster: 248 s -> 148 s on 2
 # cores). A user's own JAVA_TOOL_OPTIONS is kept.
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+
+# Python keeps the bytecode it compiles, even where the environment says not to: every command
+# a test runs as a subprocess otherwise compiled levelflow's modules anew (1-1.7 s a process on
+# a loaded 2-core machine). The files go to __pycache__ folders, which .gitignore names.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 # Under pytest-xdist each worker gets its own temporary folder: what levelflow keeps per user
 # there (resident shares, Spark's log, the log4j settings) is then per test process.
