@@ -111,7 +111,7 @@ def pristine(spark, tmp_path_factory):
     from levelflow.cli import main
 
     @contextlib.contextmanager
-    def tests_session(master, driver_memory, log, clock=None):
+    def tests_session(master, driver_memory, log, clock=None, eager=True):
         yield spark
 
     tmp = tmp_path_factory.mktemp("recovery")
