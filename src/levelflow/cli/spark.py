@@ -35,6 +35,8 @@ MASTER_FORMS = "local, local[N], local[*], local[N,F], spark://HOST:PORT, yarn o
 REGISTER_TIMEOUT = 30.0
 # Seconds a command waits for a JVM nothing used to end on SIGTERM.
 JVM_GRACE = 0.1
+# Seconds a JVM gets to end on SIGTERM after Ctrl-C before it is killed.
+KILL_GRACE = 3.0
 # Inputs up to this many bytes (about DRIVER_ROWS rows of text) run in the driver, most likely:
 # their command starts Spark only when a task needs it. Starting it anyway, in the background,
 # cost a run of examples/tc 0.3-0.5 s of its 1.5-2 s (the JVM and PySpark's import compete
@@ -68,6 +70,11 @@ def on_sigint(signum, frame) -> None:
             os.killpg(jvm.pid, signal.SIGTERM)
         except (ProcessLookupError, PermissionError):
             pass
+        # A JVM running jobs may take a minute of shutdown hooks on a loaded machine, and the
+        # threads unwinding wait on its calls: past a grace it is killed (a handler must not
+        # wait, so a thread does).
+        threading.Thread(target=end_jvm, args=(jvm, KILL_GRACE), daemon=True,
+                         name="levelflow-end-jvm").start()
     raise KeyboardInterrupt
 
 
