@@ -94,8 +94,8 @@ DECLS = TYPES + """.type S = [s: symbol]
     ("w([1, \"x\"]).", 7, 'element 2 of W is "x", not a float'),
     ("s([1]).", 4, "element 1 of S is 1, not a symbol"),
     # a plain constant where a nested record or ADT is declared
-    ('e($Add($Num(1), "x")).', 17, "a constant of Expr is written [...], $Branch(...) or nil"),
-    ("e($Add(3, $Num(1))).", 8, "a constant of Expr is written [...], $Branch(...) or nil"),
+    ('e($Add($Num(1), "x")).', 17, "a value of Expr is written $Num(...) or $Add(...), not \"x\""),
+    ("e($Add(3, $Num(1))).", 8, "a value of Expr is written $Num(...) or $Add(...), not 3"),
     ('p([x, y]) :- n(y), y(x).', 3, "type mismatch: element 1 is a symbol, not a number"),
     ('q(a, b) :- p(a), p(b), a < b.', 26, "records and ADT values compare only with = and !="),
     ('q(a, b) :- p(a), p(b), a >= b.', 26, "records and ADT values compare only with = and !="),

@@ -215,7 +215,10 @@ class Lowering:
         """Return a term as a value of type `ty`: a record term as its constructor."""
         if not isinstance(term, Record):
             if ty in self.types and isinstance(term, Const):
-                self.report(term.loc, f"a constant of {ty} is written [...], $Branch(...) or nil")
+                kind, branches = self.types[ty]
+                named = [f"${b}(...)" for b in branches][:3] + ["..."] * (len(branches) > 3)
+                spelt = "[...] or nil" if kind == "record" else " or ".join(named)
+                self.report(term.loc, f"a value of {ty} is written {spelt}, not {show(term)}")
                 return Wildcard(term.loc)  # reported: no value is made of it
             if _holds_record(term):
                 self.report(term.loc, "a record or ADT term cannot stand inside an expression")
