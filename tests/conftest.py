@@ -57,13 +57,26 @@ def cli_spark(spark, monkeypatch):
     does needs none. The JVM's own start (Java checks, the master, Ctrl-C) is tested in
     subprocesses in tests/test_cli_spark.py.
     """
+    from pyspark import SparkContext
+
     import levelflow.cli.spark as cli_spark_module
+    from levelflow.engine.session import DeferredSession
 
     @contextmanager
     def tests_session(master, driver_memory, log, clock=None, eager=True):
-        if clock is not None:
-            clock.add("Spark start", 0.0)
-        yield spark  # and not stopped: the next test uses it
+        # As a command's own session is until it is made (cli.spark.spark_session): a column
+        # function called before anything asked for the session fails as it would there.
+        active = SparkContext._active_spark_context
+        SparkContext._active_spark_context = None
+
+        def make():
+            SparkContext._active_spark_context = active
+            return spark
+
+        try:
+            yield DeferredSession(make, clock, start=False)  # and not stopped: tests share it
+        finally:
+            SparkContext._active_spark_context = active
 
     monkeypatch.setattr(cli_spark_module, "spark_session", tests_session)
     return spark

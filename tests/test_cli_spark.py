@@ -355,3 +355,18 @@ def test_spark_starts_with_the_command_only_for_inputs_past_eager_bytes(tmp_path
     assert not inputs_are_large([facts])  # a fact folder's own files only
     assert inputs_are_large([facts], recursive=True)  # a state's epochs are subfolders
     assert inputs_are_large([facts / "deep" / "big.parquet", facts / "edge.facts"])
+
+
+def test_a_forced_global_plan_waits_for_the_session_before_its_first_column(tmp_path):
+    # Spark starts on a background thread; the global plan builds inline facts with Column
+    # functions (F.lit), which need the session made: it used to fail with an AssertionError
+    # whenever the JVM was not up yet.
+    prog = tmp_path / "p.dl"
+    prog.write_text(".decl e(x:number, y:number)\ne(1, 2). e(2, 3).\n"
+                    ".decl p(x:number, y:number)\n.output p\n"
+                    "p(x, y) :- e(x, y).\np(x, z) :- p(x, y), e(y, z).\n")
+    proc = _levelflow(["run", str(prog), "-D", str(tmp_path / "o"), "--plan", "global", "-q",
+                       "--driver-memory", "1g"], _env())
+    assert proc.returncode == 0, proc.stderr
+    rows = sorted((tmp_path / "o" / "p.csv").read_text().splitlines())
+    assert rows == ["1\t2", "1\t3", "2\t3"]

@@ -84,6 +84,9 @@ class SparkOps(Ops):
                  limit: Limit | None = None) -> None:
         import pyspark.sql.functions as F
 
+        from levelflow.engine.session import columns_ready
+
+        columns_ready()  # its columns are built before any frame is touched
         self.F = F
         self.spark = spark
         self.counts = counts

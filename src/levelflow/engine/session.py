@@ -7,6 +7,7 @@ import os
 import sys
 import tempfile
 import threading
+import weakref
 from pathlib import Path
 
 _LOG4J = """\
@@ -168,6 +169,7 @@ class DeferredSession:
         self._thread = threading.Thread(target=self._build, args=(make,),
                                         name="levelflow-spark-start", daemon=True)
         self._start_lock = threading.Lock()
+        _deferred[0] = weakref.ref(self)  # columns_ready() makes it
         if start:  # else on first use
             self._thread.start()
 
@@ -207,6 +209,21 @@ class DeferredSession:
 
     def __getattr__(self, name: str):
         return getattr(self.get(), name)
+
+
+_deferred: list = [lambda: None]  # the newest DeferredSession (a weak reference)
+
+
+def columns_ready() -> None:
+    """Make the command's DeferredSession now if no SparkContext is active yet: PySpark's
+    column functions (F.col, F.lit, F.expr) need one, and Spark work may build its columns
+    before it first touches the session or a frame."""
+    from pyspark import SparkContext
+
+    if SparkContext._active_spark_context is None:
+        deferred = _deferred[0]()
+        if deferred is not None:
+            deferred.get()
 
 
 _first_use = threading.local()  # per thread: what to do when it first uses a DeferredSession

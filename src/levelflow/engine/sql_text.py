@@ -22,6 +22,9 @@ def exprs(*texts: str) -> list:
     import pyspark.sql.functions as F
     from pyspark import SparkContext
 
+    from levelflow.engine.session import columns_ready
+
+    columns_ready()
     sc = SparkContext._active_spark_context
     if sc is None or getattr(sc, "_jvm", None) is None:
         return [F.expr(t) for t in texts]

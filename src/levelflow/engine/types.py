@@ -74,6 +74,9 @@ def rows_frame(spark: SparkSession, decl: Decl, rows: list[tuple]) -> DataFrame:
     import pyspark.sql.functions as F
     from pyspark.sql.types import ArrayType
 
+    from levelflow.engine.session import columns_ready
+
+    columns_ready()  # F.lit below
     schema = relation_schema(decl)
     if decl.arity == 0:
         rows = [(True,)] if rows else []
