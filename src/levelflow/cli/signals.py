@@ -8,6 +8,10 @@ writes each signal's number to the wakeup fd from whichever thread got it; a rel
 reading that fd nudges the main thread with a signal of its own, whose handler does nothing:
 the nudge ends the main thread's wait with EINTR, and Python then runs the pending handlers,
 SIGINT's among them. A nudge after the main thread got the signal itself is harmless.
+
+One nudge was not always enough: under load the main thread sometimes slept on through it
+(in the suite, 30-55 s, once in a few hundred Ctrl-Cs). The nudge's handler says that it ran
+(the pending SIGINT's handler runs before it), and the relay nudges again until it has.
 """
 
 from __future__ import annotations
@@ -19,11 +23,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 RELAYED = (signal.SIGINT, signal.SIGTERM)
-NUDGE = signal.SIGUSR2  # nothing else in levelflow uses it; its handler does nothing
-
-
-def _nothing(signum, frame) -> None:
-    """The nudge's handler: its only job was to interrupt the main thread's wait."""
+NUDGE = signal.SIGUSR2  # nothing else in levelflow uses it
+NUDGE_EVERY = 0.2  # seconds between nudges until the main thread ran the handlers
+NUDGES = 100
 
 
 @contextmanager
@@ -35,13 +37,20 @@ def signals_reach_main() -> Iterator[None]:
         return
     read_end, write_end = os.pipe()
     os.set_blocking(write_end, False)  # the wakeup fd must never block a signal handler
-    previous_nudge = signal.signal(NUDGE, _nothing)
+    handled, ending = threading.Event(), threading.Event()
+    previous_nudge = signal.signal(NUDGE, lambda signum, frame: handled.set())
     previous_fd = signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
 
     def relay() -> None:
         while data := os.read(read_end, 64):
             if any(n in RELAYED for n in data):
-                signal.pthread_kill(main.ident, NUDGE)
+                handled.clear()
+                for _ in range(NUDGES):
+                    if ending.is_set():
+                        return
+                    signal.pthread_kill(main.ident, NUDGE)
+                    if handled.wait(NUDGE_EVERY):
+                        break
 
     thread = threading.Thread(target=relay, name="levelflow-signal-relay", daemon=True)
     thread.start()
@@ -49,7 +58,9 @@ def signals_reach_main() -> Iterator[None]:
         yield
     finally:
         signal.set_wakeup_fd(previous_fd)
-        signal.signal(NUDGE, previous_nudge)
+        ending.set()
         os.close(write_end)  # the relay's read sees the end and returns
         thread.join(1.0)
+        # Only now: a nudge under SIGUSR2's default action would end the process.
+        signal.signal(NUDGE, previous_nudge)
         os.close(read_end)
