@@ -99,6 +99,21 @@ def test_shell_cli_with_piped_input(tmp_path, shell_cli):
     assert StateDir(tmp_path / "st").current() == 1
 
 
+def test_shell_of_a_state_directory_resumes_it_with_its_own_program(tmp_path, shell_cli, cli,
+                                                                     monkeypatch):
+    code, _, err = shell_cli(tmp_path, 'insert person("eve", 20)\ncommit\n')
+    assert code == 0, err
+    monkeypatch.setattr("sys.stdin", io.StringIO('remove person("ann", 30)\ncommit\n'
+                                                 "print adult\nprint minor\n"))
+    code, out, err = cli(["shell", tmp_path / "st"])  # as `update` and `serve` take a state
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "epoch 1: resumed; type help for commands"
+    assert "adult\t+0\t-1" in lines
+    assert lines[-2:] == ["eve", "bob"]  # adult, then minor: ann removed, eve kept
+    assert StateDir(tmp_path / "st").current() == 2
+
+
 def test_piped_errors_name_their_line_and_queued_facts_say_so(spark, tmp_path):
     prog, facts = make(tmp_path)
     session = IncrementalSession.bootstrap(spark, prog, facts, mode="incremental")

@@ -193,7 +193,8 @@ def _open(spark, program_tasks, factdir: Path, state, resume: bool, flags: dict,
 @app.command("shell")
 @options.binds_functors
 def shell_command(
-    program: Annotated[Path, typer.Argument(help="The Datalog program (.dl).")],
+    program: Annotated[Path, typer.Argument(
+        help="The Datalog program (.dl), or a state directory to resume with its program.")],
     factdir: Annotated[Path, typer.Option(
         "-F", "--fact-dir", help="Directory of the .input fact files (epoch 0).")] = Path("."),
     state: Annotated[Path | None, typer.Option(
@@ -216,14 +217,19 @@ def shell_command(
     from levelflow.engine.incremental.state.directory import StateDir, StateError
     from levelflow.engine.paths import check_io_paths, confined_includes
     from levelflow.engine.runner import check_fact_files
-    from levelflow.tasks import build_tasks, load_program
+    from levelflow.tasks import build_tasks, load_program, parse_stored
 
     flags = {"switch": switch, "strategy": strategy, "large_change": large_change,
              "scheduler": scheduler, "jobs": jobs, "keep_epochs": keep_epochs,
              "max_tuples": max_tuples}
     check_session_flags(flags, master)
-    program_tasks = build_tasks(load_program(program,
-                                             confined=confined_includes(confine, (factdir,))))
+    if state is None and program.is_dir() and StateDir(program).exists():
+        state = program  # `shell STATE`, as `update` and `serve` take it: its own program
+        data = StateDir(state).manifest()
+        program_tasks = build_tasks(parse_stored(data["program"], data["program_file"]))
+    else:
+        program_tasks = build_tasks(load_program(
+            program, confined=confined_includes(confine, (factdir,))))
     scheduler_from_flag(scheduler, program_tasks.graph)  # checked before Spark starts
     if state is not None:
         StateDir(state).check_usable()
