@@ -226,16 +226,14 @@ class Epoch:
         return upd
 
     def _from_scratch(self, v: int, counted: bool, t0: float) -> TaskUpdate:
-        """Return task v recomputed from scratch: at a bootstrap, a small counted task without
-        the program's own facts is counted in the driver, which keeps its counts (from empty
-        old versions its counting is a from-scratch count; the program's facts it would count
-        as old ones), so the first epoch need not bring them over."""
+        """Return task v recomputed from scratch: at a bootstrap, a small counted task is
+        counted in the driver, which keeps its counts (from empty old versions its counting
+        is a from-scratch count), so the first epoch need not bring them over."""
         task = self.pt.tasks[v]
         # Not autoinc(): counting's terms (one per changed atom, a negated one too) would each
         # number their own rows from 0
         if self.bootstrap and counted and not uses_autoinc(task.rules) and \
-                self._counts_kept(task, self.ctx, BOOTSTRAP_COUNT_ROWS) and \
-                not any(r.heads and not r.body for r in task.rules):
+                self._counts_kept(task, self.ctx, BOOTSTRAP_COUNT_ROWS):
             upd = self._kept_counts(v, task, self.ctx, None, t0, "scratch")
             upd.scratch_seconds = upd.seconds
             return upd

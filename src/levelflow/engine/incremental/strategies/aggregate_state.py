@@ -147,15 +147,38 @@ def state_recompute(ctx: TaskContext, rule: Rule
     decls = {**ctx.decls, BODY: decl}
     read = sorted({a.relation for _, a, _ in body_rule.body_atoms()})
     keep = read if len(body_rule.body_atoms()) > 1 else []
-    parts = {"counts": (decl, _bag(ctx, body_rule, decls).coalesce(1).groupBy(
-        *column_names(decl.arity)).count().withColumnRenamed("count", COUNT)),
-        "tuples": (ctx.decls[name], ctx.versions[name].old)}
-    parts |= {("new", n): (decls[n], ctx.versions[n].new) for n in keep}
-    got = _fetch(parts)
+    got = _held_parts(ctx, body_rule, decls, name, keep)
+    if got is None:  # some rows are on the Spark side
+        parts = {"counts": (decl, _bag(ctx, body_rule, decls).coalesce(1).groupBy(
+            *column_names(decl.arity)).count().withColumnRenamed("count", COUNT)),
+            "tuples": (ctx.decls[name], ctx.versions[name].old)}
+        parts |= {("new", n): (decls[n], ctx.versions[n].new) for n in keep}
+        got = _fetch(parts)
     counts, was = got["counts"], got["tuples"]
     plus_t, minus_t = _regrouped(ctx, rule, names, types, counts, was, None)
     state = _state(ctx, rule, counts, was, plus_t, minus_t, {n: got[("new", n)] for n in keep})
     return state.tuples, plus_t, minus_t, state
+
+
+def _held_parts(ctx: TaskContext, body_rule: Rule, decls: dict, name: str, keep: list[str]
+                ) -> dict | None:
+    """Return what _fetch would fetch, from rows the driver holds (no job), or None unless it
+    holds every version the recompute reads."""
+    wanted = {(n, True) for _, a, _ in body_rule.body_atoms() for n in [a.relation]}
+    held = {}
+    for n, new in wanted | {(name, False)}:
+        ver = ctx.versions[n]
+        df, rows = (ver.new, ver.new_rows) if new else (ver.old, ver.old_rows)
+        table = rows_of(df) if rows else None
+        if rows and table is None:
+            return None
+        held[n, new] = polars_of(table, decls[n]) if table is not None else empty_frame(decls[n])
+    frames = {j: held[a.relation, True] for j, a, _ in body_rule.body_atoms()}
+    body, types = body_rows(body_rule, decls, frames)
+    bag = head_rows(body, types, body_rule.heads[0], decls[BODY])
+    counts = bag.group_by(bag.columns).agg(pl.len().cast(pl.Int64).alias(COUNT))
+    return {"counts": counts, "tuples": held[name, False],
+            **{("new", n): held[n, True] for n in keep}}
 
 
 def _state(ctx: TaskContext, rule: Rule, counts: pl.DataFrame, tuples: pl.DataFrame,

@@ -192,14 +192,14 @@ def aggregate_recompute(ctx: TaskContext, task: Task) -> tuple[dict[str, Change]
 def _whole_change(ctx: TaskContext, name: str, tuples, plus, minus) -> Change:
     """Return the Change of a recomputed relation: its new tuples whole (one piece, as a
     from-scratch evaluation leaves it) and its change, held in the driver."""
-    import pyspark.sql.functions as F
+    from levelflow.engine.incremental.strategies.recompute import ranked_held
 
     old = ctx.versions[name]
     if not plus.height and not minus.height:
         return Change(None, rows=old.old_rows, pieces=old.pieces, top=0)
     schema = relation_schema(ctx.decls[name])
-    rank = F.lit(0).cast("bigint")  # as a from-scratch evaluation ranks (fixpoint_relations)
-    ranked = frame_of_table(ctx.spark, arrow_of(tuples), schema).withColumn(RANK, rank)
+    # Ranked 0, as a from-scratch evaluation ranks (fixpoint_relations); no Spark until used.
+    ranked = ranked_held(ctx, name, tuples.with_columns(pl.lit(0, pl.Int64).alias(RANK)))
     plus_df = frame_of_table(ctx.spark, arrow_of(plus), schema) if plus.height else None
     minus_df = frame_of_table(ctx.spark, arrow_of(minus), schema) if minus.height else None
     return Change(ranked, plus_df, plus.height, minus_df, minus.height, tuples.height,

@@ -90,11 +90,18 @@ def _change(ctx: TaskContext, n: str, out: pl.DataFrame, r: int, counts: pl.Data
 
     old_c, old = ctx.old_counts[n], ctx.versions[n]
     sizes = {k: int(seen[f"{k}{r}"] or 0) for k in ("rows", "plus", "minus")}
-    if not sizes["rows"]:
-        return Change(old_c, rows=old.old_rows)
     cols = column_names(ctx.decls[n].arity)
-    mine = out.filter(pl.col("_rel") == r).select(
-        *[pl.col(f"o{r}_{c}").alias(c) for c in cols], "_old", "_new")
+    if not old.old_rows and counts.height:
+        # Nothing before (a bootstrap): every counted tuple is new, the program's facts too,
+        # which the share counts among the old counts and so never reports as touched.
+        mine = counts.select(*cols, pl.lit(0, pl.Int64).alias("_old"),
+                             pl.col(counting_share.COUNT).alias("_new"))
+        sizes = {"rows": counts.height, "plus": counts.height, "minus": 0}
+    elif not sizes["rows"]:
+        return Change(old_c, rows=old.old_rows)
+    else:
+        mine = out.filter(pl.col("_rel") == r).select(
+            *[pl.col(f"o{r}_{c}").alias(c) for c in cols], "_old", "_new")
     fields = StructType(relation_schema(ctx.decls[n]).fields)
     counted_fields = StructType([*fields, StructField(counting_share.COUNT, LongType())])
     # The Spark-side version is built from the driver's counts on first use, never a plan

@@ -175,9 +175,9 @@ def packed_sources(ctx: TaskContext, task: Task, lower: tuple[str, str] | None,
 
     for n in task.reads_from:  # a worker reads every lower relation: shipped even empty
         add(ctx.versions[n], n, lower, ("plus", "minus"), True)
-    for n in task.relations:
-        if n in ctx.base:
-            add(ctx.base[n], n, facts, ("fplus", "fminus"), False)
+    for n in task.relations:  # shipped even empty too: a task reading no lower relation
+        if n in ctx.base:      # is told its state was shipped by them (counting_share._entry)
+            add(ctx.base[n], n, facts, ("fplus", "fminus"), True)
     return specs, frames
 
 
