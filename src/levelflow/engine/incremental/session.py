@@ -54,9 +54,11 @@ def _read_base(spark, decl, io, factdir) -> tuple[object, int, object]:
     from levelflow.engine.types import relation_schema
 
     path = input_path(io, factdir) if frame_kind(io) is None else None
-    if decl.arity and path and path.is_file() and path.stat().st_size <= DRIVER_FACT_BYTES:
+    if path and path.is_file() and path.stat().st_size <= DRIVER_FACT_BYTES:
         table = fact_table(path, decl, io_delimiter(io), io_headers(io))
-        return held_facts(spark, decl, table, relation_schema(decl))
+        frame, rows, copy = held_facts(spark, decl, table, relation_schema(decl))
+        return frame, rows, copy if decl.arity else None  # the index keeps no nullary facts
+
     return (*cut(read_input(spark, decl, io, factdir)), None)
 
 

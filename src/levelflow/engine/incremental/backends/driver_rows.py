@@ -100,9 +100,10 @@ def polars_of(table: pa.Table, decl: Decl) -> pl.DataFrame:
 def frame_of_rows(spark, decl: Decl, rows: list[tuple]):
     """Return rows_frame(rows) built on first use, the rows kept beside it."""
     df = LazyFrame(lambda: rows_frame(spark, decl, rows))
-    if decl.arity:
-        _ROWS[df] = _Rows(arrow_of(pl.DataFrame(rows, schema=frame_schema(decl), orient="row")),
-                          relation_schema(decl), spark)
+    if not decl.arity:  # a nullary fact is the row c0 = true, as rows_frame makes it
+        rows = [(True,)] * bool(rows)
+    _ROWS[df] = _Rows(arrow_of(pl.DataFrame(rows, schema=frame_schema(decl), orient="row")),
+                      relation_schema(decl), spark)
     return df
 
 

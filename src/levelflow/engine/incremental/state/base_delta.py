@@ -70,8 +70,10 @@ def _held_then(saved, decl, plus: list, minus: list):
     from levelflow.engine.plans.columnar import frame_schema
 
     table = rows_of(saved)
-    if table is None or not decl.arity:
+    if table is None:
         return None
+    if not decl.arity:  # its one fact, while it holds, is the row c0 = true
+        plus, minus = [(True,)] * bool(plus), [(True,)] * bool(minus)
     schema = frame_schema(decl)
     new = pl.from_arrow(table).select(list(schema))
     if minus:

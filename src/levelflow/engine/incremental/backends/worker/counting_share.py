@@ -88,12 +88,12 @@ def scratch_counts(spec: Spec, lower: dict, facts: dict) -> dict[str, pl.DataFra
 
 
 def _entry(spec: Spec, share: int, src: dict) -> CountedShare | None:
-    """Return the starting state: derived from the shipped old versions, or the kept one."""
-    if any(kind in SHIPPED for _, kind in spec.sources):
+    """Return the starting state: derived from the shipped old versions, or the kept one.
+    Without an old token nothing is kept: what was shipped is all of it, maybe nothing (a
+    task of the program's facts alone reads no relation)."""
+    if spec.old_token is None or any(kind in SHIPPED for _, kind in spec.sources):
         lower = src.get("old", {})
         return CountedShare(scratch_counts(spec, lower, src.get("fold", {})), lower)
-    if spec.old_token is None:
-        return None
     found = resident.lookup(spec.lineage, share, spec.old_token)
     return found if isinstance(found, CountedShare) else None  # else none, or another kind's
 
