@@ -14,10 +14,11 @@ relations it reads (as a counted task's share keeps them: counting_share.py). An
 4. diffs them against the touched groups' kept tuples: the relation's signed change.
 
 Without a state, or in place of a from-scratch evaluation (the session's bootstrap, a large
-change, a switch), the task is recomputed in a way that builds it (state_recompute): one Spark
-job fetches the body's counts over the new versions, the relation's old tuples and the relations
-a body of several atoms reads, as one union; every group is regrouped and diffed as above. A
-global aggregate (no group) is one group.
+change, a switch), the task is recomputed in a way that builds it (state_recompute): the body's
+counts over the new versions, the relation's old tuples and the relations a body of several
+atoms reads are counted in Polars where the driver holds those rows, else fetched by one Spark
+job as one union; every group is regrouped and diffed as above. A global aggregate (no group)
+is one group.
 """
 
 from __future__ import annotations
@@ -164,7 +165,7 @@ def _held_parts(ctx: TaskContext, body_rule: Rule, decls: dict, name: str, keep:
                 ) -> dict | None:
     """Return what _fetch would fetch, from rows the driver holds (no job), or None unless it
     holds every version the recompute reads."""
-    wanted = {(n, True) for _, a, _ in body_rule.body_atoms() for n in [a.relation]}
+    wanted = {(a.relation, True) for _, a, _ in body_rule.body_atoms()}
     held = {}
     for n, new in wanted | {(name, False)}:
         ver = ctx.versions[n]

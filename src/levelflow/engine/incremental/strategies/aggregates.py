@@ -170,9 +170,10 @@ def aggregate_update(ctx: TaskContext, task: Task, held=None, driver: bool = Tru
 
 
 def aggregate_recompute(ctx: TaskContext, task: Task) -> tuple[dict[str, Change], object] | None:
-    """Return an aggregate task recomputed from scratch with its driver state built (one Spark
-    job: aggregate_state.state_recompute), or None when it keeps no state there or must be
-    evaluated whole (a limit, a choice, autoinc)."""
+    """Return an aggregate task recomputed from scratch with its driver state built
+    (aggregate_state.state_recompute: no job where the driver holds the rows it reads, else
+    one), or None when it keeps no state there or must be evaluated whole (a limit, a choice,
+    autoinc)."""
     from levelflow.engine.choose import chosen
     from levelflow.engine.incremental.strategies import aggregate_state as state
     from levelflow.engine.limitsize import limited
