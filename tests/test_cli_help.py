@@ -70,10 +70,10 @@ def test_cli_defaults_are_the_engines():
         SWITCH,
         SWITCH_FLOOR_SECONDS,
     )
+    from levelflow.engine.memory import BY_MASTER
     from levelflow.engine.plans import LOCAL_ROWS, PLANS
-    from levelflow.engine.plans.driver import DRIVER_ROWS
 
-    assert defaults.DRIVER_ROWS == DRIVER_ROWS
+    assert defaults.BY_MASTER == BY_MASTER
     assert (defaults.SWITCH, defaults.LARGE_CHANGE) == (SWITCH, LARGE_CHANGE)
     assert defaults.SWITCH_FLOOR == SWITCH_FLOOR_SECONDS  # quoted in --switch's help
     assert defaults.LOCAL_ROWS == LOCAL_ROWS and defaults.PLAN in PLANS

@@ -344,9 +344,12 @@ def test_a_run_in_the_driver_ends_without_waiting_for_the_jvm_and_leaves_none(tm
     assert _writers_of(log) == []
 
 
-def test_spark_starts_with_the_command_only_for_inputs_past_eager_bytes(tmp_path):
-    from levelflow.cli.spark import EAGER_BYTES, inputs_are_large
+def test_spark_starts_with_the_command_only_for_inputs_past_eager_bytes(tmp_path, monkeypatch):
+    from levelflow.cli.spark import BYTES_PER_LINE, EAGER_BYTES, inputs_are_large
+    from levelflow.engine import memory
 
+    # A machine with little memory: the driver holds DRIVER_ROWS rows, below EAGER_BYTES.
+    monkeypatch.setattr(memory, "available_memory", lambda: 1 << 20)
     facts = tmp_path / "facts"
     (facts / "deep").mkdir(parents=True)
     (facts / "edge.facts").write_bytes(b"1\t2\n" * 100)
@@ -355,6 +358,11 @@ def test_spark_starts_with_the_command_only_for_inputs_past_eager_bytes(tmp_path
     assert not inputs_are_large([facts])  # a fact folder's own files only
     assert inputs_are_large([facts], recursive=True)  # a state's epochs are subfolders
     assert inputs_are_large([facts / "deep" / "big.parquet", facts / "edge.facts"])
+    # With memory for 10M rows in the driver, 1 MB of facts runs there: Spark waits.
+    monkeypatch.setattr(memory, "available_memory", lambda: 10_000_000 * 2 * memory.BYTES_PER_ROW)
+    assert not inputs_are_large([facts], recursive=True)
+    (facts / "deep" / "big.parquet").write_bytes(b"x" * (10_000_000 * BYTES_PER_LINE + 1))
+    assert inputs_are_large([facts], recursive=True)
 
 
 def test_a_forced_global_plan_waits_for_the_session_before_its_first_column(tmp_path):

@@ -220,10 +220,11 @@ def run_cli(args, capsys):
     return e.value.code, out, err
 
 
-def test_graph_json_schema_is_exact(program_file, capsys):
-    from levelflow.engine.plans.driver import DRIVER_ROWS
-    from levelflow.engine.plans.planner import PARTITION_MIN_ROWS
+def test_graph_json_schema_is_exact(program_file, capsys, monkeypatch):
+    from levelflow.engine import memory
 
+    monkeypatch.setattr(memory, "available_memory", lambda: 1 << 30)
+    rows = (1 << 30) // 2 // memory.BYTES_PER_ROW  # what the driver holds on this "machine"
     code, out, err = run_cli(["graph", str(program_file), "--json"], capsys)
     assert (code, err) == (0, "")
     data = json.loads(out)
@@ -240,13 +241,13 @@ def test_graph_json_schema_is_exact(program_file, capsys):
         "tasks": [
             {"id": 0, "name": "E", "relations": ["E"], "level": 0, "recursive": False,
              "input": True, "plan": "global", "plan_reason": "one pass",
-             "driver_rows": DRIVER_ROWS},
+             "driver_rows": rows},
             {"id": 1, "name": "P+Q", "relations": ["P", "Q"], "level": 1, "recursive": True,
              "input": False, "plan": "partitioned", "plan_reason": "linear, carries P[0], Q[0]",
-             "driver_rows": PARTITION_MIN_ROWS - 1},  # past it, in parallel shares
+             "driver_rows": rows},
             {"id": 2, "name": "Out", "relations": ["Out"], "level": 2, "recursive": False,
              "input": False, "plan": "global", "plan_reason": "one pass",
-             "driver_rows": DRIVER_ROWS},
+             "driver_rows": rows},
         ],
         "edges": [[0, 1], [0, 2], [1, 2]],
         "levels": 3,

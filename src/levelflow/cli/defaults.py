@@ -9,7 +9,7 @@ DRIVER_MEMORY = "2g"
 CHECKPOINT = "local"
 PLAN = "auto"
 LOCAL_ROWS = 2_000_000          # engine/plans/planner.py LOCAL_ROWS (tests check they agree)
-DRIVER_ROWS = 50_000            # engine/plans/driver.py DRIVER_ROWS (tests check they agree)
+BY_MASTER = -1                  # engine/memory.py BY_MASTER: driver rows by the master
 MAX_TUPLES = 100_000_000        # engine/guard.py MAX_TUPLES: tuples per task
 
 # The engine's elastic-switch defaults (engine/incremental/elastic.py), repeated here so that

@@ -25,14 +25,12 @@ def _plans(pt: ProgramTasks) -> list:
 
 
 def _driver_rows(pt: ProgramTasks) -> list:
-    """Return per task the input rows up to which `auto` runs it in the driver (None: never,
-    Spark reads its inputs)."""
-    from levelflow.cli.defaults import DRIVER_ROWS
-    from levelflow.engine.plans.driver import readable_in_driver
-    from levelflow.engine.plans.planner import driver_limit
+    """Return per task the input rows up to which `auto` runs it in the driver on the embedded
+    local master (None: never, Spark reads its inputs)."""
+    from levelflow.engine.plans.driver import memory_rows, readable_in_driver
 
-    return [driver_limit(t, pt.program.decls, DRIVER_ROWS)
-            if readable_in_driver(pt.program, t) else None for t in pt.tasks]
+    rows = memory_rows()
+    return [rows if readable_in_driver(pt.program, t) else None for t in pt.tasks]
 
 
 def graph_json(pt: ProgramTasks) -> dict:

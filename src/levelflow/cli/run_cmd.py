@@ -338,7 +338,7 @@ def run_command(
             "schedule_out": schedule_out, "checkpoint": checkpoint, "plan": plan,
             "plan_rows": local_rows, "master": master,
             # A master asked for is where every task runs: no task in the driver.
-            "driver_rows": None if master_given(ctx) else defaults.DRIVER_ROWS,
+            "driver_rows": None if master_given(ctx) else defaults.BY_MASTER,
             "driver_memory": driver_memory, "spark_log": spark_log, "quiet": quiet,
             "max_tuples": max_tuples, "epoch_timeout": deadline, "io_before": io_before,
             # Spark starts with the command where it will likely be needed, else on first use.

@@ -37,11 +37,13 @@ REGISTER_TIMEOUT = 30.0
 JVM_GRACE = 0.1
 # Seconds a JVM gets to end on SIGTERM after Ctrl-C before it is killed.
 KILL_GRACE = 3.0
-# Inputs up to this many bytes (about DRIVER_ROWS rows of text) run in the driver, most likely:
-# their command starts Spark only when a task needs it. Starting it anyway, in the background,
-# cost a run of examples/tc 0.3-0.5 s of its 1.5-2 s (the JVM and PySpark's import compete
-# with the driver's work for 2 cores and the GIL).
+# Inputs up to this many bytes run in the driver, most likely: their command starts Spark only
+# when a task needs it. Starting it anyway, in the background, cost a run of examples/tc
+# 0.3-0.5 s of its 1.5-2 s (the JVM and PySpark's import compete with the driver's work for 2
+# cores and the GIL). Past it, the inputs may not fit the driver (engine/memory.py), at 4 bytes
+# a fact line at least ("1\t2\n"), or are many files.
 EAGER_BYTES = 1 << 20
+BYTES_PER_LINE = 4
 _MOST_ENTRIES = 10_000  # a folder with more is taken as large without reading it all
 
 
@@ -351,7 +353,10 @@ def _terminate(proc: subprocess.Popen) -> None:
 
 def inputs_are_large(paths, recursive: bool = False) -> bool:
     """Return whether the files at `paths` (files, or folders' files; their subfolders' too
-    if `recursive`) pass EAGER_BYTES: a command over them likely needs Spark."""
+    if `recursive`) pass what the driver holds: a command over them likely needs Spark."""
+    from levelflow.engine.memory import memory_rows
+
+    most = max(EAGER_BYTES, memory_rows() * BYTES_PER_LINE)
     total = entries = 0
     folders = []
     for p in paths:
@@ -362,7 +367,7 @@ def inputs_are_large(paths, recursive: bool = False) -> bool:
                 total += os.path.getsize(p)
         except OSError:  # missing: the command says so itself
             continue
-    while folders and total <= EAGER_BYTES and entries <= _MOST_ENTRIES:
+    while folders and total <= most and entries <= _MOST_ENTRIES:
         try:
             with os.scandir(folders.pop()) as listing:
                 for entry in listing:
@@ -373,7 +378,7 @@ def inputs_are_large(paths, recursive: bool = False) -> bool:
                         folders.append(entry.path)
         except OSError:
             continue
-    return total > EAGER_BYTES or entries > _MOST_ENTRIES
+    return total > most or entries > _MOST_ENTRIES
 
 
 @contextmanager
@@ -404,7 +409,7 @@ def spark_session(master: str, driver_memory: str, log: Path, clock=None, eager:
     # A JVM this command does not own (PYSPARK_GATEWAY_PORT, as under spark-submit) gets a
     # SparkContext only if something needs one: one the command left behind would refuse the
     # next command's.
-    deferred = DeferredSession(make, clock, start=eager and not external)
+    deferred = DeferredSession(make, clock, start=eager and not external, master=master)
     try:
         try:
             yield deferred

@@ -11,7 +11,7 @@ import typer
 
 from levelflow.cli import defaults, options
 from levelflow.cli.app import app
-from levelflow.cli.defaults import DRIVER_ROWS
+from levelflow.cli.defaults import BY_MASTER
 from levelflow.cli.run_cmd import master_given
 from levelflow.engine.paths import CONFINE_DEFAULT
 from levelflow.errors import LevelflowError, UsageError
@@ -109,7 +109,7 @@ def _apply(spark, state, ops, program, flags: dict, progress, clock) -> None:
         session = IncrementalSession.open(
             spark, state, scheduler=flags["scheduler"], jobs=flags["jobs"],
             mode=flags["strategy"], switch=flags["switch"], large_change=flags["large_change"],
-            max_tuples=flags["max_tuples"], driver_rows=flags.get("driver_rows", DRIVER_ROWS),
+            max_tuples=flags["max_tuples"], driver_rows=flags.get("driver_rows", BY_MASTER),
             epoch_timeout=flags["epoch_timeout"],
             warm=False)  # one epoch: it ships the states itself
     if not ops and flags["program"] is None:  # only -D: write the outputs, no new epoch
@@ -197,7 +197,7 @@ def update_command(
              "program": program, "facts": facts, "max_tuples": max_tuples,
              "epoch_timeout": options.epoch_deadline(epoch_timeout),
              # A master asked for is where every task runs: no task in the driver.
-             "driver_rows": None if master_given(ctx) else defaults.DRIVER_ROWS}
+             "driver_rows": None if master_given(ctx) else defaults.BY_MASTER}
     if program is not None and (include or no_preprocessor or confine):
         flags["program"] = _program_text(program, include or (), not no_preprocessor,
                                          (facts, *(include or ())) if confine else None)

@@ -82,7 +82,8 @@ def run(program: str | os.PathLike | Program | ProgramTasks, factdir=None, outdi
     if spark is None:  # started in the background: tasks in the driver never wait for it
         from levelflow.engine.session import DeferredSession, make_session
 
-        spark = DeferredSession(lambda: make_session(master=master, driver_memory=driver_memory))
+        spark = DeferredSession(lambda: make_session(master=master, driver_memory=driver_memory),
+                                master=master)
     if checkpoint == "reliable" and not spark.sparkContext.getCheckpointDir():
         raise RunError("checkpoint: 'reliable' needs a checkpoint directory on the session "
                        "(spark.sparkContext.setCheckpointDir(...))")

@@ -74,6 +74,14 @@ def read_fact_rows(path: Path, decl: Decl, delimiter: str, headers: bool = False
     return held
 
 
+def kept_rows(path: Path, decl: Decl, delimiter: str, headers: bool = False) -> int | None:
+    """Return the distinct tuples of a fact file held from its check (None: not held)."""
+    key = _identity(path, decl, delimiter, headers)
+    with _kept_lock:
+        held = _kept.get(key) if key is not None else None
+    return held.table.num_rows if held is not None else None
+
+
 def _identity(path: Path, decl: Decl, delimiter: str, headers: bool) -> tuple | None:
     """Return what names one version of a file read one way (None: it cannot be read)."""
     try:
@@ -111,14 +119,10 @@ def _read(path: Path, decl: Decl, delimiter: str, headers: bool) -> FactRows:
 
 
 def _distinct(values: pl.DataFrame) -> pl.DataFrame:
-    """Return the rows each once, in the order of their first lines.
+    """Return the rows each once, in the order of their first lines (columnar.distinct)."""
+    from levelflow.engine.plans.columnar import distinct
 
-    Rows whose hashes all differ are distinct: counting distinct hashes cost 2.4 s for 10M
-    rows of two numbers where unique(maintain_order=True) cost 24 s, and most fact files
-    repeat no row. A file that repeats a hash takes the full unique."""
-    if values.hash_rows().n_unique() == values.height:
-        return values
-    return values.unique(maintain_order=True)
+    return distinct(values, maintain_order=True)
 
 
 def _tuple_bytes(path: Path, headers: bool) -> bytes:

@@ -27,7 +27,7 @@ from levelflow.engine.guard import MAX_TUPLES, check_limit, from_failure
 from levelflow.engine.held import HeldRelations
 from levelflow.engine.limitsize import limit_relations
 from levelflow.engine.outputs import write_outputs
-from levelflow.engine.plans.driver import DRIVER_ROWS
+from levelflow.engine.plans.driver import BY_MASTER, resolved_rows
 from levelflow.engine.progress import Progress
 from levelflow.engine.workers import (
     DeadlinePassed,
@@ -228,13 +228,14 @@ def run_program(spark, program_tasks: ProgramTasks, factdir=None, outdir=None, *
                 scheduler="hybrid", jobs: int = 2, trace_out=None, schedule_out=None,
                 progress: Progress | None = None, checkpoint: str = "local", plan: str = "auto",
                 plan_rows: int | None = None, max_tuples: int | None = MAX_TUPLES,
-                driver_rows: int | None = DRIVER_ROWS, timeout: float | None = None
+                driver_rows: int | None = BY_MASTER, timeout: float | None = None
                 ) -> RunResult:
     """Return the RunResult of evaluating the program from scratch, writing outputs to outdir.
 
     `plan` forces how tasks run (auto|driver|local|partitioned|global, engine/plans);
     `plan_rows` is the input size up to which `auto` runs a task inside Spark tasks, and
-    `driver_rows` (None: never) the size up to which it runs one in the driver, which needs no
+    `driver_rows` (None: never; BY_MASTER: by the session's master, plans/driver.rows_on) the
+    size up to which it runs one in the driver, which needs no
     Spark: `spark` may be a session.DeferredSession, asked for only by a task that needs it.
     A task that would make more than `max_tuples` tuples (None: no limit) stops the run with
     TupleLimit, before any output is written (engine/guard.py). Past `timeout` seconds (None:
@@ -250,7 +251,7 @@ def run_program(spark, program_tasks: ProgramTasks, factdir=None, outdir=None, *
     factdir = Path(factdir) if factdir is not None else Path.cwd()
     t_start = time.perf_counter()
     run = _Run(spark, program_tasks, factdir, scheduler, jobs, checkpoint, progress, plan,
-               plan_rows, max_tuples, driver_rows, timeout)
+               plan_rows, max_tuples, resolved_rows(driver_rows, spark), timeout)
     check_fact_files(program, factdir)
     initial = program_tasks.initial
     progress.start(run.graph.names)

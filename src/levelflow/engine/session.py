@@ -160,7 +160,8 @@ class DeferredSession:
     `in_use` says whether anything asked for the session; `waited` is how long callers waited
     for it (also counted as `clock`'s part "Spark start", cli.timing.WallClock)."""
 
-    def __init__(self, make, clock=None, start: bool = True) -> None:
+    def __init__(self, make, clock=None, start: bool = True, master: str | None = None) -> None:
+        self.master = master  # the URL it will start on, known before it starts (master_of)
         self._made = threading.Event()
         self._session = self._error = None
         self._clock = clock
@@ -209,6 +210,15 @@ class DeferredSession:
 
     def __getattr__(self, name: str):
         return getattr(self.get(), name)
+
+
+def master_of(spark) -> str | None:
+    """Return the session's master URL, without starting a deferred session (None: unknown)."""
+    from pyspark.sql import SparkSession
+
+    if isinstance(spark, DeferredSession):
+        return spark.master
+    return spark.sparkContext.master if isinstance(spark, SparkSession) else None
 
 
 _deferred: list = [lambda: None]  # the newest DeferredSession (a weak reference)

@@ -64,7 +64,7 @@ from levelflow.engine.incremental.strategies.renaming import renamed_update, ren
 from levelflow.engine.incremental.strategies.subsumed import subsumed_update
 from levelflow.engine.incremental.versions import Change, TaskContext, TaskUpdate, Versions
 from levelflow.engine.limitsize import keep_smallest, limited
-from levelflow.engine.plans.planner import LOCAL_ROWS, driver_limit
+from levelflow.engine.plans.planner import LOCAL_ROWS
 from levelflow.engine.types import column_names
 from levelflow.engine.workers import DeadlinePassed, SparkWorkers, one_line
 from levelflow.errors import LevelflowError
@@ -274,8 +274,7 @@ class Epoch:
     def _in_driver(self, task) -> bool:
         """Return whether the task reads few enough rows to run in the driver."""
         limit = self.ctx.driver_rows
-        return limit is not None and \
-            self._rows_read(task) <= driver_limit(task, self.program.decls, limit)
+        return limit is not None and self._rows_read(task) <= limit
 
     def _rows_read(self, task) -> int:
         """Return the rows a task reads: its lower relations' new versions and base facts."""
@@ -284,11 +283,11 @@ class Epoch:
 
     def _counts_kept(self, task, ctx, limit: int = LOCAL_ROWS) -> bool:
         """Return whether a counted task's counts can be kept (in the driver): it reads at most
-        `limit` rows (its lower relations' new versions and base facts) and is not gated by a
-        program change."""
+        `limit` rows, or the session's driver rows where more (its lower relations' new
+        versions and base facts), and is not gated by a program change."""
         if not self.arranged or ctx is not self.ctx:  # a gated task reads stand-ins too
             return False
-        return self._rows_read(task) <= limit
+        return self._rows_read(task) <= max(limit, ctx.driver_rows or 0)
 
     def _kept_counts(self, v: int, task, ctx, cancel, t0: float, strategy: str
                        ) -> TaskUpdate:

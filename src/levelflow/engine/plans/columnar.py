@@ -41,6 +41,18 @@ def empty_frame(decl: Decl) -> pl.DataFrame:
     return pl.DataFrame(schema=frame_schema(decl))
 
 
+def distinct(df: pl.DataFrame, maintain_order: bool = False) -> pl.DataFrame:
+    """Return the rows each once.
+
+    Rows whose hashes all differ are distinct: counting distinct hashes cost 0.11 s for 3M
+    rows of two numbers where unique() cost 0.5-0.7 s (unique(maintain_order=True) 10x more),
+    and most inputs (fact files, a task's base tuples) repeat no row. Any repeated hash takes
+    the full unique."""
+    if df.height < 2 or df.hash_rows().n_unique() == df.height:
+        return df
+    return df.unique(maintain_order=maintain_order)
+
+
 def literal(value: int | float | str, kind: str) -> pl.Expr:
     """Return a literal expression of the Polars type that stores `kind`."""
     return pl.lit(value, dtype=POLARS_TYPES.get(kind, pl.Int64))

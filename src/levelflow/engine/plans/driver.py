@@ -1,4 +1,4 @@
-"""The driver plan: a task whose inputs are small runs in the driver's own process.
+"""The driver plan: a task whose inputs are small, or fit the machine, runs in the driver.
 
 As Spark runs a local relation in the driver, a task of a few thousand rows is evaluated where
 its inputs already are, on the Polars evaluator a Python worker runs (worker.evaluate_encoded):
@@ -15,14 +15,24 @@ from pathlib import Path
 
 import polars as pl
 
+from levelflow.engine.memory import BY_MASTER, DRIVER_ROWS, memory_rows
 from levelflow.engine.plans.columnar import frame_schema
 from levelflow.tasks.ast import Decl, Program
 from levelflow.tasks.tasks import Task
 
-# Auto runs a task in the driver up to this many input rows (its lower relations' tuples and
-# fact lines). Evaluating a few thousand rows costs the driver less than a Spark job's floor;
-# docs/performance.md ("The driver plan") has what was measured.
-DRIVER_ROWS = 50_000
+
+def rows_on(spark) -> int:
+    """Return auto's driver threshold on `spark`: memory_rows() on a local master (or one not
+    known yet), where the executors share the driver's machine, else DRIVER_ROWS."""
+    from levelflow.engine.session import master_of
+
+    master = master_of(spark)
+    return memory_rows() if master is None or master.startswith("local") else DRIVER_ROWS
+
+
+def resolved_rows(driver_rows: int | None, spark) -> int | None:
+    """Return `driver_rows` with BY_MASTER resolved on `spark` (rows_on)."""
+    return rows_on(spark) if driver_rows == BY_MASTER else driver_rows
 
 
 def readable_in_driver(program: Program, task: Task) -> bool:

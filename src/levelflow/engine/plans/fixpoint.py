@@ -21,7 +21,7 @@ import polars as pl
 
 from levelflow.engine.choose import choose, chosen
 from levelflow.engine.guard import Limit, check_cancelled
-from levelflow.engine.plans.columnar import body_rows, empty_frame, head_rows
+from levelflow.engine.plans.columnar import body_rows, distinct, empty_frame, head_rows
 from levelflow.engine.plans.keys import (
     absent,
     distinct_sorted,
@@ -140,7 +140,7 @@ def base_tuples(rules, names, decls, lower, facts, limit: Limit | None = None
             body, types = body_rows(rule, decls, _frames(rule, lower, {}), limit=limit)
             for head in rule_heads(rule, names):
                 parts[head.relation].append(head_rows(body, types, head, decls[head.relation]))
-    return {n: pl.concat(p).unique() if p else empty_frame(decls[n]) for n, p in parts.items()}
+    return {n: distinct(pl.concat(p)) if p else empty_frame(decls[n]) for n, p in parts.items()}
 
 
 def rule_round(rules, rels: dict[str, Relation], decls, lower, limit: Limit | None = None

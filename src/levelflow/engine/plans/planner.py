@@ -91,15 +91,6 @@ def static_plan(task: Task, decls: Mapping[str, Decl]) -> Plan:
     return Plan("local", why)
 
 
-def driver_limit(task: Task, decls: Mapping[str, Decl], driver_rows: int) -> int:
-    """Return the input rows up to which auto runs the task in the driver: `driver_rows`, or
-    below PARTITION_MIN_ROWS for a task the partitioned plan would split into shares that run
-    in parallel (the driver runs one)."""
-    if task.recursive and not task.subsumes and static_plan(task, decls).key is not None:
-        return min(driver_rows, PARTITION_MIN_ROWS - 1)
-    return driver_rows
-
-
 def check_plan(program_tasks, forced: str) -> None:
     """Return None if the forced plan applies to every task it must; else raise PlanError."""
     decls = program_tasks.program.decls
@@ -117,10 +108,8 @@ def choose_plan(task: Task, decls: Mapping[str, Decl], rows: int, forced: str = 
         raise PlanError(f"plan: must be one of {', '.join(PLANS)}, got {forced!r}")
     if forced == "driver":
         return Plan("driver", "forced")
-    if forced == "auto" and driver_rows is not None:
-        limit = driver_limit(task, decls, driver_rows)
-        if rows <= limit:
-            return Plan("driver", f"{rows:,} input rows <= {limit:,}")
+    if forced == "auto" and driver_rows is not None and rows <= driver_rows:
+        return Plan("driver", f"{rows:,} input rows <= {driver_rows:,}")
     if task.subsumes:  # pruned each round, in one process (plans/subsume.py)
         return Plan("local", "subsumptive rules: pruned each round in one Spark task")
     if forced == "global":

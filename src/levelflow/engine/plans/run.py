@@ -15,7 +15,8 @@ from levelflow.engine.evaluate import (
     evaluate_task,
     fact_rows,
 )
-from levelflow.engine.facts import input_path
+from levelflow.engine.fact_reader import kept_rows
+from levelflow.engine.facts import input_path, io_delimiter, io_headers
 from levelflow.engine.guard import Limit, check_products, check_ranges, task_limit, watched
 from levelflow.engine.plans.in_spark import run_counted, run_packed, unpack
 from levelflow.engine.plans.layout import Layout
@@ -31,7 +32,8 @@ _BYTES_PER_FACT = 4
 
 def input_rows(program: Program, task: Task, counts: Mapping[str, int],
                factdir: str | Path | None) -> int:
-    """Return the rows a task reads: lower relations' counts plus its fact files' estimates."""
+    """Return the rows a task reads: lower relations' counts plus its fact files' tuples (their
+    estimates from their sizes where they have not been read yet)."""
     rows = sum(counts.get(name, 0) for name in task.reads_from)
     for name in task.relations:
         io = program.inputs.get(name)
@@ -40,7 +42,11 @@ def input_rows(program: Program, task: Task, counts: Mapping[str, int],
             rows += known
         elif io is not None and factdir is not None:
             path = input_path(io, factdir)
-            rows += path.stat().st_size // _BYTES_PER_FACT if path.is_file() else 0
+            held = kept_rows(path, program.decls[name], io_delimiter(io), io_headers(io))
+            if held is not None:  # read by run's check: its tuples are known
+                rows += held
+            else:
+                rows += path.stat().st_size // _BYTES_PER_FACT if path.is_file() else 0
     return rows
 
 

@@ -13,8 +13,8 @@ built.
 from __future__ import annotations
 
 import weakref
-from typing import NamedTuple
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 
@@ -23,12 +23,22 @@ from levelflow.engine.types import relation_schema, rows_frame
 from levelflow.tasks.ast import Decl
 
 
-class _Rows(NamedTuple):
-    """What a frame was made from in the driver; frame_of_table's also how to make it again."""
+class _Rows:
+    """What a frame was made from in the driver; frame_of_table's also how to make it again.
+    `read`: the table is read on first use (frame_of_file)."""
 
-    table: pa.Table
-    schema: object = None  # Spark StructType
-    spark: object = None
+    __slots__ = ("_table", "_read", "schema", "spark")
+
+    def __init__(self, table: pa.Table | None = None, schema=None, spark=None, read=None):
+        self._table, self._read = table, read
+        self.schema = schema  # Spark StructType
+        self.spark = spark
+
+    @property
+    def table(self) -> pa.Table:
+        if self._table is None:
+            self._table, self._read = self._read(), None
+        return self._table
 
 
 _ROWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # frame -> _Rows
@@ -125,6 +135,21 @@ def frame_of_table(spark, table: pa.Table, schema):
     return df
 
 
+def frame_of_file(spark, read, schema):
+    """Return frame_of_table of the Arrow table `read()` returns, read only when the rows or
+    the frame are first asked for (a stored relation the driver holds, read by pyarrow)."""
+    rows = _Rows(schema=schema, spark=spark, read=read)
+    df = LazyFrame(lambda: spark_frame(spark, rows.table, schema))
+    _ROWS[df] = rows
+    return df
+
+
+def unread_file(df) -> bool:
+    """Return whether `df` is a frame_of_file whose rows were not read yet."""
+    made = None if df is None else _ROWS.get(df)
+    return made is not None and made._table is None
+
+
 def frame_of_held(spark, table: pa.Table, decl: Decl):
     """Return a DataFrame of a relation's rows the driver holds (c0..), built on first use,
     the table kept beside it; nothing of Spark is touched, nor imported, until then."""
@@ -186,5 +211,5 @@ def with_constant(spark, df, decl: Decl, name: str, value: int):
     if table is None:
         return LazyFrame(lambda: df.withColumn(name, F.lit(value).cast("bigint")))
     schema = StructType([*relation_schema(decl).fields, StructField(name, LongType())])
-    column = pa.array([value] * table.num_rows, pa.int64())
+    column = pa.array(np.full(table.num_rows, value, np.int64))  # no Python list of n values
     return frame_of_table(spark, table.append_column(name, column), schema)

@@ -3,7 +3,8 @@
 Which of an epoch's inserted and removed facts are base facts already is a lookup; over the
 Spark copy it is a job per epoch (0.5 s and more under load). The driver loads a relation's
 base facts once (one job), as a Polars frame, and applies each committed epoch's net change.
-Relations over INDEX_ROWS facts stay on the Spark side. A session that just opened loads them in
+Relations over INDEX_ROWS facts (or the session's driver rows, where larger) stay on the
+Spark side. A session that just opened loads them in
 the background (`prefetch`), so its first epoch does not wait for that job.
 """
 
@@ -23,7 +24,8 @@ INDEX_ROWS = 2_000_000
 class BaseIndex:
     """Per input relation its base facts as of one epoch, loaded on first use."""
 
-    def __init__(self) -> None:
+    def __init__(self, most: int = INDEX_ROWS) -> None:
+        self.most = most  # relations of up to this many facts are kept here
         self.epoch: int | None = None
         self.frames: dict[str, pl.DataFrame] = {}
         self._loader: threading.Thread | None = None
@@ -36,7 +38,8 @@ class BaseIndex:
     def prefetch(self, snap, decls) -> None:
         """Start loading, in a background thread, the base facts of `snap`'s input relations
         not kept here yet."""
-        names = [n for n in snap.base if _kept(snap, n, decls[n]) and n not in self.frames]
+        names = [n for n in snap.base
+                 if _kept(snap, n, decls[n], self.most) and n not in self.frames]
         if names:
             self._loader = threading.Thread(target=self._load_all, args=(snap, decls, names),
                                             daemon=True)
@@ -69,7 +72,7 @@ class BaseIndex:
         if self.epoch != snap.epoch:
             self.frames, self.epoch = {}, snap.epoch
         if name not in self.frames:
-            if not _kept(snap, name, decl):
+            if not _kept(snap, name, decl, self.most):
                 return None
             self.frames[name] = _load(snap, name, decl)
         probe = pl.DataFrame(rows, schema=frame_schema(decl), orient="row")
@@ -106,9 +109,9 @@ def _first_in(rows: pl.DataFrame) -> pl.Expr:
     return pl.col(first).is_in(rows[first].implode(), nulls_equal=True)
 
 
-def _kept(snap, name: str, decl: Decl) -> bool:
+def _kept(snap, name: str, decl: Decl, most: int) -> bool:
     """Return whether relation `name`'s base facts are kept in the driver."""
-    return 0 < snap.base_rows[name] <= INDEX_ROWS and decl.arity > 0
+    return 0 < snap.base_rows[name] <= most and decl.arity > 0
 
 
 def _load(snap, name: str, decl: Decl) -> pl.DataFrame:

@@ -36,6 +36,7 @@ import pyarrow as pa
 from levelflow.engine.evaluate import RANK
 from levelflow.engine.incremental.backends.driver_rows import (
     LazyFrame,
+    frame_of_file,
     frame_of_table,
     held_empty,
 )
@@ -43,7 +44,7 @@ from levelflow.engine.incremental.state.durable import fsync_path
 from levelflow.engine.incremental.state.errors import StateError
 from levelflow.engine.incremental.state.files import FORMAT, StateFiles
 from levelflow.engine.incremental.state.integrity import cause
-from levelflow.engine.incremental.state.local_base import local_base
+from levelflow.engine.incremental.state.local_base import LOCAL_BASE_ROWS, local_base
 from levelflow.engine.incremental.state.segments import chain_rows, compose
 from levelflow.engine.incremental.state.snapshot import COUNT, Snapshot
 from levelflow.engine.incremental.state.write import (
@@ -70,7 +71,10 @@ HELD_ROWS = 50_000
 
 
 class StateDir(StateFiles):
-    """A state directory on disk: read the current epoch, write the next one atomically."""
+    """A state directory on disk: read the current epoch, write the next one atomically.
+    Relations of up to `held_rows` rows are read by the driver (a session sets its own)."""
+
+    held_rows = HELD_ROWS
 
     def load(self, spark: SparkSession, program: Program, *, check: bool = True,
              epoch: int | None = None) -> Snapshot:
@@ -115,6 +119,11 @@ class StateDir(StateFiles):
                 table = None
             if table is not None:
                 return frame_of_table(spark, table, schema)
+        elif chain_rows(info) + int(info.get("base_rows", info["rows"])) <= \
+                min(self.held_rows, LOCAL_BASE_ROWS):
+            # Within what the session runs in the driver: read there too, on first use.
+            return frame_of_file(spark, lambda: local_base(self.epochs, kind, name, info, None,
+                                                           schema, cols), schema)
         return LazyFrame(lambda: compose(spark, spark.read.schema(schema).parquet(str(path)),
                                          self.epochs, kind, name, info, schema, cols))
 

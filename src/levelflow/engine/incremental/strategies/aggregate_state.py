@@ -89,12 +89,14 @@ def body_projection(rule: Rule) -> tuple[Rule, list[str]] | None:
 def driver_state_fits(ctx: TaskContext, rule: Rule) -> bool:
     """Return whether the state of an aggregate rule may be kept in the driver: counting's
     delta terms count its bindings (a positive atom, each with a variable), and its body reads
-    at most LOCAL_ROWS rows (a bound on the state's size for one atom)."""
+    at most LOCAL_ROWS rows, or the session's driver rows where more (a bound on the state's
+    size for one atom)."""
     positive = [lit for lit in rule.body if isinstance(lit, Atom)]
     if len(rule.heads) != 1 or not positive or \
             any(not any(isinstance(a, Var) for a in atom.args) for atom in positive):
         return False
-    return sum(ctx.versions[a.relation].new_rows for _, a, _ in rule.body_atoms()) <= LOCAL_ROWS
+    most = max(LOCAL_ROWS, ctx.driver_rows or 0)
+    return sum(ctx.versions[a.relation].new_rows for _, a, _ in rule.body_atoms()) <= most
 
 
 def _body_decl(ctx: TaskContext, body_rule: Rule, names: list[str]) -> tuple[Decl, dict]:

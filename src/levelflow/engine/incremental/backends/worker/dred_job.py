@@ -66,7 +66,8 @@ if TYPE_CHECKING:
 PLANS = ("driver", "local", "partitioned")
 # Pieces of a Spark-side copy's log before it is compacted into a new base (one job).
 LOG_PIECES = 32
-# Rows of a log's added (or removed) pieces kept as one driver-side table at most.
+# Rows of a log's added (or removed) pieces kept as one driver-side table at most (or the
+# session's driver rows, where more: the driver holds the relation anyway).
 DRIVER_LOG_ROWS = 200_000
 
 
@@ -86,13 +87,15 @@ class Log:
     removed_rows: int = 0
     pieces: int = 0  # pieces in added and removed
 
-    def adding(self, piece, rows: int, removing: bool = False) -> Log:
+    def adding(self, piece, rows: int, removing: bool = False, most: int = DRIVER_LOG_ROWS
+               ) -> Log:
         """Return the log with one more piece of added (or removed) ranked rows: merged into
-        the last piece where both are rows the driver holds, else one more union."""
+        the last piece where both are rows the driver holds (`most` at most), else one more
+        union."""
         def union(pieces, piece):
             if pieces is None:
                 return piece, 1
-            merged = union_of_rows(pieces, piece, DRIVER_LOG_ROWS)
+            merged = union_of_rows(pieces, piece, most)
             if merged is not None:
                 return merged, 0
             return LazyFrame(lambda: pieces.union(piece)), 1
@@ -106,15 +109,15 @@ class Log:
         new, more = union(self.added, piece)
         return Log(self.base, new, removed, self.removed_rows, self.pieces + more + cancelled)
 
-    def held(self, cols) -> Log:
+    def held(self, cols, most: int = DRIVER_LOG_ROWS) -> Log:
         """Return the log as one base the driver holds, when it holds every piece (and the
-        base and added rows are at most DRIVER_LOG_ROWS); else itself."""
+        base and added rows are at most `most`); else itself."""
         if self.pieces == 0:
             return self
         kept = [rows_of(df) for df in (self.base, self.added) if df is not None]
         gone = rows_of(self.removed) if self.removed is not None else None
         if any(t is None for t in kept) or (self.removed is not None and gone is None) or \
-                sum(t.num_rows for t in kept) > DRIVER_LOG_ROWS:
+                sum(t.num_rows for t in kept) > most:
             return self
         names = kept[0].column_names
         out = pl.concat([pl.from_arrow(t).select(names) for t in kept])
@@ -315,11 +318,12 @@ def _change(ctx: TaskContext, n: str, pick, r: int, seen, top: int, log: Log
         return Change(None, rows=old.old_rows, pieces=old.pieces, top=top), (None, None), log
     removed_rows = pick(-1, False) if counts["removed"] else None
     added_rows = pick(1, False) if counts["added"] else None
+    most = max(DRIVER_LOG_ROWS, ctx.driver_rows or 0)
     if counts["added"]:
-        log = log.adding(added_rows, counts["added"])
+        log = log.adding(added_rows, counts["added"], most=most)
     if counts["removed"]:
-        log = log.adding(removed_rows, counts["removed"], removing=True)
-    log = log.held(cols)
+        log = log.adding(removed_rows, counts["removed"], removing=True, most=most)
+    log = log.held(cols, most)
     if log.pieces > LOG_PIECES:
         parts = max(ctx.spark.sparkContext.defaultParallelism, 1)
         log = Log(cut(log.frame(cols).coalesce(parts))[0])

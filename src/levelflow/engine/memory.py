@@ -1,0 +1,46 @@
+"""How many input rows the driver's machine holds: auto's limit for the driver plan on the
+embedded local master (plans/driver.py). No heavy import: the CLI asks before Spark starts."""
+
+from __future__ import annotations
+
+import os
+
+# Auto runs a task in the driver up to this many input rows (its lower relations' tuples and
+# fact lines) where the driver is not where the executors are (a session on a cluster master).
+# Evaluating a few thousand rows costs the driver less than a Spark job's floor;
+# docs/performance.md ("The driver plan") has what was measured.
+DRIVER_ROWS = 50_000
+# On the embedded local master the executors' Python workers run on the driver's machine, in
+# its memory: shipping a task's inputs to one of them is pure cost (a 3M-edge reachability:
+# 6.3 s in the driver, 65 s under the local plan of which 34 s shipping). There auto runs a
+# task in the driver while its inputs fit half the memory available, at this many bytes a row
+# (measured: 3M-edge reachability and closure peak at 820 MB, about 210 B an input row over
+# the process's own 200 MB; the rest is room for what the rules derive).
+BYTES_PER_ROW = 512
+# `driver_rows` of the entry points: by the session's master (plans/driver.rows_on).
+BY_MASTER = -1
+
+
+def memory_rows(available: int | None = None) -> int:
+    """Return the input rows up to which auto runs a task in the driver on a local master:
+    half of `available` bytes (default: the memory available now) at BYTES_PER_ROW, at least
+    DRIVER_ROWS."""
+    if available is None:
+        available = available_memory()
+    return max(DRIVER_ROWS, available // 2 // BYTES_PER_ROW)
+
+
+def available_memory() -> int:
+    """Return the bytes of memory available to a new allocation (Linux's MemAvailable, else
+    the machine's physical memory)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as info:
+            for line in info:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return DRIVER_ROWS * BYTES_PER_ROW * 2
