@@ -145,8 +145,8 @@ def read_back(spark, current: int, written: list) -> None:
     """
     # A segment the driver wrote is read back whole by pyarrow (_holds) and hashed in
     # numpy as Spark would (row_hash): no Spark job, unless a column is not an integer.
-    hashed = {i: checksum(obs) for i, (_, _, obs) in enumerate(written)
-              if isinstance(obs, pa.Table)}
+    tables = {i: obs for i, (_, _, obs) in enumerate(written) if isinstance(obs, pa.Table)}
+    hashed = dict(zip(tables, _each(checksum, tables.values()), strict=True))
     rest = [i for i in range(len(written)) if hashed.get(i) is None]
     # What Spark wrote is read back by the driver too where it is small (scan_here), else by
     # one Spark job over all of it.
@@ -184,6 +184,18 @@ def _holds(path: Path, table: pa.Table) -> bool:
         return False
 
 
+def _each(fn, items) -> list:
+    """Return fn over each item, two at a time where there are several (pyarrow's writes and
+    numpy's hashing release the GIL: the driver's two cores)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    items = list(items)
+    if len(items) <= 1:
+        return [fn(item) for item in items]
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="levelflow-state") as pool:
+        return list(pool.map(fn, items))
+
+
 def write_all(frames: list[tuple]) -> None:
     """Write each (DataFrame or Arrow table, directory) as Parquet: tables from the driver,
     frames by Spark concurrently (a small segment's write costs Spark's fixed overhead of a
@@ -192,9 +204,16 @@ def write_all(frames: list[tuple]) -> None:
 
     import pyarrow.parquet as pq
 
-    for table, path in [f for f in frames if isinstance(f[0], pa.Table)]:
+    def write(frame) -> None:
+        table, path = frame
         path.mkdir(parents=True)
-        pq.write_table(table, path / f"part-00000-{uuid.uuid4()}.parquet")
+        # Dictionaries for text only: over numbers of many values they cost the write 2.3x
+        # (3M rows of three int64 columns: 0.63 s against 0.28 s) for no smaller file.
+        text = [f.name for f in table.schema if pa.types.is_string(f.type)
+                or pa.types.is_large_string(f.type) or pa.types.is_binary(f.type)]
+        pq.write_table(table, path / f"part-00000-{uuid.uuid4()}.parquet", use_dictionary=text)
+
+    _each(write, [f for f in frames if isinstance(f[0], pa.Table)])
     frames = [f for f in frames if not isinstance(f[0], pa.Table)]
     if len(frames) <= 1:
         for df, path in frames:
