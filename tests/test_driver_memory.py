@@ -120,3 +120,25 @@ def test_a_reopened_large_state_takes_its_epochs_in_the_driver(spark, tmp_path, 
             assert {tuple(r) for r in session.relation("reach").collect()} == _reached(edges)
         session.close()
     assert jobs_started(spark) == before  # bootstrap, opens, epochs and reads: none on Spark
+
+
+def test_parquet_and_dataframe_inputs_run_in_the_driver_each_tuple_once(spark, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    import levelflow
+
+    rows = [(1, 2), (2, 3), (1, 2), (3, 1), (2, 3)]  # two tuples repeated
+    pq.write_table(pa.table({"x": [r[0] for r in rows], "y": [r[1] for r in rows]}),
+                   tmp_path / "edge.parquet")
+    program = (".decl edge(x:number, y:number)\n"
+               '.input edge(IO=parquet, filename="edge.parquet")\n'
+               ".decl path(x:number, y:number)\n.output path\n"
+               "path(x, y) :- edge(x, y).\npath(x, z) :- path(x, y), edge(y, z).\n")
+    (tmp_path / "p.dl").write_text(program)
+    closure = {(a, b) for a in (1, 2, 3) for b in (1, 2, 3)}  # one cycle through all three
+    for inputs in (None, {"edge": spark.createDataFrame(rows, "x long, y long")}):
+        result = levelflow.run(tmp_path / "p.dl", tmp_path, spark=spark, inputs=inputs)
+        assert {s.plan for s in result.task_stats if s is not None} == {"driver"}
+        assert result.relation("edge").count() == 3
+        assert {tuple(r) for r in result.relation("path").collect()} == closure

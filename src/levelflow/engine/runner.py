@@ -140,13 +140,12 @@ class _Run:
         """Return what a worker calls to evaluate task v under the plan its shape and input size
         give (a driver task's call is marked `in_driver`: it needs no Spark)."""
         from levelflow.engine.plans import LOCAL_ROWS, choose_plan, input_rows
-        from levelflow.engine.plans.driver import readable_in_driver
 
         task = self.pt.tasks[v]
         counts = {r: self.counts.get(r, 0) for r in task.reads_from}
         rows = input_rows(self.program, task, counts, self.factdir)
         threshold = LOCAL_ROWS if self.plan_rows is None else self.plan_rows  # 0: never local
-        driver = self.driver_rows if readable_in_driver(self.program, task) else None
+        driver = self.driver_rows
         plan = choose_plan(task, self.program.decls, rows, self.plan, threshold, driver)
         self.progress.started(v)
         call = partial(self._evaluate, v, plan, counts)

@@ -102,9 +102,11 @@ def with_frames(program, frames: dict):
     return dataclasses.replace(program, inputs=inputs)
 
 
-def read_frame_input(spark: SparkSession, decl: Decl, io: IO, factdir) -> DataFrame:
+def read_frame_input(spark: SparkSession, decl: Decl, io: IO, factdir, distinct: bool = True
+                     ) -> DataFrame:
     """Return the relation's distinct tuples (c0..) from its DataFrame, Parquet or table,
-    checked against its declaration (one job unless the schema rules every bad value out)."""
+    checked against its declaration (one job unless the schema rules every bad value out);
+    `distinct=False`: its tuples as they come, for a caller that makes them distinct."""
     kind = frame_kind(io)
     if kind == "ordinals":
         from levelflow.engine.ordinals import table_frame
@@ -129,7 +131,7 @@ def read_frame_input(spark: SparkSession, decl: Decl, io: IO, factdir) -> DataFr
     if decl.shapes:  # records and ADTs: each distinct value checked against its type
         from levelflow.engine.record_columns import frame_records
         df = frame_records(decl, df, what, InputError)
-    return df.distinct()
+    return df.distinct() if distinct else df
 
 
 def _spark_call(make, what: str):

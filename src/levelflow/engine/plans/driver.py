@@ -16,7 +16,7 @@ from pathlib import Path
 import polars as pl
 
 from levelflow.engine.memory import BY_MASTER, DRIVER_ROWS, memory_rows
-from levelflow.engine.plans.columnar import frame_schema
+from levelflow.engine.plans.columnar import distinct, frame_schema
 from levelflow.tasks.ast import Decl, Program
 from levelflow.tasks.tasks import Task
 
@@ -60,7 +60,7 @@ def driver_facts(spark, program: Program, task: Task, factdir: str | Path | None
     reads a DataFrame, Parquet or table input, and the driver takes its rows)."""
     from levelflow.engine.facts import fact_frame, input_path, io_delimiter, io_headers
     from levelflow.engine.session import session_of
-    from levelflow.engine.spark_io import frame_kind, read_input
+    from levelflow.engine.spark_io import frame_kind, read_frame_input
 
     facts = {}
     for name in task.relations:
@@ -70,8 +70,9 @@ def driver_facts(spark, program: Program, task: Task, factdir: str | Path | None
         decl = program.decls[name]
         if frame_kind(io) is None:
             frame = fact_frame(input_path(io, factdir), decl, io_delimiter(io), io_headers(io))
-        else:
-            frame = polars_input(read_input(session_of(spark), decl, io, factdir), decl)
+        else:  # Spark's distinct is a shuffle; the driver's compares row hashes first
+            frame = distinct(polars_input(read_frame_input(session_of(spark), decl, io, factdir,
+                                                           distinct=False), decl))
         facts[name] = [frame]
     return facts
 
