@@ -142,3 +142,17 @@ def test_parquet_and_dataframe_inputs_run_in_the_driver_each_tuple_once(spark, t
         assert {s.plan for s in result.task_stats if s is not None} == {"driver"}
         assert result.relation("edge").count() == 3
         assert {tuple(r) for r in result.relation("path").collect()} == closure
+
+
+def test_a_fact_files_lines_are_estimated_from_its_first_bytes(tmp_path):
+    import gzip
+
+    from levelflow.engine.plans.run import estimated_lines
+
+    text = "".join(f"{100_000 + i}\t{200_000 + i}\n" for i in range(100_000))  # 14 B a line
+    (tmp_path / "e.facts").write_text(text)
+    assert abs(estimated_lines(tmp_path / "e.facts") - 100_000) <= 1_000
+    (tmp_path / "short.facts").write_text("1\t2\n3\t4\n")
+    assert estimated_lines(tmp_path / "short.facts") == 2
+    (tmp_path / "e.gz").write_bytes(gzip.compress(text.encode()))  # unknown: 4 bytes a line
+    assert estimated_lines(tmp_path / "e.gz") == (tmp_path / "e.gz").stat().st_size // 4
