@@ -40,9 +40,8 @@ from levelflow.tasks.tasks import ProgramTasks
 
 # Fact files a bootstrap keeps in the driver (read there, no job; they seed the driver's index
 # of base facts) rather than into a cut frame on the executors: up to this many bytes, or the
-# rows the session runs in the driver (its driver_rows), at 4 bytes a line at least.
+# rows the session runs in the driver (its driver_rows; the file's lines estimated).
 DRIVER_FACT_BYTES = 4 << 20
-_BYTES_PER_LINE = 4
 
 
 def _read_base(spark, decl, io, factdir, driver_rows: int | None
@@ -51,12 +50,13 @@ def _read_base(spark, decl, io, factdir, driver_rows: int | None
     None). A fact file the driver holds is read there with no Spark job, which also seeds the
     driver's index of base facts; the rest is cut on the executors."""
     from levelflow.engine.facts import fact_table, input_path, io_delimiter, io_headers
+    from levelflow.engine.plans.run import estimated_lines
     from levelflow.engine.spark_io import frame_kind, read_input
     from levelflow.engine.types import relation_schema
 
     path = input_path(io, factdir) if frame_kind(io) is None else None
-    most = max(DRIVER_FACT_BYTES, (driver_rows or 0) * _BYTES_PER_LINE)
-    if path and path.is_file() and path.stat().st_size <= most:
+    if path and path.is_file() and (path.stat().st_size <= DRIVER_FACT_BYTES
+                                    or estimated_lines(path) <= (driver_rows or 0)):
         table = fact_table(path, decl, io_delimiter(io), io_headers(io))
         frame, rows, copy = held_facts(spark, decl, table, relation_schema(decl))
         return frame, rows, copy if decl.arity else None  # the index keeps no nullary facts
