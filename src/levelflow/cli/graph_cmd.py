@@ -26,11 +26,11 @@ def _plans(pt: ProgramTasks) -> list:
 
 def _driver_rows(pt: ProgramTasks) -> list:
     """Return per task the input rows up to which `auto` runs it in the driver on the embedded
-    local master (None: never, Spark reads its inputs)."""
-    from levelflow.engine.plans.driver import memory_rows, readable_in_driver
+    local master (whatever reads its inputs: Spark reads a DataFrame or Parquet, the driver
+    takes its rows)."""
+    from levelflow.engine.memory import memory_rows
 
-    rows = memory_rows()
-    return [rows if readable_in_driver(pt.program, t) else None for t in pt.tasks]
+    return [memory_rows()] * len(pt.tasks)
 
 
 def graph_json(pt: ProgramTasks) -> dict:

@@ -30,6 +30,12 @@ def memory_rows(available: int | None = None) -> int:
     return max(DRIVER_ROWS, available // 2 // BYTES_PER_ROW)
 
 
+def held_up_to(floor: int, driver_rows: int | None) -> int:
+    """Return the rows the driver keeps of something: `floor`, or the session's driver rows
+    (None: none) where more, since the driver holds those rows anyway."""
+    return max(floor, driver_rows or 0)
+
+
 def available_memory() -> int:
     """Return the bytes of memory available to a new allocation (Linux's MemAvailable, else
     the machine's physical memory)."""

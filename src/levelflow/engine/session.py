@@ -221,6 +221,13 @@ def master_of(spark) -> str | None:
     return spark.sparkContext.master if isinstance(spark, SparkSession) else None
 
 
+def on_local_master(spark) -> bool:
+    """Return whether `spark` runs, or will run, on a local master (an unknown one is taken
+    for the embedded local master)."""
+    master = master_of(spark)
+    return master is None or master.startswith("local")
+
+
 _deferred: list = [lambda: None]  # the newest DeferredSession (a weak reference)
 
 

@@ -64,6 +64,7 @@ from levelflow.engine.incremental.strategies.renaming import renamed_update, ren
 from levelflow.engine.incremental.strategies.subsumed import subsumed_update
 from levelflow.engine.incremental.versions import Change, TaskContext, TaskUpdate, Versions
 from levelflow.engine.limitsize import keep_smallest, limited
+from levelflow.engine.memory import held_up_to
 from levelflow.engine.plans.planner import LOCAL_ROWS
 from levelflow.engine.types import column_names
 from levelflow.engine.workers import DeadlinePassed, SparkWorkers, one_line
@@ -287,7 +288,7 @@ class Epoch:
         versions and base facts), and is not gated by a program change."""
         if not self.arranged or ctx is not self.ctx:  # a gated task reads stand-ins too
             return False
-        return self._rows_read(task) <= max(limit, ctx.driver_rows or 0)
+        return self._rows_read(task) <= held_up_to(limit, ctx.driver_rows)
 
     def _kept_counts(self, v: int, task, ctx, cancel, t0: float, strategy: str
                        ) -> TaskUpdate:

@@ -34,6 +34,7 @@ from levelflow.engine.incremental.strategies.counting_spark import counted_relat
 from levelflow.engine.incremental.strategies.subsumed import rekey_frames
 from levelflow.engine.incremental.updates import Op, coerce_row, parse_literal
 from levelflow.engine.incremental.versions import Versions
+from levelflow.engine.memory import held_up_to
 from levelflow.engine.plans.driver import BY_MASTER, resolved_rows
 from levelflow.engine.plans.resident import check_root
 from levelflow.tasks.tasks import ProgramTasks
@@ -64,10 +65,11 @@ def _read_base(spark, decl, io, factdir, driver_rows: int | None
     return (*cut(read_input(spark, decl, io, factdir)), None)
 
 
-def _held_rows(options: dict, spark) -> int:
-    """Return the rows of a stored relation the driver reads itself: as many as the session
-    runs in the driver (its driver_rows option), at least the state's own HELD_ROWS."""
-    return max(HELD_ROWS, resolved_rows(options.get("driver_rows", BY_MASTER), spark) or 0)
+def _resolved(options: dict, spark) -> int | None:
+    """Return the session's driver rows, `options`' own resolved on `spark` (once: the memory
+    available is read then), and set them in `options` for the session made from them."""
+    options["driver_rows"] = resolved_rows(options.get("driver_rows", BY_MASTER), spark)
+    return options["driver_rows"]
 
 
 def _keep_held(before, after) -> None:
@@ -118,7 +120,7 @@ class IncrementalSession:
         self.pending: list[Op] = []
         self.last: EpochResult | None = None
         # Base facts in the driver, for the no-op check (as many as the driver holds).
-        self.base_index = BaseIndex(max(INDEX_ROWS, self.driver_rows or 0))
+        self.base_index = BaseIndex(held_up_to(INDEX_ROWS, self.driver_rows))
         self._changed: dict = {}  # the epoch being committed: relation -> (decl, plus, minus)
         self._base_deltas: dict[str, BaseDelta] = {}  # input -> its base as of self.snap
         self._pending_bases: dict[str, BaseDelta] = {}  # ... as of the epoch being committed
@@ -148,13 +150,13 @@ class IncrementalSession:
         check_fact_files(prog, factdir)
         state = (statedir if isinstance(statedir, StateDir) or statedir is None
                  else StateDir(statedir))
-        if state is not None:
-            state.held_rows = _held_rows(options, spark)
+        driver_rows = _resolved(options, spark)
+        if state is not None:  # the stored relations the driver reads itself
+            state.held_rows = held_up_to(HELD_ROWS, driver_rows)
         if state is not None and state.exists():
             raise StateError(f"{state.path}: error: already holds a state (epoch "
                              f"{state.current()}); use `levelflow update` or remove it")
         snap = empty_snapshot(spark, prog, counted_relations(pt))
-        driver_rows = resolved_rows(options.get("driver_rows", BY_MASTER), spark)
         base, indexed = {}, {}
         for i, (name, io) in enumerate(prog.inputs.items(), 1):
             if progress is not None:
@@ -190,7 +192,7 @@ class IncrementalSession:
         from levelflow.tasks import build_tasks, parse_stored
 
         state = statedir if isinstance(statedir, StateDir) else StateDir(statedir)
-        state.held_rows = _held_rows(options, spark)
+        state.held_rows = held_up_to(HELD_ROWS, _resolved(options, spark))
         state.hold_readers_lock()  # before reading: the epoch read stays on disk while we live
         data = state.manifest()
         pt = build_tasks(parse_stored(data["program"], data["program_file"]))

@@ -24,23 +24,14 @@ from levelflow.tasks.tasks import Task
 def rows_on(spark) -> int:
     """Return auto's driver threshold on `spark`: memory_rows() on a local master (or one not
     known yet), where the executors share the driver's machine, else DRIVER_ROWS."""
-    from levelflow.engine.session import master_of
+    from levelflow.engine.session import on_local_master
 
-    master = master_of(spark)
-    return memory_rows() if master is None or master.startswith("local") else DRIVER_ROWS
+    return memory_rows() if on_local_master(spark) else DRIVER_ROWS
 
 
 def resolved_rows(driver_rows: int | None, spark) -> int | None:
     """Return `driver_rows` with BY_MASTER resolved on `spark` (rows_on)."""
     return rows_on(spark) if driver_rows == BY_MASTER else driver_rows
-
-
-def readable_in_driver(program: Program, task: Task) -> bool:
-    """Return whether the driver reads the task's inputs itself: text fact files (or none),
-    not a DataFrame, Parquet or a catalog table, which Spark reads."""
-    from levelflow.engine.spark_io import frame_kind
-
-    return all(frame_kind(program.inputs.get(name)) is None for name in task.relations)
 
 
 def polars_input(df, decl: Decl) -> pl.DataFrame:

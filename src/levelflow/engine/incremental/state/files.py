@@ -246,9 +246,11 @@ class StateFiles(DirLocks):
                listing: bool = False) -> None:
         """Raise StateError naming the first damaged file of an epoch (with `listing`, the
         listing only: missing, extra or resized part files)."""
+        from levelflow.engine.session import on_local_master
+
         # On a local master Spark's executors share the driver's cores: the driver reads the
         # files faster than a job (10M rows: 1.44 s against 4.01 s, bench_state_check.py).
-        on_spark = spark if spark is not None and not _local(spark) else None
+        on_spark = spark if spark is not None and not on_local_master(spark) else None
         problems = verify(self.stored(program, data), on_spark, listing)
         if problems:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
@@ -343,11 +345,3 @@ class StateFiles(DirLocks):
             with contextlib.suppress(StateError):
                 manifests.append(self.manifest(e))
         return {str(e) for e in window}, manifests
-
-
-def _local(spark) -> bool:
-    """Return whether `spark` runs (or will run) on a local master."""
-    from levelflow.engine.session import master_of
-
-    master = master_of(spark)
-    return master is None or master.startswith("local")

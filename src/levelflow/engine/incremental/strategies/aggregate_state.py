@@ -34,6 +34,7 @@ from levelflow.engine.incremental.backends.driver_rows import polars_of, rows_of
 from levelflow.engine.incremental.backends.spark_joins import heads_of
 from levelflow.engine.incremental.backends.worker.counting_share import LowerRows
 from levelflow.engine.incremental.strategies.counting_polars import count_changes
+from levelflow.engine.memory import held_up_to
 from levelflow.engine.plans.columnar import body_rows, empty_frame, head_rows
 from levelflow.engine.plans.planner import LOCAL_ROWS
 from levelflow.engine.rules import term_vars, var_col
@@ -95,8 +96,8 @@ def driver_state_fits(ctx: TaskContext, rule: Rule) -> bool:
     if len(rule.heads) != 1 or not positive or \
             any(not any(isinstance(a, Var) for a in atom.args) for atom in positive):
         return False
-    most = max(LOCAL_ROWS, ctx.driver_rows or 0)
-    return sum(ctx.versions[a.relation].new_rows for _, a, _ in rule.body_atoms()) <= most
+    rows = sum(ctx.versions[a.relation].new_rows for _, a, _ in rule.body_atoms())
+    return rows <= held_up_to(LOCAL_ROWS, ctx.driver_rows)
 
 
 def _body_decl(ctx: TaskContext, body_rule: Rule, names: list[str]) -> tuple[Decl, dict]:

@@ -55,6 +55,7 @@ from levelflow.engine.incremental.backends.worker.share_job import (
 )
 from levelflow.engine.incremental.strategies.closure_labels import labelled
 from levelflow.engine.incremental.versions import Change, TaskContext
+from levelflow.engine.memory import held_up_to
 from levelflow.engine.plans import choose_plan
 from levelflow.engine.plans.in_spark import packed_schema
 from levelflow.engine.types import column_names, relation_schema
@@ -318,7 +319,7 @@ def _change(ctx: TaskContext, n: str, pick, r: int, seen, top: int, log: Log
         return Change(None, rows=old.old_rows, pieces=old.pieces, top=top), (None, None), log
     removed_rows = pick(-1, False) if counts["removed"] else None
     added_rows = pick(1, False) if counts["added"] else None
-    most = max(DRIVER_LOG_ROWS, ctx.driver_rows or 0)
+    most = held_up_to(DRIVER_LOG_ROWS, ctx.driver_rows)
     if counts["added"]:
         log = log.adding(added_rows, counts["added"], most=most)
     if counts["removed"]:
