@@ -214,10 +214,10 @@ class DeferredSession:
 
 def master_of(spark) -> str | None:
     """Return the session's master URL, without starting a deferred session (None: unknown)."""
+    if isinstance(spark, DeferredSession):  # before importing pyspark: a deferred session's
+        return spark.master  # start imports it on its own thread, and two imports race
     from pyspark.sql import SparkSession
 
-    if isinstance(spark, DeferredSession):
-        return spark.master
     return spark.sparkContext.master if isinstance(spark, SparkSession) else None
 
 
