@@ -8,6 +8,9 @@ whichever side each task ran on.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from naive_datalog import evaluate as naive_evaluate
 from test_incremental_properties import rows_of, write_facts
@@ -101,3 +104,36 @@ def test_a_run_in_the_driver_never_waits_for_spark(tmp_path):
     assert result.printsize == {"cyclic": 4} and not deferred.in_use
     with pytest.raises(RuntimeError, match="no Spark here"):
         run_program(deferred, pt, tmp_path / "f", None, plan="local")
+
+
+RACE = """
+import sys, threading, time
+from levelflow.engine.session import DeferredSession
+
+started = threading.Event()
+
+
+def make():  # as make_session does, less the JVM
+    from pyspark.sql import SparkSession
+    started.set()
+    return SparkSession
+
+
+deferred = DeferredSession(make)
+time.sleep(float(sys.argv[1]))  # the start thread is part way through its import
+from pyspark.sql.types import LongType  # on this thread, while the start thread imports PySpark
+from pyspark.sql import SparkSession
+deferred._made.wait()
+assert deferred._error is None, repr(deferred._error)
+assert started.is_set() and LongType and SparkSession
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.02, 0.05, 0.1])
+def test_pyspark_imported_on_two_threads_at_once_imports_once(delay):
+    # A deferred session's start thread imports PySpark while the command's thread (serve's
+    # state load) imports it too: unguarded, PySpark's circular imports failed 2 tries in 3.
+    done = subprocess.run([sys.executable, "-c", RACE, str(delay)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]

@@ -222,6 +222,13 @@ def quiet_pyspark_loggers() -> None:
     # py4j logs every broken connection once the JVM is gone (after Ctrl-C or a timeout).
     logging.getLogger("py4j").addHandler(logging.NullHandler())
     logging.getLogger("py4j").propagate = False
+    # ... and a failed send on the root logger itself (`logging.exception`), which sets up a
+    # stderr handler for it: a traceback above the one line when the JVM is ended mid-call.
+    logging.getLogger().addFilter(_not_py4j)
+
+
+def _not_py4j(record: logging.LogRecord) -> bool:
+    return f"{os.sep}py4j{os.sep}" not in record.pathname
 
 
 def register_timeout() -> float:

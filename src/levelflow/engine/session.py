@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import os
 import sys
@@ -154,6 +155,34 @@ def jobs_started(spark) -> int:
         return max(ids) + 1 if ids else 0
 
 
+class _PysparkGate:
+    """While one thread imports PySpark, hold other threads' `import pyspark...` until it is
+    done. Many modules import PySpark lazily, on whichever thread first needs it, and two
+    threads importing it at once break its circular imports ("cannot import name 'SQLContext'
+    from partially initialized module", or a _DeadlockError). Import locks are taken before
+    any meta-path finder runs, so the wait wraps `__import__` itself, only for that while."""
+
+    def __init__(self, owner: threading.Thread) -> None:
+        self.owner = owner
+        self.done = threading.Event()
+        self._import = builtins.__import__
+        builtins.__import__ = self._held  # now, before the owner can start importing
+
+    def _held(self, name, *args, **kwargs):
+        if (name.partition(".")[0] == "pyspark" and not self.done.is_set()
+                and threading.current_thread() is not self.owner):
+            self.done.wait()
+        return self._import(name, *args, **kwargs)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.done.set()
+        if builtins.__import__ is self._held:
+            builtins.__import__ = self._import
+
+
 class DeferredSession:
     """A SparkSession that `make()` builds on a background thread, started at once; any
     attribute waits for it. Work that needs no Spark (the driver plan) never waits, and
@@ -172,10 +201,17 @@ class DeferredSession:
         self._start_lock = threading.Lock()
         _deferred[0] = weakref.ref(self)  # columns_ready() makes it
         if start:  # else on first use
-            self._thread.start()
+            self._start()
+
+    def _start(self) -> None:
+        self._gate = _PysparkGate(self._thread) if "pyspark" not in sys.modules else None
+        self._thread.start()
 
     def _build(self, make) -> None:
         try:
+            if self._gate is not None:
+                with self._gate:
+                    import pyspark.sql  # noqa: F401 - first, while other threads' imports wait
             self._session = make()
         except BaseException as e:  # noqa: BLE001 - handed to whoever asks for the session
             self._error = e
@@ -187,7 +223,7 @@ class DeferredSession:
         self.in_use = True
         with self._start_lock:
             if self._thread.ident is None:
-                self._thread.start()
+                self._start()
         if not self._made.is_set():
             import time
 
@@ -214,8 +250,8 @@ class DeferredSession:
 
 def master_of(spark) -> str | None:
     """Return the session's master URL, without starting a deferred session (None: unknown)."""
-    if isinstance(spark, DeferredSession):  # before importing pyspark: a deferred session's
-        return spark.master  # start imports it on its own thread, and two imports race
+    if isinstance(spark, DeferredSession):  # known before it starts
+        return spark.master
     from pyspark.sql import SparkSession
 
     return spark.sparkContext.master if isinstance(spark, SparkSession) else None
