@@ -344,24 +344,32 @@ def test_a_run_in_the_driver_ends_without_waiting_for_the_jvm_and_leaves_none(tm
     assert _writers_of(log) == []
 
 
-def test_spark_starts_with_the_command_only_for_inputs_past_eager_bytes(tmp_path, monkeypatch):
-    from levelflow.cli.spark import BYTES_PER_LINE, EAGER_BYTES, inputs_are_large
+def test_spark_starts_with_the_command_only_for_inputs_past_what_the_driver_holds(
+        tmp_path, monkeypatch):
+    from levelflow.cli.spark import EAGER_ROWS, inputs_are_large
     from levelflow.engine import memory
 
-    # A machine with little memory: the driver holds DRIVER_ROWS rows, below EAGER_BYTES.
+    # A machine with little memory: the driver holds DRIVER_ROWS rows, below EAGER_ROWS.
     monkeypatch.setattr(memory, "available_memory", lambda: 1 << 20)
     facts = tmp_path / "facts"
     (facts / "deep").mkdir(parents=True)
     (facts / "edge.facts").write_bytes(b"1\t2\n" * 100)
     assert not inputs_are_large([facts]) and not inputs_are_large([tmp_path / "missing"])
-    (facts / "deep" / "big.parquet").write_bytes(b"x" * EAGER_BYTES)
+    # Parquet is taken at 4 bytes a row at least
+    (facts / "deep" / "big.parquet").write_bytes(b"x" * (EAGER_ROWS * memory.BYTES_PER_LINE + 4))
     assert not inputs_are_large([facts])  # a fact folder's own files only
     assert inputs_are_large([facts], recursive=True)  # a state's epochs are subfolders
     assert inputs_are_large([facts / "deep" / "big.parquet", facts / "edge.facts"])
-    # With memory for 10M rows in the driver, 1 MB of facts runs there: Spark waits.
+    # A text file's rows are estimated from its lines: 4 MB of 40-byte lines is 100k rows,
+    # where 4 bytes a line made it 1M and started a JVM for a task the driver runs.
+    (facts / "wide.facts").write_bytes((b"%019d\t%019d\n" % (1, 2)) * 100_000)
+    assert not inputs_are_large([facts / "wide.facts"])
+    (facts / "wide.facts").write_bytes((b"%019d\t%019d\n" % (1, 2)) * (EAGER_ROWS + 1_000))
+    assert inputs_are_large([facts / "wide.facts"])
+    # With memory for 10M rows in the driver, those run there: Spark waits.
     monkeypatch.setattr(memory, "available_memory", lambda: 10_000_000 * 2 * memory.BYTES_PER_ROW)
     assert not inputs_are_large([facts], recursive=True)
-    (facts / "deep" / "big.parquet").write_bytes(b"x" * (10_000_000 * BYTES_PER_LINE + 1))
+    (facts / "deep" / "big.parquet").write_bytes(b"x" * (10_000_000 * memory.BYTES_PER_LINE + 4))
     assert inputs_are_large([facts], recursive=True)
 
 

@@ -147,7 +147,7 @@ def test_parquet_and_dataframe_inputs_run_in_the_driver_each_tuple_once(spark, t
 def test_a_fact_files_lines_are_estimated_from_its_first_bytes(tmp_path):
     import gzip
 
-    from levelflow.engine.plans.run import estimated_lines
+    from levelflow.engine.memory import estimated_lines
 
     text = "".join(f"{100_000 + i}\t{200_000 + i}\n" for i in range(100_000))  # 14 B a line
     (tmp_path / "e.facts").write_text(text)

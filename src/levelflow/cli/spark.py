@@ -37,13 +37,13 @@ REGISTER_TIMEOUT = 30.0
 JVM_GRACE = 0.1
 # Seconds a JVM gets to end on SIGTERM after Ctrl-C before it is killed.
 KILL_GRACE = 3.0
-# Inputs up to this many bytes run in the driver, most likely: their command starts Spark only
-# when a task needs it. Starting it anyway, in the background, cost a run of examples/tc
-# 0.3-0.5 s of its 1.5-2 s (the JVM and PySpark's import compete with the driver's work for 2
-# cores and the GIL). Past it, the inputs may not fit the driver (engine/memory.py), at 4 bytes
-# a fact line at least ("1\t2\n"), or are many files.
-EAGER_BYTES = 1 << 20
-BYTES_PER_LINE = 4
+# Inputs of up to this many rows (or the driver's memory rows, where more) run in the driver,
+# most likely: their command starts Spark only when a task needs it. Starting it anyway, in the
+# background, cost a run of examples/tc 0.3-0.5 s of its 1.5-2 s (the JVM and PySpark's import
+# compete with the driver's work for 2 cores and the GIL). Past it, the inputs may not fit the
+# driver (engine/memory.py; a file's rows estimated from its size and first lines), or are
+# many files.
+EAGER_ROWS = 1 << 18
 _MOST_ENTRIES = 10_000  # a folder with more is taken as large without reading it all
 
 
@@ -361,9 +361,9 @@ def _terminate(proc: subprocess.Popen) -> None:
 def inputs_are_large(paths, recursive: bool = False) -> bool:
     """Return whether the files at `paths` (files, or folders' files; their subfolders' too
     if `recursive`) pass what the driver holds: a command over them likely needs Spark."""
-    from levelflow.engine.memory import memory_rows
+    from levelflow.engine.memory import estimated_lines, memory_rows
 
-    most = max(EAGER_BYTES, memory_rows() * BYTES_PER_LINE)
+    most = max(EAGER_ROWS, memory_rows())
     total = entries = 0
     folders = []
     for p in paths:
@@ -371,7 +371,7 @@ def inputs_are_large(paths, recursive: bool = False) -> bool:
             if os.path.isdir(p):
                 folders.append(p)
             else:
-                total += os.path.getsize(p)
+                total += estimated_lines(p)
         except OSError:  # missing: the command says so itself
             continue
     while folders and total <= most and entries <= _MOST_ENTRIES:
@@ -380,7 +380,7 @@ def inputs_are_large(paths, recursive: bool = False) -> bool:
                 for entry in listing:
                     entries += 1
                     if entry.is_file():
-                        total += entry.stat().st_size
+                        total += estimated_lines(entry.path)
                     elif recursive and entry.is_dir(follow_symlinks=False):
                         folders.append(entry.path)
         except OSError:

@@ -19,6 +19,9 @@ DRIVER_ROWS = 50_000
 BYTES_PER_ROW = 512
 # `driver_rows` of the entry points: by the session's master (plans/driver.rows_on).
 BY_MASTER = -1
+# A file's rows, at most, from its size where its lines cannot be sampled (gzip, Parquet):
+# "1\t2\n" is 4 bytes.
+BYTES_PER_LINE = 4
 
 
 def memory_rows(available: int | None = None) -> int:
@@ -34,6 +37,23 @@ def held_up_to(floor: int, driver_rows: int | None) -> int:
     """Return the rows the driver keeps of something: `floor`, or the session's driver rows
     (None: none) where more, since the driver holds those rows anyway."""
     return max(floor, driver_rows or 0)
+
+
+def estimated_lines(path, sample: int = 1 << 16) -> int:
+    """Return a fact file's lines estimated from its size and its first `sample` bytes' lines
+    (at least BYTES_PER_LINE bytes a line); a gzipped or Parquet file at that floor."""
+    size = os.path.getsize(path)
+    if str(path).endswith(".parquet"):
+        return size // BYTES_PER_LINE
+    try:
+        with open(path, "rb") as f:
+            head = f.read(sample)
+    except OSError:
+        return size // BYTES_PER_LINE
+    lines = head.count(b"\n")
+    if head[:2] == b"\x1f\x8b" or not lines:
+        return size // BYTES_PER_LINE
+    return size * lines // len(head) if size > len(head) else lines
 
 
 def available_memory() -> int:

@@ -51,7 +51,7 @@ def _read_base(spark, decl, io, factdir, driver_rows: int | None
     None). A fact file the driver holds is read there with no Spark job, which also seeds the
     driver's index of base facts; the rest is cut on the executors."""
     from levelflow.engine.facts import fact_table, input_path, io_delimiter, io_headers
-    from levelflow.engine.plans.run import estimated_lines
+    from levelflow.engine.memory import estimated_lines
     from levelflow.engine.spark_io import frame_kind, read_input
     from levelflow.engine.types import relation_schema
 

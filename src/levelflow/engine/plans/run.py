@@ -18,6 +18,7 @@ from levelflow.engine.evaluate import (
 from levelflow.engine.fact_reader import kept_rows
 from levelflow.engine.facts import input_path, io_delimiter, io_headers
 from levelflow.engine.guard import Limit, check_products, check_ranges, task_limit, watched
+from levelflow.engine.memory import estimated_lines
 from levelflow.engine.plans.in_spark import run_counted, run_packed, unpack
 from levelflow.engine.plans.layout import Layout
 from levelflow.engine.plans.planner import Plan
@@ -25,9 +26,6 @@ from levelflow.engine.spark_io import estimate_rows, read_input
 from levelflow.tasks.ast import Program
 from levelflow.tasks.subsume import SUB, pair_decl, subsumed
 from levelflow.tasks.tasks import Task
-
-# A fact file's rows, at most, from its size before reading it: "1\t2\n" is 4 bytes.
-_BYTES_PER_FACT = 4
 
 
 def input_rows(program: Program, task: Task, counts: Mapping[str, int],
@@ -48,21 +46,6 @@ def input_rows(program: Program, task: Task, counts: Mapping[str, int],
             elif path.is_file():
                 rows += estimated_lines(path)
     return rows
-
-
-def estimated_lines(path: Path, sample: int = 1 << 16) -> int:
-    """Return a fact file's lines estimated from its size and its first `sample` bytes' lines
-    (at least _BYTES_PER_FACT bytes a line: "1\t2\n"); a gzipped file at that floor."""
-    size = path.stat().st_size
-    try:
-        with path.open("rb") as f:
-            head = f.read(sample)
-    except OSError:
-        return size // _BYTES_PER_FACT
-    lines = head.count(b"\n")
-    if head[:2] == b"\x1f\x8b" or not lines:
-        return size // _BYTES_PER_FACT
-    return size * lines // len(head) if size > len(head) else lines
 
 
 def _layout(program: Program, task: Task, sources, plan: Plan, parts: int,
