@@ -95,6 +95,7 @@ def _identity(path: Path, decl: Decl, delimiter: str, headers: bool) -> tuple | 
 def _read(path: Path, decl: Decl, delimiter: str, headers: bool) -> FactRows:
     """Return a fact file's checked, distinct tuples (the work of read_fact_rows)."""
     from levelflow.engine.fact_checks import FactError
+    from levelflow.engine.plans.columnar import distinct  # plans import this module
 
     if not delimiter:
         raise FactError(f"{path}:1:1: error: empty delimiter for relation {decl.name}")
@@ -114,15 +115,9 @@ def _read(path: Path, decl: Decl, delimiter: str, headers: bool) -> FactRows:
         from levelflow.engine.record_facts import record_frame
 
         values = record_frame(path, _lines(data), decl, delimiter, first, FactError)
-    table = _distinct(values).to_arrow(compat_level=pl.CompatLevel.oldest())
+    # each row once, in the order of its first line
+    table = distinct(values, maintain_order=True).to_arrow(compat_level=pl.CompatLevel.oldest())
     return FactRows(table.cast(arrow_schema(decl)), lines)
-
-
-def _distinct(values: pl.DataFrame) -> pl.DataFrame:
-    """Return the rows each once, in the order of their first lines (columnar.distinct)."""
-    from levelflow.engine.plans.columnar import distinct
-
-    return distinct(values, maintain_order=True)
 
 
 def _tuple_bytes(path: Path, headers: bool) -> bytes:
