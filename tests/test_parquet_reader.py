@@ -50,11 +50,20 @@ def _program(tmp_path, decl: str, name: str, filename: str):
 
 
 def _both(spark, tmp_path, decl: str, name: str, filename: str):
-    """Return (the driver's tuples, Spark's tuples, the driver's row count) of the input."""
+    """Return (the driver's tuples, Spark's tuples, the tuples of a run in the driver) of the
+    input."""
     program, task = _program(tmp_path, decl, name, filename)
     frame = driver_facts(NoSpark(), program, task, tmp_path)[name][0]
     df = read_frame_input(spark, program.decls[name], program.inputs[name], tmp_path)
-    return set(frame.rows()), {tuple(r) for r in df.collect()}, frame.height
+    text = f'{decl}.input {name}(IO=parquet, filename="{filename}")\n.printsize {name}\n'
+    deferred = DeferredSession(_no_spark, start=False)
+    run = run_program(deferred, build_tasks(parse_program(text, "p.dl")), tmp_path, None)
+    assert not deferred.in_use
+    return set(frame.rows()), {tuple(r) for r in df.collect()}, run.printsize[name]
+
+
+def _no_spark():
+    raise RuntimeError("no Spark here")
 
 
 def _same_error(spark, tmp_path, decl: str, name: str, filename: str) -> str:
@@ -71,16 +80,16 @@ def _same_error(spark, tmp_path, decl: str, name: str, filename: str) -> str:
 
 def test_every_column_type_reads_as_spark_reads_it_each_tuple_once(spark, tmp_path):
     pq.write_table(pa.table(ROWS), tmp_path / "r.parquet")
-    driver, on_spark, height = _both(spark, tmp_path, ALL, "r", "r.parquet")
-    assert driver == on_spark and height == len(on_spark) == 3
+    driver, on_spark, size = _both(spark, tmp_path, ALL, "r", "r.parquet")
+    assert driver == on_spark and size == len(on_spark) == 3
     # Columns by name in another order, an extra one ignored.
     shuffled = {k: ROWS[k] for k in ("e", "c", "a", "d", "b")} | {"z": pa.array([0] * 5)}
     pq.write_table(pa.table(shuffled), tmp_path / "s.parquet")
     assert _both(spark, tmp_path, ALL, "r", "s.parquet")[0] == driver
     decl, columns = NARROW
     pq.write_table(pa.table(columns), tmp_path / "n.parquet")
-    driver, on_spark, height = _both(spark, tmp_path, decl, "n", "n.parquet")
-    assert driver == on_spark and height == 3
+    driver, on_spark, size = _both(spark, tmp_path, decl, "n", "n.parquet")
+    assert driver == on_spark and size == 3
     assert (-128, -3, -5, float(2**53), 3.0, 255, 65535) in driver
 
 
@@ -89,16 +98,16 @@ def test_a_folder_of_parts_as_spark_writes_it_reads_the_same(spark, tmp_path):
     spark.createDataFrame(rows, "x long, s string").repartition(3) \
         .write.parquet(str(tmp_path / "parts"))  # part files, _SUCCESS and .crc files
     decl = ".decl p(x:number, s:symbol)\n"
-    driver, on_spark, height = _both(spark, tmp_path, decl, "p", "parts")
-    assert driver == on_spark == set(rows) and height == len(set(rows))
+    driver, on_spark, size = _both(spark, tmp_path, decl, "p", "parts")
+    assert driver == on_spark == set(rows) and size == len(set(rows))
 
 
 def test_a_nullary_input_holds_when_its_file_has_a_row(spark, tmp_path):
     pq.write_table(pa.table({"q": pa.array([5, 5], pa.int64())}), tmp_path / "full.parquet")
     pq.write_table(pa.table({"q": pa.array([], pa.int64())}), tmp_path / "empty.parquet")
     for filename, held in (("full.parquet", {(True,)}), ("empty.parquet", set())):
-        driver, on_spark, _ = _both(spark, tmp_path, ".decl f()\n", "f", filename)
-        assert driver == on_spark == held
+        driver, on_spark, size = _both(spark, tmp_path, ".decl f()\n", "f", filename)
+        assert driver == on_spark == held and size == len(held)
 
 
 BAD = [
@@ -153,10 +162,7 @@ def test_a_run_reads_parquet_without_spark_until_it_passes_the_driver(spark, tmp
             ".printsize edge\n.printsize twice\n")
     pt = build_tasks(parse_program(text, "p.dl"))
 
-    def broken():
-        raise RuntimeError("no Spark here")
-
-    deferred = DeferredSession(broken, start=False)
+    deferred = DeferredSession(_no_spark, start=False)
     in_driver = run_program(deferred, pt, tmp_path, None)
     assert not deferred.in_use
     # 100 rows in the file's footer: past a driver limit of 60, the input goes to Spark.
