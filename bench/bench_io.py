@@ -5,9 +5,11 @@ Reading: one edge table of N rows (default 10,000,000). First the driver's read 
 fact file (engine/fact_reader.py: read, checked, made distinct) in rows/s, against pyarrow's
 CSV reader parsing the same file into int64 columns (the reference; goal >= 3M rows/s). Then
 `levelflow.run` of a program that reads the table and counts it (`.printsize edge`), from the
-TAB file, from a Parquet file (`IO=parquet`; goal >= 10M rows/s) and from a DataFrame computed
-in Spark (the same rows), each in rows/s with its ratio to pyarrow's reader of that format
-(read_csv, read_table) and the time `run` reports for reading and shipping.
+TAB file, from a Parquet file (`IO=parquet`, read by pyarrow in the driver,
+engine/parquet_reader.py; goal >= 10M rows/s) and from a DataFrame computed in Spark (the same
+rows), each in rows/s with its ratio to pyarrow's reader of that format (read_csv, read_table)
+and the time `run` reports for reading and shipping. The machine's load average is printed
+first: the ratios are what to compare across runs on a shared machine.
 Streaming: K one-row micro-batches of a file-source stream applied by levelflow.streaming to
 a transitive closure, the mean latency per epoch (the foreachBatch call), against the same
 one-row change applied by `session.insert` + `commit` (the reference), in the same run.
@@ -118,7 +120,7 @@ def bench_read(spark, rows: int, tmp: Path) -> None:
     timed_run(spark, text, warm)
     timed_run(spark, text, warm, inputs={"edge": edge_frame(spark, 10)})
     t_text, n_text, io_text = timed_run(spark, text, tmp)
-    t_parquet, n_parquet, _ = timed_run(spark, parquet, tmp)
+    t_parquet, n_parquet, io_parquet = timed_run(spark, parquet, tmp)
     t_frame, n_frame, _ = timed_run(spark, text, tmp, inputs={"edge": edge_frame(spark, rows)})
     assert n_text == n_parquet == n_frame == rows, (n_text, n_parquet, n_frame)
     print(f"reading {rows:,} edge rows ({n_text:,} distinct) through levelflow.run "
@@ -127,7 +129,7 @@ def bench_read(spark, rows: int, tmp: Path) -> None:
           f"{t_text / t_csv:.2f} (reading {io_text.reading:.2f} s, shipping "
           f"{io_text.shipping:.2f} s)")
     print(f"  Parquet (IO=parquet): {t_parquet:.2f} s, {rate(rows, t_parquet)}; ratio to "
-          f"read_table {t_parquet / t_pq:.2f}")
+          f"read_table {t_parquet / t_pq:.2f} (reading {io_parquet.reading:.2f} s)")
     print(f"  DataFrame (inputs=): {t_frame:.2f} s, {rate(rows, t_frame)}", flush=True)
 
 
@@ -179,6 +181,7 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=10_000_000, help="edge rows to read")
     parser.add_argument("--batches", type=int, default=10, help="one-row micro-batches")
     args = parser.parse_args()
+    print("load average (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
     spark = make_session(master="local[2]", driver_memory="4g")
     with tempfile.TemporaryDirectory(prefix="bench-io-") as tmp:
         bench_read(spark, args.rows, Path(tmp))

@@ -47,6 +47,8 @@ def arrow_records(decl: Decl, table, what: str, error):
         name = f"c{i}"
         col = table.column(name)
         distinct = pc.unique(col)
+        # In order, as frame_records checks them: the same value is the first bad one.
+        distinct = distinct.take(pc.sort_indices(distinct))
         texts = distinct.to_pylist()
         canon = canonical_values(decl, i, texts, what, error)
         if canon != texts:

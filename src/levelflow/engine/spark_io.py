@@ -166,24 +166,34 @@ def conformed_columns(decl: Decl, fields: list, what: str) -> list:
     """Return the Columns c0.. that conform picks and casts from a schema's `fields`."""
     import pyspark.sql.functions as F
 
-    by_name = {f.name: f for f in fields}
-    if all(a in by_name for a in decl.attrs):
-        chosen = [by_name[a] for a in decl.attrs]
-    elif len(fields) == decl.arity:
-        chosen = list(fields)
-    else:
-        raise InputError(f"{what}: error: expects {decl.arity} columns "
-                         f"({', '.join(decl.attrs)}), found {len(fields)} "
-                         f"({', '.join(f.name for f in fields)})")
     cols = []
-    for i, (f, primitive) in enumerate(zip(chosen, decl.types, strict=True)):
-        sql = f.dataType.simpleString()
-        if sql not in _ACCEPTS[primitive]:
-            raise InputError(f"{what}: error: column {f.name!r} is {sql}, {decl.name}."
-                             f"{decl.attrs[i]} is {primitive} (needs {_KIND[primitive]} "
-                             f"column)")
-        cols.append(F.col(f"`{f.name}`").cast(SQL_TYPES[primitive]).alias(f"c{i}"))
+    for i, at in enumerate(chosen_fields(decl, [f.name for f in fields], what)):
+        f = fields[at]
+        check_field_type(decl, i, f.name, f.dataType.simpleString(), what)
+        cols.append(F.col(f"`{f.name}`").cast(SQL_TYPES[decl.types[i]]).alias(f"c{i}"))
     return cols
+
+
+def chosen_fields(decl: Decl, names: list[str], what: str) -> list[int]:
+    """Return the positions of the schema fields (`names`) matched to the declaration's
+    attributes: by name when it has them all, else by position with exactly the declaration's
+    number of columns; else raise InputError."""
+    by_name = {name: i for i, name in enumerate(names)}
+    if all(a in by_name for a in decl.attrs):
+        return [by_name[a] for a in decl.attrs]
+    if len(names) == decl.arity:
+        return list(range(decl.arity))
+    raise InputError(f"{what}: error: expects {decl.arity} columns ({', '.join(decl.attrs)}), "
+                     f"found {len(names)} ({', '.join(names)})")
+
+
+def check_field_type(decl: Decl, i: int, name: str, sql: str, what: str) -> None:
+    """Return None if a column `name` of Spark SQL type `sql` can hold attribute i; else raise
+    InputError naming both."""
+    primitive = decl.types[i]
+    if sql not in _ACCEPTS[primitive]:
+        raise InputError(f"{what}: error: column {name!r} is {sql}, {decl.name}."
+                         f"{decl.attrs[i]} is {primitive} (needs {_KIND[primitive]} column)")
 
 
 def check_values(decl: Decl, df: DataFrame, what: str) -> None:
@@ -221,17 +231,24 @@ def rows_of_arrow(decl: Decl, table, what: str) -> list[tuple]:
     the columns first, then turned into tuples once."""
     if decl.arity == 0:
         return [()] if table.num_rows else []
-    cols = [table.column(f"c{i}") for i in range(decl.arity)]
-    for i, (col, primitive) in enumerate(zip(cols, decl.types, strict=True)):
-        why = _bad_arrow(col, primitive)
+    table = checked_arrow(decl, table, what)
+    return list(zip(*(table.column(f"c{i}").to_pylist() for i in range(decl.arity)),
+                    strict=True))
+
+
+def checked_arrow(decl: Decl, table, what: str):
+    """Return an Arrow table with columns c0.. (of the engine's types) once no value is null,
+    a negative unsigned or a non-finite float, its record columns checked and canonical; else
+    raise InputError as check_values and frame_records do."""
+    for i, primitive in enumerate(decl.types):
+        why = _bad_arrow(table.column(f"c{i}"), primitive)
         if why is not None:
             raise InputError(f"{what}: error: a row holds {why} in {decl.name}."
                              f"{decl.attrs[i]} (column {i + 1})")
     if decl.shapes:  # records and ADTs: each distinct value checked against its type
         from levelflow.engine.record_columns import arrow_records
         table = arrow_records(decl, table, what, InputError)
-        cols = [table.column(f"c{i}") for i in range(decl.arity)]
-    return list(zip(*(col.to_pylist() for col in cols), strict=True))
+    return table
 
 
 def _bad_arrow(col, primitive: str) -> str | None:
