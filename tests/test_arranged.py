@@ -132,61 +132,6 @@ def test_local_dred_matches_from_scratch(name, offset, recompute, tombstones, mo
     assert any(held_tombstones) == (tombstones > 0 and not offset) or recompute
 
 
-class _SortNow:
-    """A thread that runs at once: frame_index's background sorts done before lookups."""
-
-    def __init__(self, target, args, daemon):
-        self.run = lambda: target(*args)
-
-    def start(self):
-        self.run()
-
-
-@pytest.mark.parametrize("name", sorted(PROGRAMS))
-@pytest.mark.parametrize("rebuild", [1e9, 0.2])  # the sort kept, or made anew as rows change
-def test_local_dred_over_indexed_lower_relations_matches_from_scratch(name, rebuild,
-                                                                    monkeypatch):
-    """The lower relation kept as dred_share keeps it (a few rows out and in each epoch),
-    indexed even though small: its joins with a few rows are lookups of its sorted columns."""
-    from levelflow.engine.incremental.backends.worker.dred_share import lower_now
-    from levelflow.engine.plans import columnar, frame_index
-
-    monkeypatch.setattr(frame_index, "INDEX_ROWS", 1)
-    monkeypatch.setattr(frame_index, "LOOKUP_SHARE", 1.0)
-    monkeypatch.setattr(frame_index, "REBUILD_SHARE", rebuild)
-    monkeypatch.setattr(frame_index.threading, "Thread", _SortNow)
-    looked = []  # per join with a bound argument: whether the index found its rows
-
-    def lookup(*args):
-        found = frame_index.lookup(*args)
-        looked.append(found is not None)
-        return found
-    monkeypatch.setattr(columnar, "lookup", lookup)
-    program = parse_program(PROGRAMS[name])
-    task = max(build_tasks(program).tasks, key=lambda t: len(t.rules))
-    rules = tuple(r for r in task.rules if r.body)
-    facts = {"a": _frame({(1, 2)})} if "a" in task.relations else {}
-    rng = random.Random(len(name))
-
-    def scratch(edges):
-        out = run_task(rules, task.relations, program.decls, {"edge": _frame(edges)}, facts)
-        return {n: out.relation(n, ranked=True) for n in task.relations}
-
-    edges = {(rng.randrange(25), rng.randrange(25)) for _ in range(45)}
-    state, lower = arrange(scratch(edges)), {"edge": _frame(edges)}
-    for gone, fresh, now in _epochs(rng, edges, 25, 20):
-        plus, minus = {"edge": _frame(fresh)}, {"edge": _frame(gone)}
-        lower = lower_now(lower, plus, minus)
-        inp = Inputs(rules, task.relations, program.decls, lower, plus, minus, facts, {}, {})
-        out = update(state, inp, 0)
-        expected = scratch(now)
-        for n in task.relations:
-            assert set(out.state.live(n).drop(RANK).rows()) == \
-                set(expected[n].drop(RANK).rows()), n
-        state = out.state
-    assert any(looked)
-
-
 def _assert_index(state, n: str) -> None:
     """Each sorted key of a packed relation names the row that holds its tuple."""
     keys, rows, ranked = state.keys[n], state.rows[n], state.ranked[n]

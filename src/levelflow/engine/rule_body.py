@@ -113,7 +113,7 @@ class Body:
     def join_atom(self, i: int) -> None:
         """Join the positive atom at body position i into the frame."""
         ops, atom = self.ops, self.rule.body[i]
-        adf, new, exprs = atom_frame(ops, self._narrowed(i), atom, self.decls[atom.relation],
+        adf, new, exprs = atom_frame(ops, self.frames[i], atom, self.decls[atom.relation],
                                      self.types, i)
         names = [var_col(a.name) for a in atom.args if isinstance(a, Var)]
         if self.df is None:
@@ -148,17 +148,6 @@ class Body:
         # later atom or an equality binds what they still need.
         self.waiting += [(k, t) for k, t in exprs if not term_vars(t) <= known]
         self._match_waiting()
-
-    def _narrowed(self, i: int):
-        """Return the frame of the atom at body position i, cut by its first argument bound
-        so far where the backend finds those rows by an index (ops.narrowed)."""
-        frame = self.frames[i]
-        if self.df is None:
-            return frame
-        for j, arg in enumerate(self.rule.body[i].args):
-            if isinstance(arg, Var) and arg.name in self.types:
-                return self.ops.narrowed(frame, j, self.df, var_col(arg.name))
-        return frame
 
     def _waits(self) -> bool:
         """Return whether a waiting expression needs a variable not bound yet."""

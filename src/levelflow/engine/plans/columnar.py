@@ -20,7 +20,6 @@ import polars as pl
 from levelflow.engine import rule_body, rules
 from levelflow.engine.guard import UPDATING, Limit, SymbolLimit, symbol_limit
 from levelflow.engine.plans.few_rows import near
-from levelflow.engine.plans.frame_index import lookup
 from levelflow.engine.regex_match import match_series
 from levelflow.engine.rules import Ops
 from levelflow.tasks import functors
@@ -339,10 +338,6 @@ class PolarsOps(Ops):
 
     def join(self, cur, adf, on, pos):
         return cur.join(near(adf, cur, on), on=on, how="inner")
-
-    def narrowed(self, frame, col, cur, name):
-        found = lookup(frame, col, cur[name]) if name in cur.columns else None
-        return frame if found is None else found
 
     def cross(self, cur, adf, pos):
         return cur.join(adf, how="cross")

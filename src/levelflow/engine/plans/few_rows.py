@@ -11,8 +11,6 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from levelflow.engine.plans.frame_index import removed
-
 # Past this share of the frame's rows, the removed rows are many enough for a plain anti join.
 FEW_ROWS_SHARE = 1 / 64
 _ROW = "__few_rows_at"
@@ -24,8 +22,7 @@ def without(df: pl.DataFrame, gone: pl.DataFrame) -> pl.DataFrame:
         return df
     cols = df.columns
     if not cols or gone.height > FEW_ROWS_SHARE * df.height:
-        return removed(df, df.join(gone.select(cols), on=cols, how="anti", nulls_equal=True),
-                       gone)
+        return df.join(gone.select(cols), on=cols, how="anti", nulls_equal=True)
     first = cols[0]
     near = df.select(pl.col(first).is_in(gone[first].implode(), nulls_equal=True)
                      .arg_true().alias(_ROW)).to_series()
@@ -37,7 +34,7 @@ def without(df: pl.DataFrame, gone: pl.DataFrame) -> pl.DataFrame:
         return df
     keep = np.ones(df.height, bool)
     keep[hits[_ROW].to_numpy()] = False
-    return removed(df, df.filter(pl.Series(keep)), hits.drop(_ROW))
+    return df.filter(pl.Series(keep))
 
 
 # A join of a few rows with a frame of at least NEAR_ROWS: the frame cut first to the rows

@@ -47,7 +47,6 @@ from levelflow.engine.plans.closure import run_closure
 from levelflow.engine.plans.columnar import body_rows, empty_frame, head_rows
 from levelflow.engine.plans.few_rows import without
 from levelflow.engine.plans.fixpoint import Relation, Share, TaskOutcome, iterate, run_task
-from levelflow.engine.plans.frame_index import added
 from levelflow.engine.rules import CompileError, reads_own, rule_heads
 from levelflow.tasks.ast import Decl, Rule
 
@@ -242,7 +241,7 @@ class PolarsDRed:
                     **{n: state.ranked[n].drop(RANK) for n in inp.names}}
         # A support check reads the new lower relations, so a tuple it kept may lean on a lower
         # tuple inserted this epoch: a new suspect's heads are found through old and new ones.
-        self.either = {**{n: added(self.old[n], inp.lower_plus[n])
+        self.either = {**{n: pl.concat([self.old[n], inp.lower_plus[n]])
                           if n in inp.lower_plus else self.old[n] for n in inp.lower_new},
                        **{n: self.old[n] for n in inp.names}}
         self.split: dict[str, tuple] = {}  # per relation OldTuples.split(), set by keep
@@ -403,5 +402,5 @@ def old_version(inp: Inputs, name: str) -> pl.DataFrame:
     if plus is not None and plus.height:
         new = without(new, plus)
     if minus is not None and minus.height:
-        new = added(new, minus)
+        new = pl.concat([new, minus])
     return new

@@ -41,7 +41,6 @@ from levelflow.engine.plans import resident
 from levelflow.engine.plans.columnar import frame_schema
 from levelflow.engine.plans.encode import decode, dictionary, encode, encoded_program
 from levelflow.engine.plans.few_rows import without
-from levelflow.engine.plans.frame_index import added, indexed
 from levelflow.engine.plans.worker import (
     batch,
     output_schema,
@@ -184,8 +183,8 @@ def lower_now(lower: dict, plus: dict, minus: dict) -> dict[str, pl.DataFrame]:
         if n in minus and minus[n].height:
             df = without(df, minus[n])
         if n in plus and plus[n].height:
-            df = added(df, plus[n])
-        out[n] = indexed(df)
+            df = pl.concat([df, plus[n]])
+        out[n] = df
     return out
 
 
