@@ -19,6 +19,7 @@ import polars as pl
 
 from levelflow.engine import rule_body, rules
 from levelflow.engine.guard import UPDATING, Limit, SymbolLimit, symbol_limit
+from levelflow.engine.plans.few_rows import near
 from levelflow.engine.regex_match import match_series
 from levelflow.engine.rules import Ops
 from levelflow.tasks import functors
@@ -336,7 +337,7 @@ class PolarsOps(Ops):
         return df.drop(names) if names else df
 
     def join(self, cur, adf, on, pos):
-        return cur.join(adf, on=on, how="inner")
+        return cur.join(near(adf, cur, on), on=on, how="inner")
 
     def cross(self, cur, adf, pos):
         return cur.join(adf, how="cross")
@@ -345,7 +346,7 @@ class PolarsOps(Ops):
         return cur if (adf.height > 0) == present else cur.clear()
 
     def anti(self, cur, adf, on):
-        return cur.join(adf, on=on, how="anti")
+        return cur.join(near(adf, cur, on), on=on, how="anti")
 
     def not_null(self, df, names):
         return df.drop_nulls(names)

@@ -13,6 +13,7 @@ from levelflow.engine.incremental.backends.driver_rows import (
     rows_like,
     rows_of,
 )
+from levelflow.engine.plans.few_rows import without
 from levelflow.engine.types import column_names
 
 # Facts an input's base may differ by from its last cut frame, kept as sets in the driver,
@@ -78,7 +79,7 @@ def _held_then(saved, decl, plus: list, minus: list):
     new = pl.from_arrow(table).select(list(schema))
     if minus:
         gone = pl.DataFrame(minus, schema=schema, orient="row")
-        new = new.join(gone, on=new.columns, how="anti", nulls_equal=True)
+        new = without(new, gone)
     if plus:
         new = pl.concat([new, pl.DataFrame(plus, schema=schema, orient="row")])
     return rows_like(saved, arrow_of(new))

@@ -16,6 +16,7 @@ import polars as pl
 
 from levelflow.engine.incremental.backends.driver_rows import frame_of_table, polars_of, rows_of
 from levelflow.engine.plans.columnar import frame_schema
+from levelflow.engine.plans.few_rows import without
 from levelflow.tasks.ast import Decl
 
 INDEX_ROWS = 2_000_000
@@ -91,10 +92,7 @@ class BaseIndex:
                 continue
             schema = frame_schema(decl)
             if minus:
-                gone = pl.DataFrame(minus, schema=schema, orient="row")
-                near = _first_in(gone)
-                df = pl.concat([df.filter(~near), df.filter(near).join(
-                    gone, on=df.columns, how="anti", nulls_equal=True)])
+                df = without(df, pl.DataFrame(minus, schema=schema, orient="row"))
             if plus:
                 df = pl.concat([df, pl.DataFrame(plus, schema=schema, orient="row")])
             self.frames[name] = df

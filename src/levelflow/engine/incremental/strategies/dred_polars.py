@@ -45,6 +45,7 @@ from levelflow.engine.incremental.strategies.rewrites import (
 )
 from levelflow.engine.plans.closure import run_closure
 from levelflow.engine.plans.columnar import body_rows, empty_frame, head_rows
+from levelflow.engine.plans.few_rows import without
 from levelflow.engine.plans.fixpoint import Relation, Share, TaskOutcome, iterate, run_task
 from levelflow.engine.rules import CompileError, reads_own, rule_heads
 from levelflow.tasks.ast import Decl, Rule
@@ -399,7 +400,7 @@ def old_version(inp: Inputs, name: str) -> pl.DataFrame:
     """Return a lower relation's old version: new minus its insertions, plus its deletions."""
     new, plus, minus = inp.lower_new[name], inp.lower_plus.get(name), inp.lower_minus.get(name)
     if plus is not None and plus.height:
-        new = new.join(plus, on=new.columns, how="anti")
+        new = without(new, plus)
     if minus is not None and minus.height:
         new = pl.concat([new, minus])
     return new

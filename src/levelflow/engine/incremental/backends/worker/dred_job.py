@@ -57,6 +57,7 @@ from levelflow.engine.incremental.strategies.closure_labels import labelled
 from levelflow.engine.incremental.versions import Change, TaskContext
 from levelflow.engine.memory import held_up_to
 from levelflow.engine.plans import choose_plan
+from levelflow.engine.plans.few_rows import without
 from levelflow.engine.plans.in_spark import packed_schema
 from levelflow.engine.types import column_names, relation_schema
 from levelflow.tasks.ast import Negation
@@ -110,7 +111,7 @@ class Log:
         new, more = union(self.added, piece)
         return Log(self.base, new, removed, self.removed_rows, self.pieces + more + cancelled)
 
-    def held(self, cols, most: int = DRIVER_LOG_ROWS) -> Log:
+    def held(self, most: int = DRIVER_LOG_ROWS) -> Log:
         """Return the log as one base the driver holds, when it holds every piece (and the
         base and added rows are at most `most`); else itself."""
         if self.pieces == 0:
@@ -123,8 +124,7 @@ class Log:
         names = kept[0].column_names
         out = pl.concat([pl.from_arrow(t).select(names) for t in kept])
         if gone is not None:
-            out = out.join(pl.from_arrow(gone).select(names), on=[*cols, RANK], how="anti",
-                           nulls_equal=True)
+            out = without(out, pl.from_arrow(gone).select(names))
         base = rows_like(self.base, arrow_of(out))
         return self if base is None else Log(base)
 
@@ -324,7 +324,7 @@ def _change(ctx: TaskContext, n: str, pick, r: int, seen, top: int, log: Log
         log = log.adding(added_rows, counts["added"], most=most)
     if counts["removed"]:
         log = log.adding(removed_rows, counts["removed"], removing=True, most=most)
-    log = log.held(cols, most)
+    log = log.held(most)
     if log.pieces > LOG_PIECES:
         parts = max(ctx.spark.sparkContext.defaultParallelism, 1)
         log = Log(cut(log.frame(cols).coalesce(parts))[0])

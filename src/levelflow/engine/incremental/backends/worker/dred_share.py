@@ -40,6 +40,7 @@ from levelflow.engine.incremental.strategies.dred_polars import (
 from levelflow.engine.plans import resident
 from levelflow.engine.plans.columnar import frame_schema
 from levelflow.engine.plans.encode import decode, dictionary, encode, encoded_program
+from levelflow.engine.plans.few_rows import without
 from levelflow.engine.plans.worker import (
     batch,
     output_schema,
@@ -180,7 +181,7 @@ def lower_now(lower: dict, plus: dict, minus: dict) -> dict[str, pl.DataFrame]:
     out = {}
     for n, df in lower.items():
         if n in minus and minus[n].height:
-            df = df.join(minus[n], on=df.columns, how="anti")
+            df = without(df, minus[n])
         if n in plus and plus[n].height:
             df = pl.concat([df, plus[n]])
         out[n] = df
