@@ -21,7 +21,7 @@ from levelflow.engine.incremental.state.integrity import (
     scan_here,
 )
 from levelflow.engine.incremental.state.local_base import local_base
-from levelflow.engine.incremental.state.row_hash import checksum
+from levelflow.engine.incremental.state.row_hash import checksums
 from levelflow.engine.incremental.state.segments import (
     chain_due,
     local_segment,
@@ -145,10 +145,14 @@ def read_back(spark, current: int, written: list) -> None:
     """
     # A segment the driver wrote is read back whole by pyarrow (_holds) and hashed in
     # numpy as Spark would (row_hash): no Spark job, unless a column is not an integer.
-    tables = {i: (written[i][1].path, obs) for i, (_, _, obs) in enumerate(written)
-              if isinstance(obs, pa.Table)}
-    checked = dict(zip(tables, _each(_checked, tables.values()), strict=True))
-    hashed = {i: sums for i, (sums, _) in checked.items()}
+    tables = {i: obs for i, (_, _, obs) in enumerate(written) if isinstance(obs, pa.Table)}
+    within = _facts_within(tables)
+    jobs = {i: (written[i][1].path, table, i in within.values(), i not in within)
+            for i, table in tables.items()}
+    checked = dict(zip(jobs, _each(_checked, jobs.values()), strict=True))
+    hashed = {i: sums and sums[0] for i, (sums, _) in checked.items()}
+    for facts, rel in within.items():  # hashed with their relation's tuple columns
+        hashed[facts] = checked[rel][0] and checked[rel][0][1]
     rest = [i for i in range(len(written)) if hashed.get(i) is None]
     # What Spark wrote is read back by the driver too where it is small (scan_here), else by
     # one Spark job over all of it.
@@ -176,11 +180,31 @@ def read_back(spark, current: int, written: list) -> None:
             target["rows"] = got[0]
 
 
-def _checked(written: tuple[Path, pa.Table]) -> tuple[tuple[int, str] | None, bool]:
-    """Return a table's (rows, checksum) (None where Spark must hash it) and whether the
-    directory it was written to holds exactly its rows."""
-    path, table = written
-    return checksum(table), _holds(path, table)
+def _facts_within(tables: dict[int, pa.Table]) -> dict[int, int]:
+    """Return, per table of base facts whose rows are another's tuple columns (a relation's
+    without its count or rank: at a bootstrap, an input's, the same arrays), that table."""
+    by_rows: dict[tuple, list[int]] = {}
+    for i, t in tables.items():
+        by_rows.setdefault((t.num_rows, tuple(t.column_names)), []).append(i)
+    out: dict[int, int] = {}
+    for i, table in tables.items():
+        if table.num_columns < 2:
+            continue
+        for facts in by_rows.get((table.num_rows, tuple(table.column_names[:-1])), []):
+            if facts not in out and table.select(tables[facts].column_names).equals(
+                    tables[facts]):
+                out[facts] = i
+                break
+    return out
+
+
+def _checked(job: tuple[Path, pa.Table, bool, bool]) -> tuple[list | None, bool]:
+    """Return a table's [(rows, checksum)], then those of its tuple columns if it holds
+    facts (None where Spark must hash it, or not `hashed`), and whether the directory it was
+    written to holds exactly its rows."""
+    path, table, holds_facts, hashed = job
+    widths = [table.num_columns, table.num_columns - 1][:1 + holds_facts]
+    return (checksums(table, widths) if hashed else None), _holds(path, table)
 
 
 def _holds(path: Path, table: pa.Table) -> bool:
