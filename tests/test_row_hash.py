@@ -18,7 +18,7 @@ from pyspark.sql.types import (
 
 from levelflow.engine.incremental.state import row_hash
 from levelflow.engine.incremental.state.integrity import _aggregates, _hex
-from levelflow.engine.incremental.state.row_hash import checksum, row_hashes
+from levelflow.engine.incremental.state.row_hash import checksum, checksums, row_hashes
 
 
 def sparks(spark, table: pa.Table, schema: StructType) -> tuple[list[int], tuple[int, str]]:
@@ -72,6 +72,24 @@ def test_symbols_floats_and_booleans_hash_as_spark_hashes_them(spark):
     assert checksum(table) == total
     # A sliced table (an offset into its buffers) hashes the same rows alike.
     assert row_hashes(table.slice(7, 50)).view(np.int64).tolist() == theirs[7:57]
+
+
+def test_checksums_of_leading_columns_in_one_pass_equal_sparks_of_each(spark, monkeypatch):
+    """A relation's stored rows and its tuple columns alone (an input's base facts), hashed
+    in one pass over chunks, equal Spark's checksums of each."""
+    monkeypatch.setattr(row_hash, "_CHUNK", 41)
+    rng = np.random.default_rng(5)
+    n = 300
+    table = pa.table({"c0": rng.integers(-10**12, 10**12, n),
+                      "c1": pa.array([f"s{i % 37}" for i in range(n)], pa.string()),
+                      "_cnt": pa.array(rng.integers(1, 4, n), pa.int64())})
+    fields = [StructField("c0", LongType()), StructField("c1", StringType()),
+              StructField("_cnt", LongType())]
+    whole = sparks(spark, table, StructType(fields))[1]
+    tuples = sparks(spark, table.select(["c0", "c1"]), StructType(fields[:2]))[1]
+    assert checksums(table, [3, 2]) == [whole, tuples]
+    assert checksums(table, [2, 3]) == [tuples, whole]
+    assert whole != tuples
 
 
 def test_a_table_with_a_column_of_another_type_is_sparks_to_hash():

@@ -338,3 +338,57 @@ def test_update_on_a_flipped_byte_is_one_line_and_changes_nothing(copy, tmp_path
     assert code == 1 and out == "", err
     assert err.count("\n") == 1 and "relation path" in err
     assert f"{victim.parent}" in err and files_of(copy) == before
+
+
+# -- issue 45: an input's base facts hashed with its relation ------------------------------------
+
+def _written(tmp_path: Path, tables: dict) -> list:
+    """Return read_back's (entry, Stored, table) of each table, written as a commit writes."""
+    import pyarrow.parquet as pq
+
+    written = []
+    for name, table in tables.items():
+        path = tmp_path / name
+        path.mkdir()
+        pq.write_table(table, path / "part-00000-x.parquet", compression="lz4")
+        written.append(({}, integrity.Stored(name, path, table.schema, table.num_rows, None,
+                                             None), table))
+    return written
+
+
+def test_base_facts_that_are_the_relations_tuples_are_hashed_with_it(tmp_path, monkeypatch):
+    """A bootstrap's input: its relation's tuple columns are its base facts (the same
+    arrays), hashed in one pass with the relation; each checksum is what the file's own
+    verification reads (integrity.file_sums), and a different base is hashed apart."""
+    import numpy as np
+    import pyarrow as pa
+
+    rel = pa.table({"c0": np.arange(1000) * 7, "c1": np.arange(1000) % 13,
+                    "_cnt": np.ones(1000, np.int64)})
+    other = rel.select(["c0", "c1"]).set_column(1, "c1", pa.array(np.arange(1000)))
+    calls = []
+    real = state_write.checksums
+    monkeypatch.setattr(state_write, "checksums",
+                        lambda table, widths: calls.append(list(widths)) or real(table, widths))
+    written = _written(tmp_path, {"rel": rel, "base": rel.select(["c0", "c1"]),
+                                  "other": other})
+    state_write.read_back(None, 0, written)
+    assert sorted(calls) == [[2], [3, 2]]  # the base facts took no pass of their own
+    for entry, item, _ in written:
+        (name, (_size, rows, checksum)), = entry["files"].items()
+        assert (rows, checksum) == integrity.file_sums(item.path / name, item.schema)
+        assert entry["checksum"] == checksum
+    assert written[0][0]["checksum"] != written[1][0]["checksum"]
+
+
+def test_base_facts_hashed_with_their_relation_still_catch_a_bad_file(tmp_path):
+    """Read back, the base facts' file is still compared with what was meant to be written."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rel = pa.table({"c0": np.arange(100), "_cnt": np.ones(100, np.int64)})
+    written = _written(tmp_path, {"rel": rel, "base": rel.select(["c0"])})
+    pq.write_table(pa.table({"c0": np.arange(1, 101)}), tmp_path / "base" / "part-00000-x.parquet")
+    with pytest.raises(StateError, match="base read back as 100 rows"):
+        state_write.read_back(None, 0, written)

@@ -140,14 +140,13 @@ def file_sums(path: Path, schema: pa.Schema) -> tuple[int, str]:
     Spark hashes: row_hash.py), a batch at a time: memory stays bounded."""
     import pyarrow.parquet as pq
 
-    from levelflow.engine.incremental.state.row_hash import half_sums, row_hashes
+    from levelflow.engine.incremental.state.row_hash import checksum
 
-    rows = lo = hi = 0
+    rows = total = 0
     for batch in pq.ParquetFile(path).iter_batches(batch_size=1 << 20, columns=schema.names):
-        h = row_hashes(pa.Table.from_batches([batch]).cast(schema))
-        rows += len(h)
-        lo, hi = (a + b for a, b in zip((lo, hi), half_sums(h), strict=True))
-    return rows, _hex(lo, hi)
+        n, hexsum = checksum(pa.Table.from_batches([batch]).cast(schema))
+        rows, total = rows + n, total + int(hexsum, 16)
+    return rows, f"{total:x}"
 
 
 def scan_here(item: Stored) -> dict[str, tuple[int, str]] | None:

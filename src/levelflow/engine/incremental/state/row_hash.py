@@ -152,7 +152,9 @@ def _strings(array, seed):
     return _fmix(h)
 
 
-_CHUNK = 1 << 20  # rows hashed at once by checksum
+# Rows hashed at once by checksum: a chunk's temporaries stay in the cache (3M rows of three
+# int64 columns: 0.15 s in chunks of 64K rows, 0.45 s in chunks of 1M).
+_CHUNK = 1 << 16
 _HASHES = {pa.int64(): _longs, pa.int32(): _ints, pa.bool_(): _booleans,
            pa.float64(): _doubles, pa.string(): _strings, pa.large_string(): _strings}
 
@@ -161,12 +163,12 @@ def _hashable(table: pa.Table) -> bool:
     return all(t in _HASHES for t in table.schema.types)
 
 
-def row_hashes(table: pa.Table) -> np.ndarray | None:
-    """Return Spark's xxhash64 of each row as uint64, or None if a column's type is not one
-    this module hashes."""
+def row_hashes(table: pa.Table, seed: np.ndarray | None = None) -> np.ndarray | None:
+    """Return Spark's xxhash64 of each row as uint64 (`seed`: each row's hash over the
+    columns before these), or None if a column's type is not one this module hashes."""
     if not _hashable(table):
         return None
-    h = np.full(table.num_rows, SEED, np.uint64)
+    h = np.full(table.num_rows, SEED, np.uint64) if seed is None else seed
     with np.errstate(over="ignore"):
         for column in table.columns:
             array = column.combine_chunks()
@@ -184,12 +186,21 @@ def half_sums(h: np.ndarray) -> tuple[int, int]:
 def checksum(table: pa.Table) -> tuple[int, str] | None:
     """Return (rows, checksum) as integrity.scan computes them over the table's rows, or None
     where Spark must hash them."""
+    sums = checksums(table, [table.num_columns])
+    return None if sums is None else sums[0]
+
+
+def checksums(table: pa.Table, widths: list[int]) -> list[tuple[int, str]] | None:
+    """Return checksum() of the table's first w columns for each w in `widths`, in one pass
+    (Spark's hash of a row's first w columns is the seed of its next column's), or None where
+    Spark must hash them."""
     if not _hashable(table):
         return None
-    total = 0
-    # A chunk at a time, its temporaries small: 10M rows hashed in 0.41 s where the whole
-    # table at once took 0.69.
+    totals = dict.fromkeys(widths, 0)
     for start in range(0, table.num_rows, _CHUNK):
-        lo, hi = half_sums(row_hashes(table.slice(start, _CHUNK)))
-        total += (hi << 32) + lo
-    return table.num_rows, f"{total:x}"
+        chunk, h, done = table.slice(start, _CHUNK), None, 0
+        for w in sorted(totals):
+            h, done = row_hashes(chunk.select(range(done, w)), h), w
+            lo, hi = half_sums(h)
+            totals[w] += (hi << 32) + lo
+    return [(table.num_rows, f"{totals[w]:x}") for w in widths]

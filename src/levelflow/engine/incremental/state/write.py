@@ -21,7 +21,7 @@ from levelflow.engine.incremental.state.integrity import (
     scan_here,
 )
 from levelflow.engine.incremental.state.local_base import local_base
-from levelflow.engine.incremental.state.row_hash import checksum
+from levelflow.engine.incremental.state.row_hash import checksums
 from levelflow.engine.incremental.state.segments import (
     chain_due,
     local_segment,
@@ -146,7 +146,13 @@ def read_back(spark, current: int, written: list) -> None:
     # A segment the driver wrote is read back whole by pyarrow (_holds) and hashed in
     # numpy as Spark would (row_hash): no Spark job, unless a column is not an integer.
     tables = {i: obs for i, (_, _, obs) in enumerate(written) if isinstance(obs, pa.Table)}
-    hashed = dict(zip(tables, _each(checksum, tables.values()), strict=True))
+    within = _facts_within(tables)
+    jobs = {i: (written[i][1].path, table, i in within.values(), i not in within)
+            for i, table in tables.items()}
+    checked = dict(zip(jobs, _each(_checked, jobs.values()), strict=True))
+    hashed = {i: sums and sums[0] for i, (sums, _) in checked.items()}
+    for facts, rel in within.items():  # hashed with their relation's tuple columns
+        hashed[facts] = checked[rel][0] and checked[rel][0][1]
     rest = [i for i in range(len(written)) if hashed.get(i) is None]
     # What Spark wrote is read back by the driver too where it is small (scan_here), else by
     # one Spark job over all of it.
@@ -161,7 +167,7 @@ def read_back(spark, current: int, written: list) -> None:
         got = (sum(v[1] for v in files.values()),
                f"{sum(int(v[2], 16) for v in files.values()):x}")
         if isinstance(obs, pa.Table):  # written from the driver: its file read back whole
-            expected = (obs.num_rows, got[1] if _holds(item.path, obs) else "")
+            expected = (obs.num_rows, got[1] if checked[i][1] else "")
         else:
             expected = observed_result(obs)  # what Spark wrote, counted as it wrote it
         want = item.rows if item.rows >= 0 else expected[0]
@@ -172,6 +178,33 @@ def read_back(spark, current: int, written: list) -> None:
         target.update(checksum=got[1], files=files)
         if item.rows < 0:
             target["rows"] = got[0]
+
+
+def _facts_within(tables: dict[int, pa.Table]) -> dict[int, int]:
+    """Return, per table of base facts whose rows are another's tuple columns (a relation's
+    without its count or rank: at a bootstrap, an input's, the same arrays), that table."""
+    by_rows: dict[tuple, list[int]] = {}
+    for i, t in tables.items():
+        by_rows.setdefault((t.num_rows, tuple(t.column_names)), []).append(i)
+    out: dict[int, int] = {}
+    for i, table in tables.items():
+        if table.num_columns < 2:
+            continue
+        for facts in by_rows.get((table.num_rows, tuple(table.column_names[:-1])), []):
+            if facts not in out and table.select(tables[facts].column_names).equals(
+                    tables[facts]):
+                out[facts] = i
+                break
+    return out
+
+
+def _checked(job: tuple[Path, pa.Table, bool, bool]) -> tuple[list | None, bool]:
+    """Return a table's [(rows, checksum)], then those of its tuple columns if it holds
+    facts (None where Spark must hash it, or not `hashed`), and whether the directory it was
+    written to holds exactly its rows."""
+    path, table, holds_facts, hashed = job
+    widths = [table.num_columns, table.num_columns - 1][:1 + holds_facts]
+    return (checksums(table, widths) if hashed else None), _holds(path, table)
 
 
 def _holds(path: Path, table: pa.Table) -> bool:
@@ -211,7 +244,11 @@ def write_all(frames: list[tuple]) -> None:
         # (3M rows of three int64 columns: 0.63 s against 0.28 s) for no smaller file.
         text = [f.name for f in table.schema if pa.types.is_string(f.type)
                 or pa.types.is_large_string(f.type) or pa.types.is_binary(f.type)]
-        pq.write_table(table, path / f"part-00000-{uuid.uuid4()}.parquet", use_dictionary=text)
+        # LZ4 (Parquet's LZ4_RAW, which Spark reads): files as small as Snappy's, written in
+        # the same CPU time and read back 2-5x as fast (3M rows of three int64 columns: read
+        # and compared in 0.09 s of CPU against 0.18 s, 28.5 MB against 30.8 MB).
+        pq.write_table(table, path / f"part-00000-{uuid.uuid4()}.parquet", use_dictionary=text,
+                       compression="lz4")
 
     _each(write, [f for f in frames if isinstance(f[0], pa.Table)])
     frames = [f for f in frames if not isinstance(f[0], pa.Table)]
