@@ -45,6 +45,10 @@ def pack_inputs(spark, layout: Layout, frames: Sequence):
         cols = [f"{quoted(c)} AS {quoted(f's{s}_{c}')}" for c in df.columns]
         packed = packed.unionByName(df.selectExpr(f"{s} AS _src", *cols),
                                     allowMissingColumns=True)
+    if layout.routing is not None:  # each task reads a slice and routes it (distributed.py)
+        # A shuffle: a barrier stage may not coalesce (Spark refuses the RDD chain), and its
+        # Python runs in every partition, empty or not.
+        return packed.repartition(layout.parts)
     packed = packed.coalesce(1)
     if layout.parts == 1:
         return packed
@@ -101,11 +105,21 @@ def _evaluated(spark, layout: Layout, frames: Sequence):
     """Return the packed result of running the task's workers over its packed inputs (lazy)."""
     from levelflow.engine.plans.worker import evaluate_partition
 
+    schema = packed_schema(layout.names, layout.decls)
+    packed = pack_inputs(spark, layout, frames)
+    if layout.routing is not None:  # every partition at once: they swap rows (exchange.py)
+        from levelflow.engine.plans import exchange
+        from levelflow.engine.plans.distributed import evaluate_distributed
+
+        timeout = exchange.TIMEOUT_SECONDS  # read here: tests lower it in the driver
+        return packed.mapInArrow(
+            lambda batches: evaluate_distributed(layout, batches, timeout), schema,
+            barrier=True)
+
     def run(batches):
         return evaluate_partition(layout, batches)
 
-    schema = packed_schema(layout.names, layout.decls)
-    return pack_inputs(spark, layout, frames).mapInArrow(run, schema)
+    return packed.mapInArrow(run, schema)
 
 
 def run_counted(spark, layout: Layout, frames: Sequence):
