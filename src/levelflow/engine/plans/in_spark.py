@@ -112,9 +112,11 @@ def _evaluated(spark, layout: Layout, frames: Sequence):
         from levelflow.engine.plans.distributed import evaluate_distributed
 
         timeout = exchange.TIMEOUT_SECONDS  # read here: tests lower it in the driver
+        # The shuffle after it ends the barrier stage: what reads the result (a take, a
+        # union) would otherwise be refused for sharing its stage (and its retries).
         return packed.mapInArrow(
             lambda batches: evaluate_distributed(layout, batches, timeout), schema,
-            barrier=True)
+            barrier=True).repartition(layout.parts)
 
     def run(batches):
         return evaluate_partition(layout, batches)

@@ -114,9 +114,9 @@ def evaluate_planned(spark, program: Program, task: Task, relations: Mapping,
             specs.append((name, True))
             frames.append(read_input(spark, program.decls[name], io, factdir))
     # At least two shares, so that a one-core session still splits (and tests the split);
-    # a barrier stage's tasks all run at once: as many as the cores.
-    cores = spark.sparkContext.defaultParallelism
-    parts = parts or (max(cores, 1) if plan.kind == "distributed" else max(cores, 2))
+    # a barrier stage's tasks all run at once: as many as the slots.
+    parts = parts or (task_slots(spark) if plan.kind == "distributed"
+                      else max(spark.sparkContext.defaultParallelism, 2))
     layout = _layout(program, task, tuple(specs), plan, parts, keep, ranked, limit)
     if store:
         packed, rows, rounds = run_packed(spark, layout, frames, checkpoint)
@@ -126,6 +126,19 @@ def evaluate_planned(spark, program: Program, task: Task, relations: Mapping,
     out.stats = EvalStats(task=task.name, iterations=rounds, rows=rows,
                           seconds=time.perf_counter() - t0, plan=plan.kind)
     return _checked(out, limit, program.file)
+
+
+def task_slots(spark) -> int:
+    """Return how many tasks the session's executors run at once (a standalone cluster's
+    default parallelism is at least 2, which a one-core cluster's barrier stage would wait for
+    in vain)."""
+    sc = spark.sparkContext
+    try:
+        jsc = sc._jsc.sc()
+        return max(int(jsc.maxNumConcurrentTasks(
+            jsc.resourceProfileManager().defaultResourceProfile())), 1)
+    except Exception:  # noqa: BLE001 - no JVM gateway (Spark Connect)
+        return max(sc.defaultParallelism, 1)
 
 
 def _in_driver(spark, program: Program, task: Task, relations: Mapping, factdir, plan: Plan,
