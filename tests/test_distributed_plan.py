@@ -164,7 +164,8 @@ def test_the_recursive_task_is_one_job_whatever_its_rounds(spark, tmp_path):
         path = build_tasks(parse_program(LEFT_TC, "p.dl")).task_of("path").id
         assert result.task_stats[path].iterations >= n - 1
         jobs[n] = result.trace.extra[path]["spark_jobs"]
-    assert jobs[4] == jobs[40] <= 2, jobs
+    # The input's shuffle, the barrier stage, the result's cut: whatever the rounds.
+    assert jobs[4] == jobs[40] <= 3, jobs
 
 
 def test_a_forced_distributed_plan_that_does_not_apply_is_one_line(spark, tmp_path):
