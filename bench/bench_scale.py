@@ -1,7 +1,8 @@
 """levelflow at the sizes Spark is for, against DuckDB in the same run (issue 45).
 
     .venv/bin/python bench/bench_scale.py [--edges 1000000,3000000] [--shapes random,powerlaw]
-        [--workloads reach,closure] [--sources 4] [--epochs 4]
+        [--workloads reach,closure] [--sources 4] [--epochs 4] [--plans auto,distributed]
+        [--master spark://host:7077]
 
 Graphs (seeded, numpy, distinct edges, written as one TAB fact file in random order):
 `random` has E/3 nodes and E uniform edges; `powerlaw` is an R-MAT graph (quadrant
@@ -17,8 +18,11 @@ and Spark jobs, and where the time went (reading the facts, the rest); the ratio
 DuckDB's read + query. With --epochs K (reach only): a durable state bootstrapped from the
 same file (its ratio to the run), K 10-edge epochs (insert, delete, ...) each with its time,
 Spark jobs and strategies, then the state closed and opened again and one more epoch (the
-first epoch after an open). The load average is printed first and last: the machine is
-shared, so the ratios, measured in one run, are the figures.
+first epoch after an open). `--plans` runs each workload once per plan forced (`auto`: every
+default), a row each: the designs compared side by side (the global plan's job chain per
+round, the local plan's one worker, the distributed plan's supersteps in one barrier job);
+`--master` runs on that master instead of local[2]. The load average is printed first, last
+and with each row: the machine is shared, so the ratios, measured in one run, are the figures.
 """
 
 from __future__ import annotations
@@ -110,14 +114,14 @@ def duck(facts: Path, queries: dict[str, str]) -> tuple[float, dict[str, tuple[f
     return read, out
 
 
-def lf_run(spark, program: Path, factdir: Path):
+def lf_run(spark, program: Path, factdir: Path, plan: str = "auto"):
     """Return (seconds, reading seconds, printsize, the recursive task's plan, rounds, jobs)."""
     import levelflow
     from levelflow.engine import io_meter
 
     before = io_meter.snapshot()
     t0 = time.perf_counter()
-    res = levelflow.run(program, factdir, spark=spark)
+    res = levelflow.run(program, factdir, spark=spark, plan=plan)
     seconds = time.perf_counter() - t0
     reading = io_meter.snapshot().since(before).reading
     stats = [s for s in res.task_stats if s is not None and s.iterations]
@@ -178,12 +182,15 @@ def main() -> None:
     ap.add_argument("--sources", type=int, default=4)
     ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--driver-memory", default="4g")
+    ap.add_argument("--plans", default="auto")
+    ap.add_argument("--master", default="local[2]")
     args = ap.parse_args()
 
     from levelflow.engine.session import make_session
 
     print(f"load average {load_average()} on {os.cpu_count()} cores")
-    spark = make_session("local[2]", driver_memory=args.driver_memory)
+    spark = make_session(args.master, driver_memory=args.driver_memory)
+    plans = [p for p in args.plans.split(",") if p]
     starts = list(range(args.sources))
     tmp = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     programs = {"reach": (REACH, DUCK_REACH),
@@ -198,8 +205,8 @@ def main() -> None:
     for name in workloads:
         lf_run(spark, tmp / f"{name}.dl", warm)
     print("| graph | edges | workload | DuckDB read + query | levelflow (task's plan) | reading "
-          "| rounds | Spark jobs | levelflow / DuckDB |")
-    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "| rounds | Spark jobs | levelflow / DuckDB | load |")
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     try:
         for shape in args.shapes.split(","):
             for size in (int(e) for e in args.edges.split(",")):
@@ -208,16 +215,17 @@ def main() -> None:
                                 pacsv.WriteOptions(include_header=False, delimiter="\t",
                                                    quoting_style="none"))
                 read, queries = duck(tmp / "edge.facts", {w: programs[w][1] for w in workloads})
-                for w in workloads:
+                for w, forced in ((w, p) for w in workloads for p in plans):
                     query, count = queries[w]
                     seconds, reading, sizes, plan, rounds, jobs = lf_run(spark, tmp / f"{w}.dl",
-                                                                         tmp)
+                                                                         tmp, forced)
                     got = next(iter(sizes.values()))
                     assert got == count, (shape, size, w, got, count)
                     print(f"| {shape} | {len(x):,} | {w} ({count:,}) | {read:.2f} + "
                           f"{query:.2f} s | {seconds:.2f} s ({plan}) | {reading:.2f} s | "
-                          f"{rounds} | {jobs} | {seconds / (read + query):.1f}x |", flush=True)
-                    if args.epochs and w == "reach":
+                          f"{rounds} | {jobs} | {seconds / (read + query):.1f}x | "
+                          f"{load_average()} |", flush=True)
+                    if args.epochs and w == "reach" and forced == plans[0]:
                         epochs(spark, tmp / f"{w}.dl", tmp, args.epochs,
                                int(max(x.max(), y.max())) + 1, seconds)
     finally:

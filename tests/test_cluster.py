@@ -1,6 +1,6 @@
 """`levelflow run --master spark://...` on a real standalone cluster gives the local run's outputs.
 
-A Spark standalone master and one worker (1 core, 1g) are started on 127.0.0.1 from the pyspark
+A Spark standalone master and two workers (1 core, 1g each) start on 127.0.0.1 from the pyspark
 installation; the runs happen in one driver subprocess (each `levelflow run` in turn on its
 session) because this test session already owns a local SparkContext in-process. The daemons
 and the driver are stopped whatever happens.
@@ -22,6 +22,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "pointsto"
+WORKERS = 2  # of one core each: the distributed plan's barrier stage spans both
 
 
 def _free_port() -> int:
@@ -65,11 +66,11 @@ def _stop(proc: subprocess.Popen) -> None:
 
 @pytest.fixture(scope="module")
 def standalone_master(tmp_path_factory):
-    """Yield the spark:// URL of a running standalone master with one registered worker."""
+    """Yield the spark:// URL of a running standalone master with its registered workers."""
     home = _spark_home()
     logs = tmp_path_factory.mktemp("spark-standalone")
     env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOG_DIR=str(logs))
-    port, ui, worker_ui = _free_port(), _free_port(), _free_port()
+    port, ui = _free_port(), _free_port()
     spark_class = str(home / "bin" / "spark-class")
     procs = []
     try:
@@ -78,17 +79,18 @@ def standalone_master(tmp_path_factory):
              "--port", str(port), "--webui-port", str(ui)],
             env=env, stdout=open(logs / "master.log", "w"), stderr=subprocess.STDOUT,
             start_new_session=True))
-        procs.append(subprocess.Popen(
-            [spark_class, "org.apache.spark.deploy.worker.Worker", f"spark://127.0.0.1:{port}",
-             "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
-             "--webui-port", str(worker_ui), "--work-dir", str(logs / "work")],
-            env=env, stdout=open(logs / "worker.log", "w"), stderr=subprocess.STDOUT,
-            start_new_session=True))
+        for w in range(WORKERS):
+            procs.append(subprocess.Popen(
+                [spark_class, "org.apache.spark.deploy.worker.Worker",
+                 f"spark://127.0.0.1:{port}", "--host", "127.0.0.1", "--cores", "1", "--memory",
+                 "1g", "--webui-port", str(_free_port()), "--work-dir", str(logs / f"work{w}")],
+                env=env, stdout=open(logs / f"worker{w}.log", "w"), stderr=subprocess.STDOUT,
+                start_new_session=True))
         deadline = time.monotonic() + 60
-        while _alive_workers(ui) < 1:
+        while _alive_workers(ui) < WORKERS:
             dead = [p.args[1] for p in procs if p.poll() is not None]
             if dead or time.monotonic() > deadline:
-                tail = (logs / "worker.log").read_text()[-2000:]
+                tail = (logs / "worker0.log").read_text()[-2000:]
                 pytest.fail(f"standalone cluster did not come up ({dead or 'timeout'}): {tail}")
             time.sleep(0.3)
         yield f"spark://127.0.0.1:{port}", ui
@@ -177,6 +179,32 @@ def test_the_global_plan_runs_on_standalone_cluster(cluster_driver, tmp_path):
     code, _, stderr = cluster_driver.receive()
     assert code == 0, stderr
     assert _sorted_lines(tmp_path) == _sorted_lines(ROOT / "examples" / "tc" / "expected")
+
+
+def test_the_distributed_plan_runs_on_two_workers(cluster_driver, tmp_path):
+    """A non-linear closure under --plan distributed: one barrier task per worker, swapping
+    each round's delta over TCP, gives the naive reference's tuples."""
+    from naive_datalog import evaluate as naive_evaluate
+
+    from levelflow.tasks import build_tasks, load_program
+
+    prog = tmp_path / "prog"
+    (prog / "facts").mkdir(parents=True)
+    (prog / "program.dl").write_text(
+        ".decl edge(x:number, y:number)\n.input edge\n.decl path(x:number, y:number)\n"
+        "path(x, y) :- edge(x, y).\npath(x, z) :- path(x, y), path(y, z).\n.output path\n")
+    (prog / "facts" / "edge.facts").write_text("".join(f"{i}\t{(i * 7 + 3) % 40}\n"
+                                                       for i in range(60)))
+    cluster_driver.send(prog, tmp_path / "out", "--plan", "distributed", "--trace-out",
+                        str(tmp_path / "trace.json"))
+    code, _, stderr = cluster_driver.receive()
+    assert code == 0, stderr
+    expected = naive_evaluate(build_tasks(load_program(prog / "program.dl")), prog / "facts")
+    rows = {tuple(map(int, line.split("\t")))
+            for line in (tmp_path / "out" / "path.csv").read_text().splitlines()}
+    assert rows == expected["path"] and len(rows) > 60
+    nodes = json.loads((tmp_path / "trace.json").read_text())["nodes"]
+    assert [n["plan"] for n in nodes if n["id"] == "path"] == ["distributed"]
 
 
 def test_run_on_standalone_cluster_matches_local_run(standalone_master, cluster_driver, spark,

@@ -14,7 +14,7 @@ import pytest
 
 from levelflow.engine.evaluate import evaluate_program
 from levelflow.engine.facts import output_path, write_relation
-from levelflow.engine.plans import PLANS, PlanError, carried_key
+from levelflow.engine.plans import PLANS, PlanError, check_plan
 from levelflow.engine.runner import run_program
 from levelflow.tasks import build_tasks, load_program
 
@@ -42,8 +42,18 @@ def _has_recursion(name: str) -> bool:
 # deep_chain's point is the local plan's one-tuple rounds; under global it is 30 rounds of the
 # join-then-arithmetic shape countdown and fib already run round by round, for 15 s.
 CASES = [(name, plan) for name in NAMES for plan in PLANS
-         if plan != "auto" and (plan != "partitioned" or _has_recursion(name))
+         if plan != "auto" and (plan not in ("partitioned", "distributed") or
+                                _has_recursion(name))
          and (name, plan) != ("deep_chain", "global")]
+
+
+def _refused(pt, plan: str) -> bool:
+    """Return whether a forced plan does not apply to one of the program's recursive tasks."""
+    try:
+        check_plan(pt, plan)
+    except PlanError:
+        return True
+    return False
 
 
 def test_there_are_enough_programs():
@@ -55,10 +65,9 @@ def test_there_are_enough_programs():
 def test_program_outputs(spark, tmp_path, name, plan):
     program_dir = PROGRAMS / name
     pt = build_tasks(load_program(program_dir / "program.dl"))
-    if plan == "partitioned" and any(t.recursive and carried_key(t, pt.program.decls)[0] is None
-                                     for t in pt.tasks):
+    if plan in ("partitioned", "distributed") and _refused(pt, plan):
         # Forced where it does not apply: refused before anything runs, naming the task.
-        with pytest.raises(PlanError, match=r"^task .*: the partitioned plan does not apply"):
+        with pytest.raises(PlanError, match=rf"^task .*: the {plan} plan does not apply"):
             run_program(spark, pt, program_dir / "facts", tmp_path, jobs=2, plan=plan)
         assert not any(tmp_path.iterdir())
         return

@@ -31,7 +31,7 @@ SWITCH_HELP = (f"Elastic switch: stop a task's update after this fraction of its
 LARGE_CHANGE_HELP = ("Elastic: recompute a recursive task at once when this fraction of the "
                      "tuples it reads changed (5x for a task updated where its state lives).")
 PLAN_HELP = ("How tasks run: auto (by shape and size: small inputs in the driver), driver, "
-             "local, partitioned or global.")
+             "local, partitioned, distributed or global.")
 LOCAL_ROWS_HELP = "auto runs a task inside Spark tasks up to this many input rows."
 MAX_TUPLES_HELP = ("Stop with one line when a task would make more than this many tuples "
                    "(a rule's cross product is refused before it runs); nothing is written.")

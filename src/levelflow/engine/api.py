@@ -57,7 +57,8 @@ def run(program: str | os.PathLike | Program | ProgramTasks, factdir=None, outdi
         inputs: dict | None = None) -> RunResult:
     """Return the RunResult of running `program` from scratch on `spark` (or a local session).
 
-    The options are `levelflow run`'s: `plan` (auto|driver|local|partitioned|global), `local_rows`
+    The options are `levelflow run`'s: `plan` (auto|driver|local|partitioned|
+    distributed|global), `local_rows`
     (auto's threshold, `--local-rows`), `confine` (`--confine`); `master` and `driver_memory`
     only when no session is passed; `max_tuples` (`--max-tuples`, None: no limit): a task that
     would make more tuples raises TupleLimit. For `--state`, use IncrementalSession.bootstrap.

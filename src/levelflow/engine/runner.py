@@ -146,10 +146,22 @@ class _Run:
         rows = input_rows(self.program, task, counts, self.factdir)
         threshold = LOCAL_ROWS if self.plan_rows is None else self.plan_rows  # 0: never local
         driver = self.driver_rows
-        plan = choose_plan(task, self.program.decls, rows, self.plan, threshold, driver)
+        plan = choose_plan(task, self.program.decls, rows, self.plan, threshold, driver,
+                           self._spread_rows(rows, driver))
         self.progress.started(v)
         call = partial(self._evaluate, v, plan, counts)
         return in_driver(call) if plan.kind == "driver" else call
+
+    def _spread_rows(self, rows: int, driver: int | None) -> int | None:
+        """Return the rows one Python worker holds on a cluster (None on a local master, whose
+        driver plan already holds what fits in memory: auto never spreads a task there)."""
+        from levelflow.engine.plans.planner import worker_rows
+        from levelflow.engine.session import on_local_master
+
+        if self.plan != "auto" or on_local_master(self.spark) or (
+                driver is not None and rows <= driver):
+            return None  # not asked for a driver task: reading the conf starts Spark
+        return worker_rows(self.spark.sparkContext.getConf())
 
     def _evaluate(self, v: int, plan, counts: Mapping) -> _Outcome:
         """Return task v evaluated (in a worker thread) under `plan`."""
@@ -231,7 +243,7 @@ def run_program(spark, program_tasks: ProgramTasks, factdir=None, outdir=None, *
                 ) -> RunResult:
     """Return the RunResult of evaluating the program from scratch, writing outputs to outdir.
 
-    `plan` forces how tasks run (auto|driver|local|partitioned|global, engine/plans);
+    `plan` forces how tasks run (auto|driver|local|partitioned|distributed|global, engine/plans);
     `plan_rows` is the input size up to which `auto` runs a task inside Spark tasks, and
     `driver_rows` (None: never; BY_MASTER: by the session's master, plans/driver.rows_on) the
     size up to which it runs one in the driver, which needs no

@@ -40,12 +40,7 @@ def pack_inputs(spark, layout: Layout, frames: Sequence):
     """Return one frame holding every source's rows (`_src`, `s<src>_c<j>`), plus a marker row."""
     import pyspark.sql.functions as F
 
-    packed = spark.range(1).selectExpr("-1 AS _src")  # every share gets a row
-    for s, df in enumerate(frames):  # SQL text: one JVM call per column, not three
-        cols = [f"{quoted(c)} AS {quoted(f's{s}_{c}')}" for c in df.columns]
-        packed = packed.unionByName(df.selectExpr(f"{s} AS _src", *cols),
-                                    allowMissingColumns=True)
-    packed = packed.coalesce(1)
+    packed = united_sources(spark, frames).coalesce(1)
     if layout.parts == 1:
         return packed
     # A union of one-partition copies is one partition per share, and no shuffle: one job.
@@ -54,6 +49,16 @@ def pack_inputs(spark, layout: Layout, frames: Sequence):
     for copy in copies[1:]:
         out = out.union(copy)
     return out
+
+
+def united_sources(spark, frames: Sequence):
+    """Return every source's rows in one frame (`_src`, `s<src>_c<j>`), plus a marker row."""
+    packed = spark.range(1).selectExpr("-1 AS _src")  # every share gets a row
+    for s, df in enumerate(frames):  # SQL text: one JVM call per column, not three
+        cols = [f"{quoted(c)} AS {quoted(f's{s}_{c}')}" for c in df.columns]
+        packed = packed.unionByName(df.selectExpr(f"{s} AS _src", *cols),
+                                    allowMissingColumns=True)
+    return packed
 
 
 def cached_cut(df, observed: str):
@@ -101,10 +106,22 @@ def _evaluated(spark, layout: Layout, frames: Sequence):
     """Return the packed result of running the task's workers over its packed inputs (lazy)."""
     from levelflow.engine.plans.worker import evaluate_partition
 
+    schema = packed_schema(layout.names, layout.decls)
+    if layout.routing is not None:  # every partition at once: they swap rows (exchange.py)
+        from levelflow.engine.plans import exchange
+        from levelflow.engine.plans.distributed import evaluate_distributed
+
+        timeout = exchange.TIMEOUT_SECONDS  # read here: tests lower it in the driver
+        # Each task reads any slice and routes its rows. Shuffles before and after: a barrier
+        # stage may not coalesce its input, and what reads its result (a take, a union) would
+        # otherwise be refused for sharing its stage. Its Python runs in every partition.
+        return united_sources(spark, frames).repartition(layout.parts).mapInArrow(
+            lambda batches: evaluate_distributed(layout, batches, timeout), schema,
+            barrier=True).repartition(layout.parts)
+
     def run(batches):
         return evaluate_partition(layout, batches)
 
-    schema = packed_schema(layout.names, layout.decls)
     return pack_inputs(spark, layout, frames).mapInArrow(run, schema)
 
 

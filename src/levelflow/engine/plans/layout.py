@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from levelflow.engine.guard import Limit
+from levelflow.engine.plans.routing import Routing
 from levelflow.tasks.ast import Decl, Rule
 
 # Prefix of the stand-in relation holding an input's base facts in an incremental from-scratch
@@ -41,3 +42,7 @@ class Layout:
     limit: Limit | None = None
     # The task's `@sub:r` pair rules: its fixpoint is pruned each round (plans/subsume.py).
     subsumes: tuple[Rule, ...] = ()
+    # The distributed plan: the relations' partitioned copies (routing.py), and the job's
+    # token, which each task presents to its peers (exchange.py).
+    routing: Routing | None = None
+    token: str = ""

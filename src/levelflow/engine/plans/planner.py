@@ -11,13 +11,17 @@ from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import Atom, Decl, Var
 from levelflow.tasks.tasks import Task
 
-PLANS = ("auto", "driver", "local", "partitioned", "global")
+PLANS = ("auto", "driver", "local", "partitioned", "distributed", "global")
 # Inputs (rows of lower relations and fact files) up to this many run in Spark tasks (local or
 # partitioned): they are gathered into, or copied to, each Python worker.
 LOCAL_ROWS = 2_000_000
 # A recursive task that can be partitioned is, from this many input rows on; below it the one
 # local Spark task is cheaper than the shuffle that copies the inputs to each share.
 PARTITION_MIN_ROWS = 5_000
+# What a Python worker holds per input row of a task while its fixpoint runs (the rows, their
+# copies, packed keys and a round's joins): on a cluster, auto runs a recursive task over more
+# rows than one worker holds under the distributed plan.
+BYTES_PER_ROW = 200
 # Relation-position combinations tried when looking for a carried key (mutual recursion).
 _MAX_KEY_CANDIDATES = 4096
 
@@ -91,6 +95,35 @@ def static_plan(task: Task, decls: Mapping[str, Decl]) -> Plan:
     return Plan("local", why)
 
 
+def _bytes(text: str) -> int:
+    """Return a JVM memory size ("2g", "512m", "1048576") in bytes."""
+    text = text.strip().lower().removesuffix("b")
+    scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    if text and text[-1] in scale:
+        return int(float(text[:-1]) * scale[text[-1]])
+    return int(text)
+
+
+def worker_rows(conf) -> int:
+    """Return the input rows one executor's Python worker holds, from the Spark conf
+    (`spark.executor.pyspark.memory`, else the executor's memory shared by its cores)."""
+    def get(key: str, default: str) -> str:
+        return conf.get(key, default) or default
+
+    python = conf.get("spark.executor.pyspark.memory", None)
+    if python:
+        return _bytes(python) // BYTES_PER_ROW
+    cores = max(int(get("spark.executor.cores", "1")), 1)
+    return _bytes(get("spark.executor.memory", "1g")) // cores // BYTES_PER_ROW
+
+
+def distributed_routing(task: Task, decls: Mapping[str, Decl]):
+    """Return the task's routing under the distributed plan (routing.py), or raise PlanError."""
+    from levelflow.engine.plans.routing import routing
+
+    return routing(tuple(r for r in task.rules if r.body), task.relations, decls, task.name)
+
+
 def check_plan(program_tasks, forced: str) -> None:
     """Return None if the forced plan applies to every task it must; else raise PlanError."""
     decls = program_tasks.program.decls
@@ -99,10 +132,13 @@ def check_plan(program_tasks, forced: str) -> None:
 
 
 def choose_plan(task: Task, decls: Mapping[str, Decl], rows: int, forced: str = "auto",
-                threshold: int = LOCAL_ROWS, driver_rows: int | None = None) -> Plan:
+                threshold: int = LOCAL_ROWS, driver_rows: int | None = None,
+                spread_rows: int | None = None) -> Plan:
     """Return the task's plan for `rows` input rows; a forced plan that does not apply raises.
 
     `driver_rows`: auto runs the task in the driver up to this many input rows (None: never).
+    `spread_rows` (a cluster's one worker's rows; None on a local master): auto runs a
+    recursive task past them, or past `threshold`, under the distributed plan where it applies.
     """
     if forced not in PLANS:
         raise PlanError(f"plan: must be one of {', '.join(PLANS)}, got {forced!r}")
@@ -124,6 +160,16 @@ def choose_plan(task: Task, decls: Mapping[str, Decl], rows: int, forced: str = 
             raise PlanError(f"task {task.name}: the partitioned plan does not apply "
                             f"({shape.reason})")
         return shape
+    if forced == "distributed":
+        distributed_routing(task, decls)  # PlanError where it does not apply
+        return Plan("distributed", "forced")
+    if spread_rows is not None and rows > min(threshold, spread_rows):
+        why = f"{rows:,} input rows > {min(threshold, spread_rows):,} one worker holds"
+        try:
+            distributed_routing(task, decls)
+        except PlanError as e:
+            return Plan("global", f"{why}; {e}")
+        return Plan("distributed", why)
     if rows > threshold:
         return Plan("global", f"{rows:,} input rows > {threshold:,}")
     if shape.key is not None and rows < PARTITION_MIN_ROWS:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from levelflow.engine.guard import Limit, check_products, check_ranges, task_lim
 from levelflow.engine.memory import estimated_lines
 from levelflow.engine.plans.in_spark import run_counted, run_packed, unpack
 from levelflow.engine.plans.layout import Layout
-from levelflow.engine.plans.planner import Plan
+from levelflow.engine.plans.planner import Plan, distributed_routing
 from levelflow.engine.spark_io import estimate_rows, read_input
 from levelflow.tasks.ast import Program
 from levelflow.tasks.subsume import SUB, pair_decl, subsumed
@@ -62,12 +63,15 @@ def _layout(program: Program, task: Task, sources, plan: Plan, parts: int,
         rows = fact_rows(task.rules, name)
         if rows:
             facts[name] = [cast_fact(r, decls[name].types) for r in rows]
+    spread = plan.kind == "distributed"
     return Layout(rules=tuple(r for r in task.rules if r.body), names=task.relations,
                   decls={n: decls[n] for n in touched}, sources=sources, facts=facts,
                   key=plan.key if plan.kind == "partitioned" else None,
-                  parts=parts if plan.kind == "partitioned" else 1, keep=keep,
+                  parts=parts if plan.kind in ("partitioned", "distributed") else 1, keep=keep,
                   closure=task.closure, ranked=ranked, limit=limit,
-                  subsumes=task.subsumes)
+                  subsumes=task.subsumes,
+                  routing=distributed_routing(task, program.decls) if spread else None,
+                  token=uuid.uuid4().hex if spread else "")
 
 
 def evaluate_planned(spark, program: Program, task: Task, relations: Mapping,
@@ -109,8 +113,10 @@ def evaluate_planned(spark, program: Program, task: Task, relations: Mapping,
         if io is not None and factdir is not None:
             specs.append((name, True))
             frames.append(read_input(spark, program.decls[name], io, factdir))
-    # At least two shares, so that a one-core session still splits (and tests the split).
-    parts = parts or max(spark.sparkContext.defaultParallelism, 2)
+    # At least two shares, so that a one-core session still splits (and tests the split);
+    # a barrier stage's tasks all run at once: as many as the slots.
+    parts = parts or (task_slots(spark) if plan.kind == "distributed"
+                      else max(spark.sparkContext.defaultParallelism, 2))
     layout = _layout(program, task, tuple(specs), plan, parts, keep, ranked, limit)
     if store:
         packed, rows, rounds = run_packed(spark, layout, frames, checkpoint)
@@ -120,6 +126,19 @@ def evaluate_planned(spark, program: Program, task: Task, relations: Mapping,
     out.stats = EvalStats(task=task.name, iterations=rounds, rows=rows,
                           seconds=time.perf_counter() - t0, plan=plan.kind)
     return _checked(out, limit, program.file)
+
+
+def task_slots(spark) -> int:
+    """Return how many tasks the session's executors run at once (a standalone cluster's
+    default parallelism is at least 2, which a one-core cluster's barrier stage would wait for
+    in vain)."""
+    sc = spark.sparkContext
+    try:
+        jsc = sc._jsc.sc()
+        return max(int(jsc.maxNumConcurrentTasks(
+            jsc.resourceProfileManager().defaultResourceProfile())), 1)
+    except Exception:  # noqa: BLE001 - no JVM gateway (Spark Connect)
+        return max(sc.defaultParallelism, 1)
 
 
 def _in_driver(spark, program: Program, task: Task, relations: Mapping, factdir, plan: Plan,
