@@ -109,7 +109,6 @@ class Partition:
     def _derive(self) -> dict[str, list[pl.DataFrame]]:
         """Return per relation the candidates this partition's delta derives (one round)."""
         derived: dict[str, list[pl.DataFrame]] = {n: [] for n in self.layout.names}
-        copy_at = {}
         for v in self.routing.variants:
             if v.delta is None:
                 continue
