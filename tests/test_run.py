@@ -370,7 +370,8 @@ def test_a_fact_file_that_is_a_directory_is_one_line_and_leaves_outdir_alone(tmp
     (["--checkpoint", "disk"], "--checkpoint: must be one of local, reliable"),
     (["--scheduler", "no-such-scheduler"], "no-such-scheduler"),
     (["--local-rows", "-5"], "--local-rows: must be a number of rows >= 0, got -5"),
-    (["--plan", "fast"], "--plan: must be one of auto, driver, local, partitioned, global"),
+    (["--plan", "fast"],
+     "--plan: must be one of auto, driver, local, partitioned, distributed, global"),
     (["--master", "foo"], "--master: not a Spark master URL: 'foo'"),
     (["--master", "local[x]"], "--master: not a Spark master URL: 'local[x]'"),
 ])

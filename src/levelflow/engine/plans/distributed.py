@@ -21,7 +21,7 @@ from levelflow.engine.plans.exchange import Exchange
 from levelflow.engine.plans.fixpoint import Relation, TaskOutcome
 from levelflow.engine.plans.layout import Layout
 from levelflow.engine.plans.routing import Routing
-from levelflow.engine.plans.worker import _pack, output_schema, source_frames
+from levelflow.engine.plans.worker import output_schema, pack_outcome, source_frames
 from levelflow.engine.rules import rule_heads
 
 Out = dict[int, dict[int, list[pl.DataFrame]]]  # destination -> copy id -> frames
@@ -188,4 +188,4 @@ def evaluate_distributed(layout: Layout, batches: Iterable[pa.RecordBatch],
     finally:
         net.close()
     schema = output_schema(layout.names, layout.decls)
-    yield from _pack(part.outcome, layout, schema, None)
+    yield from pack_outcome(part.outcome, layout, schema, None)

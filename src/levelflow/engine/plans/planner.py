@@ -6,8 +6,8 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from levelflow.engine.plans.plan_error import PlanError
 from levelflow.engine.rules import reads_own
-from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import Atom, Decl, Var
 from levelflow.tasks.tasks import Task
 
@@ -24,10 +24,6 @@ PARTITION_MIN_ROWS = 5_000
 BYTES_PER_ROW = 200
 # Relation-position combinations tried when looking for a carried key (mutual recursion).
 _MAX_KEY_CANDIDATES = 4096
-
-
-class PlanError(LevelflowError):
-    """A forced plan does not apply to a task; str() is one line naming the task."""
 
 
 @dataclass(frozen=True, slots=True)

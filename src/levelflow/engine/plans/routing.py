@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from levelflow.engine.plans.planner import PlanError
+from levelflow.engine.plans.plan_error import PlanError
 from levelflow.engine.rules import reads_own
 from levelflow.tasks.ast import Atom, Decl, Rule, Var
 

@@ -89,8 +89,8 @@ def share_filter(layout, index: int):
     return keep
 
 
-def _pack(outcome: TaskOutcome, layout: Layout, schema: pa.Schema,
-          symbols: pl.Series) -> Iterator[pa.RecordBatch]:
+def pack_outcome(outcome: TaskOutcome, layout: Layout, schema: pa.Schema,
+                 symbols: pl.Series) -> Iterator[pa.RecordBatch]:
     """Yield the outcome's relations (and its round count) as batches of the packed schema."""
     if not layout.emit:  # their counts only
         counts = [outcome.rows.get(name, 0) for name in layout.names]
@@ -140,7 +140,7 @@ def _run_encoded(layout: Layout, lower: dict, facts: dict, share, schema: pa.Sch
     outcome, symbols, coded = evaluate_encoded(layout, lower, facts, share)
     if layout.keep is not None:
         keep_share(layout, index, outcome, symbols, coded)
-    yield from _pack(outcome, layout, schema, symbols)
+    yield from pack_outcome(outcome, layout, schema, symbols)
 
 
 def keep_share(layout: Layout, index: int, outcome: TaskOutcome, symbols, coded: dict) -> None:
