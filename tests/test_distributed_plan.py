@@ -15,6 +15,7 @@ import pytest
 from naive_datalog import evaluate as naive_evaluate
 from test_incremental_properties import write_facts
 
+from levelflow.engine.memory import BYTES_PER_ROW
 from levelflow.engine.plans import PlanError, choose_plan
 from levelflow.engine.plans.exchange import Exchange, ExchangeError
 from levelflow.engine.plans.planner import worker_rows
@@ -193,10 +194,11 @@ def test_auto_spreads_only_past_one_workers_rows_on_a_cluster():
     assert choose_plan(task, decls, 10**5, spread_rows=10**6).kind == "local"
     assert choose_plan(task, decls, 3 * 10**5, threshold=10**6,
                        spread_rows=2 * 10**5).kind == "distributed"
-    # 1 GiB of executor memory over 2 cores at 200 bytes a row; the Python memory if set.
+    # 1 GiB of executor memory over 2 cores at the evaluator's bytes a row; the Python memory
+    # if set.
     assert worker_rows({"spark.executor.memory": "1g", "spark.executor.cores": "2"}) == \
-        (1 << 30) // 2 // 200
-    assert worker_rows({"spark.executor.pyspark.memory": "512m"}) == (512 << 20) // 200
+        (1 << 30) // 2 // BYTES_PER_ROW
+    assert worker_rows({"spark.executor.pyspark.memory": "512m"}) == (512 << 20) // BYTES_PER_ROW
 
 
 def _peers(tokens: list[str], timeout: float, act=None) -> list:

@@ -6,6 +6,7 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from levelflow.engine.memory import BYTES_PER_ROW
 from levelflow.engine.plans.plan_error import PlanError
 from levelflow.engine.rules import reads_own
 from levelflow.tasks.ast import Atom, Decl, Var
@@ -18,10 +19,6 @@ LOCAL_ROWS = 2_000_000
 # A recursive task that can be partitioned is, from this many input rows on; below it the one
 # local Spark task is cheaper than the shuffle that copies the inputs to each share.
 PARTITION_MIN_ROWS = 5_000
-# What a Python worker holds per input row of a task while its fixpoint runs (the rows, their
-# copies, packed keys and a round's joins): on a cluster, auto runs a recursive task over more
-# rows than one worker holds under the distributed plan.
-BYTES_PER_ROW = 200
 # Relation-position combinations tried when looking for a carried key (mutual recursion).
 _MAX_KEY_CANDIDATES = 4096
 
@@ -102,7 +99,8 @@ def _bytes(text: str) -> int:
 
 def worker_rows(conf) -> int:
     """Return the input rows one executor's Python worker holds, from the Spark conf
-    (`spark.executor.pyspark.memory`, else the executor's memory shared by its cores)."""
+    (`spark.executor.pyspark.memory`, else the executor's memory shared by its cores), at the
+    Polars evaluator's BYTES_PER_ROW: on a cluster, auto distributes a recursive task past it."""
     def get(key: str, default: str) -> str:
         return conf.get(key, default) or default
 
