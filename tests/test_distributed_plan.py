@@ -132,6 +132,27 @@ def test_negation_and_aggregates_above_a_distributed_task(spark, tmp_path):
         assert rows == expected[name], name
 
 
+def test_auto_on_a_cluster_reads_one_workers_rows_once_a_run(spark, tmp_path, monkeypatch):
+    from levelflow.engine import session
+    from levelflow.engine.plans import planner
+
+    calls = []
+
+    def worker_rows(conf):
+        calls.append(conf)
+        return 10  # fewer than path's inputs: auto distributes it
+
+    monkeypatch.setattr(session, "on_local_master", lambda spark: False)
+    monkeypatch.setattr(planner, "worker_rows", worker_rows)
+    text = LEFT_TC + ".decl loop(x:number)\nloop(x) :- path(x, x).\n.output loop\n"
+    result, got, expected = _run(spark, tmp_path, text, {"edge": _edges(7, 20, 40)}, plan="auto")
+    plans = _plans(result)
+    assert plans["path"] == "distributed" and len(plans) == 3  # edge, path, loop
+    assert len(calls) == 1  # the conf read once a run, not once a task
+    for name, rows in got.items():
+        assert rows == expected[name], name
+
+
 def test_empty_inputs(spark, tmp_path):
     # The task runs on its own fact alone: every partition but one starts with nothing.
     text = NONLINEAR_TC.replace(".output", "path(7, 7).\n.output")

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 
 from levelflow.driver import drive, scheduler_name
@@ -155,12 +155,18 @@ class _Run:
     def _spread_rows(self, rows: int, driver: int | None) -> int | None:
         """Return the rows one Python worker holds on a cluster (None on a local master, whose
         driver plan already holds what fits in memory: auto never spreads a task there)."""
-        from levelflow.engine.plans.planner import worker_rows
         from levelflow.engine.session import on_local_master
 
         if self.plan != "auto" or on_local_master(self.spark) or (
                 driver is not None and rows <= driver):
             return None  # not asked for a driver task: reading the conf starts Spark
+        return self._worker_rows
+
+    @cached_property
+    def _worker_rows(self) -> int:
+        """The rows one Python worker holds, from the Spark conf: read once a run (py4j calls)."""
+        from levelflow.engine.plans.planner import worker_rows
+
         return worker_rows(self.spark.sparkContext.getConf())
 
     def _evaluate(self, v: int, plan, counts: Mapping) -> _Outcome:
