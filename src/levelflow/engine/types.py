@@ -96,7 +96,7 @@ def rows_frame(spark: SparkSession, decl: Decl, rows: list[tuple]) -> DataFrame:
     return spark.range(1).select(F.inline(parsed))
 
 
-def arrow_schema(schema: StructType):
+def arrow_schema_of_spark(schema: StructType):
     """Return the Arrow schema of a Spark schema of the engine's types (what PySpark's
     to_arrow_schema gives for them, without importing pandas: work in the driver alone)."""
     import pyarrow as pa
