@@ -97,18 +97,29 @@ def _bytes(text: str) -> int:
     return int(text)
 
 
-def worker_rows(conf) -> int:
-    """Return the input rows one executor's Python worker holds, from the Spark conf
-    (`spark.executor.pyspark.memory`, else the executor's memory shared by its cores), at the
-    Polars evaluator's BYTES_PER_ROW: on a cluster, auto distributes a recursive task past it."""
+def python_memory(conf) -> int | None:
+    """Return the bytes `spark.executor.pyspark.memory` gives each Python worker (None: unset)."""
+    python = conf.get("spark.executor.pyspark.memory", None)
+    return _bytes(python) if python else None
+
+
+def worker_bytes(conf) -> int:
+    """Return the memory one executor's Python worker has, from the Spark conf
+    (`spark.executor.pyspark.memory`, else the executor's memory shared by its cores)."""
     def get(key: str, default: str) -> str:
         return conf.get(key, default) or default
 
-    python = conf.get("spark.executor.pyspark.memory", None)
-    if python:
-        return _bytes(python) // BYTES_PER_ROW
+    python = python_memory(conf)
+    if python is not None:
+        return python
     cores = max(int(get("spark.executor.cores", "1")), 1)
-    return _bytes(get("spark.executor.memory", "1g")) // cores // BYTES_PER_ROW
+    return _bytes(get("spark.executor.memory", "1g")) // cores
+
+
+def worker_rows(conf) -> int:
+    """Return the input rows one executor's Python worker holds, from the Spark conf, at the
+    Polars evaluator's BYTES_PER_ROW: on a cluster, auto distributes a recursive task past it."""
+    return worker_bytes(conf) // BYTES_PER_ROW
 
 
 def distributed_routing(task: Task, decls: Mapping[str, Decl]):
