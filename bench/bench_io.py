@@ -2,10 +2,10 @@
 
 Run: .venv/bin/python bench/bench_io.py [--rows N] [--batches K]
 Reading: one edge table of N rows (default 10,000,000). First the driver's read of the TAB
-fact file (engine/fact_reader.py: read, checked, made distinct) in rows/s, against pyarrow's
-CSV reader parsing the same file into int64 columns (the reference; goal >= 3M rows/s). Then
-`levelflow.run` of a program that reads the table and counts it (`.printsize edge`), from the
-TAB file, from a Parquet file (`IO=parquet`, read by pyarrow in the driver,
+fact file (facts.fact_table: read and checked by engine/fact_reader.py, made distinct) in
+rows/s, against pyarrow's CSV reader parsing the same file into int64 columns (the reference;
+goal >= 3M rows/s). Then `levelflow.run` of a program that reads the table and counts it
+(`.printsize edge`), from the TAB file, from a Parquet file (`IO=parquet`, read in the driver,
 engine/parquet_reader.py; goal >= 10M rows/s) and from a DataFrame computed in Spark (the same
 rows), each in rows/s with its ratio to pyarrow's reader of that format (read_csv, read_table)
 and the time `run` reports for reading and shipping. The machine's load average is printed
@@ -32,7 +32,7 @@ import pyarrow.parquet as pq
 
 import levelflow
 from levelflow.engine import io_meter
-from levelflow.engine.fact_reader import read_fact_rows
+from levelflow.engine.facts import fact_table
 from levelflow.engine.incremental.session import IncrementalSession
 from levelflow.engine.session import make_session
 from levelflow.streaming import batch_function
@@ -104,11 +104,11 @@ def bench_read(spark, rows: int, tmp: Path) -> None:
         pacsv.ParseOptions(delimiter="\t"), pacsv.ConvertOptions(column_types=int64)))
     t_pq = best(2, lambda: pq.read_table(parquet_file))
     decl = Decl("edge", ("x", "y"), ("number", "number"))
-    t_read = best(2, lambda: read_fact_rows(text_file, decl, "\t"))
+    t_read = best(2, lambda: fact_table(text_file, decl, "\t"))
     print(f"reading {rows:,} edge rows in the driver:", flush=True)
     print(f"  pyarrow read_csv (reference): {t_csv:.2f} s, {rate(rows, t_csv)}")
     print(f"  pyarrow read_table (Parquet reference): {t_pq:.2f} s, {rate(rows, t_pq)}")
-    print(f"  fact_reader (read, checked, distinct): {t_read:.2f} s, {rate(rows, t_read)}; "
+    print(f"  fact_table (read, checked, distinct): {t_read:.2f} s, {rate(rows, t_read)}; "
           f"ratio to read_csv {t_read / t_csv:.2f}", flush=True)
 
     text, parquet = tmp / "text.dl", tmp / "parquet.dl"

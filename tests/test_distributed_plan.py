@@ -15,6 +15,7 @@ import pytest
 from naive_datalog import evaluate as naive_evaluate
 from test_incremental_properties import write_facts
 
+from levelflow.engine.memory import BYTES_PER_ROW
 from levelflow.engine.plans import PlanError, choose_plan
 from levelflow.engine.plans.exchange import Exchange, ExchangeError
 from levelflow.engine.plans.planner import worker_rows
@@ -131,6 +132,27 @@ def test_negation_and_aggregates_above_a_distributed_task(spark, tmp_path):
         assert rows == expected[name], name
 
 
+def test_auto_on_a_cluster_reads_one_workers_rows_once_a_run(spark, tmp_path, monkeypatch):
+    from levelflow.engine import session
+    from levelflow.engine.plans import planner
+
+    calls = []
+
+    def worker_rows(conf):
+        calls.append(conf)
+        return 10  # fewer than path's inputs: auto distributes it
+
+    monkeypatch.setattr(session, "on_local_master", lambda spark: False)
+    monkeypatch.setattr(planner, "worker_rows", worker_rows)
+    text = LEFT_TC + ".decl loop(x:number)\nloop(x) :- path(x, x).\n.output loop\n"
+    result, got, expected = _run(spark, tmp_path, text, {"edge": _edges(7, 20, 40)}, plan="auto")
+    plans = _plans(result)
+    assert plans["path"] == "distributed" and len(plans) == 3  # edge, path, loop
+    assert len(calls) == 1  # the conf read once a run, not once a task
+    for name, rows in got.items():
+        assert rows == expected[name], name
+
+
 def test_empty_inputs(spark, tmp_path):
     # The task runs on its own fact alone: every partition but one starts with nothing.
     text = NONLINEAR_TC.replace(".output", "path(7, 7).\n.output")
@@ -193,10 +215,11 @@ def test_auto_spreads_only_past_one_workers_rows_on_a_cluster():
     assert choose_plan(task, decls, 10**5, spread_rows=10**6).kind == "local"
     assert choose_plan(task, decls, 3 * 10**5, threshold=10**6,
                        spread_rows=2 * 10**5).kind == "distributed"
-    # 1 GiB of executor memory over 2 cores at 200 bytes a row; the Python memory if set.
+    # 1 GiB of executor memory over 2 cores at the evaluator's bytes a row; the Python memory
+    # if set.
     assert worker_rows({"spark.executor.memory": "1g", "spark.executor.cores": "2"}) == \
-        (1 << 30) // 2 // 200
-    assert worker_rows({"spark.executor.pyspark.memory": "512m"}) == (512 << 20) // 200
+        (1 << 30) // 2 // BYTES_PER_ROW
+    assert worker_rows({"spark.executor.pyspark.memory": "512m"}) == (512 << 20) // BYTES_PER_ROW
 
 
 def _peers(tokens: list[str], timeout: float, act=None) -> list:

@@ -11,7 +11,7 @@ import pytest
 
 from levelflow.engine import fact_reader
 from levelflow.engine.fact_reader import read_fact_rows
-from levelflow.engine.facts import FactError, check_fact_lines, validate_facts
+from levelflow.engine.facts import FactError, check_fact_lines, fact_table, validate_facts
 from levelflow.tasks.ast import Decl
 from levelflow.tasks.functors import MAX_SYMBOL
 from levelflow.tasks.numbers import held_unsigned
@@ -51,7 +51,7 @@ def reference_error(data: bytes, d: Decl, delimiter: str, path) -> str:
 
 
 def got_rows(path, d, delimiter, headers=False) -> list[tuple]:
-    return [tuple(r.values()) for r in read_fact_rows(path, d, delimiter, headers).table
+    return [tuple(r.values()) for r in fact_table(path, d, delimiter, headers)
             .to_pylist()]
 
 
@@ -165,6 +165,21 @@ def test_a_file_without_repeats_keeps_every_line_in_order(tmp_path):
     path.write_bytes(data + b"0\t0\ts0\n0\t-0\ts0\n")  # line 1 again, and with -0: the same
     assert got_rows(path, d, "\t") == reference_rows(data, d, "\t")
     assert len(got_rows(path, d, "\t")) == 50_000
+
+
+@pytest.mark.parametrize("types", [("number", "number"), ("number", "symbol")])
+def test_the_reader_keeps_repeats_and_fact_table_drops_them(tmp_path, types):
+    # Numbers only take the Polars CSV path, a symbol the string path: both keep every line.
+    d, path = decl(*types), tmp_path / "r.facts"
+    lines = ["3\t4", "1\t2", "3\t4", "5\t6", "1\t2"]
+    path.write_text("\n".join(lines) + "\n")
+    convert = [CONVERT[t] for t in types]
+    every = [tuple(f(v) for f, v in zip(convert, line.split("\t"), strict=True))
+             for line in lines]
+    rows = read_fact_rows(path, d, "\t")
+    assert rows.lines == 5
+    assert [tuple(r.values()) for r in rows.table.to_pylist()] == every
+    assert got_rows(path, d, "\t") == every[:2] + every[3:4]  # first lines' order
 
 
 def test_unsigned_up_to_2_64_and_a_symbol_too_long(tmp_path):

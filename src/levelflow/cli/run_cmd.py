@@ -325,7 +325,7 @@ def run_command(
     """Evaluate PROGRAM from scratch on Spark; print 'ran k of N' with the wall time and its
     parts (Spark start, reading, shipping, evaluating, writing), the outputs and .printsize
     counts."""
-    from levelflow.cli.spark import inputs_are_large as spark_inputs_are_large
+    from levelflow.cli.spark import inputs_are_large
     from levelflow.cli.timing import WallClock
 
     clock, io_before = WallClock(), io_meter.snapshot()
@@ -343,7 +343,7 @@ def run_command(
             "max_tuples": max_tuples, "epoch_timeout": deadline, "io_before": io_before,
             # Spark starts with the command where it will likely be needed, else on first use.
             "eager": master_given(ctx) or plan not in ("auto", "driver")
-            or spark_inputs_are_large([factdir])}
+            or inputs_are_large([factdir])}
     try:
         with _spark(opts, clock) as (spark, progress):
             # Spark starts meanwhile, on its own thread: a task that needs it does not wait

@@ -1,9 +1,9 @@
-"""Fact files read once, vectorized: a file's bytes to its checked, distinct tuples as Arrow.
+"""Fact files read once, vectorized: a file's bytes to its checked tuples as Arrow.
 
 The reading rules are Soufflé's, as facts.py states them; here they apply to whole columns.
 The bytes are gunzipped and checked as UTF-8, a byte order mark dropped, one CR before each
 LF dropped, the header line skipped. A relation of numbers whose file holds nothing but
-digits, minus signs, the delimiter and LFs is parsed by pyarrow straight to int64. Other
+digits, minus signs, the delimiter and LFs is parsed by Polars straight to Int64. Other
 fields are split by pyarrow's CSV reader (no quoting, every column a string) where the
 delimiter is one byte and every line holds exactly the relation's fields; any other file (a
 longer delimiter, a CR inside a line, an empty line, extra fields) is split line by line by
@@ -11,6 +11,10 @@ Polars (`splitn`, the rest of the line ignored). Each column
 is then cast (a null after the cast is a value that is not a number) and checked at once.
 The first line holding a bad value is then checked alone by facts.check_fact_lines, which
 names the file, the line, the column and the field in one line as a line-by-line reader would.
+
+Repeats are kept: who needs each tuple once makes them distinct once (`distinct_table` for
+Spark, an incremental state or an update; the driver plan's evaluator in fixpoint.base_tuples),
+rather than here and again there (0.3-0.5 s for 3M rows each time).
 
 Read once: `run` checks every fact file before Spark starts (`keep=True`), and the task that
 reads the relation later takes those rows instead of reading the file again (a file changed in
@@ -45,8 +49,8 @@ KEEP_BYTES = 2 << 30
 
 
 class FactRows(NamedTuple):
-    """A fact file read: its distinct tuples (columns c0.., in the order of their first line)
-    and how many tuple lines it holds."""
+    """A fact file read: its tuples (columns c0.., one row per tuple line, repeats kept) and how
+    many tuple lines it holds."""
 
     table: pa.Table
     lines: int
@@ -58,8 +62,8 @@ _kept_lock = threading.Lock()
 
 def read_fact_rows(path: Path, decl: Decl, delimiter: str, headers: bool = False, *,
                    keep: bool = False) -> FactRows:
-    """Return a fact file's checked, distinct tuples; raise facts.FactError at its first bad
-    line. With `keep`, the rows are held for the next call on the same file, which takes them.
+    """Return a fact file's checked tuples, repeats kept; raise facts.FactError at its first
+    bad line. With `keep`, the rows are held for the next call on the same file, which takes them.
     """
     key = _identity(path, decl, delimiter, headers)
     with _kept_lock:
@@ -75,7 +79,8 @@ def read_fact_rows(path: Path, decl: Decl, delimiter: str, headers: bool = False
 
 
 def kept_rows(path: Path, decl: Decl, delimiter: str, headers: bool = False) -> int | None:
-    """Return the distinct tuples of a fact file held from its check (None: not held)."""
+    """Return the tuples (repeats counted) of a fact file held from its check (None: not
+    held)."""
     key = _identity(path, decl, delimiter, headers)
     with _kept_lock:
         held = _kept.get(key) if key is not None else None
@@ -93,21 +98,23 @@ def _identity(path: Path, decl: Decl, delimiter: str, headers: bool) -> tuple | 
 
 
 def _read(path: Path, decl: Decl, delimiter: str, headers: bool) -> FactRows:
-    """Return a fact file's checked, distinct tuples (the work of read_fact_rows)."""
+    """Return a fact file's checked tuples (the work of read_fact_rows)."""
     from levelflow.engine.fact_checks import FactError
-    from levelflow.engine.plans.columnar import distinct  # plans import this module
 
     if not delimiter:
         raise FactError(f"{path}:1:1: error: empty delimiter for relation {decl.name}")
     data = _tuple_bytes(path, headers)
     first = 2 if headers else 1  # the line number of the first tuple line
-    lines = data.count(b"\n") + (not data.endswith(b"\n") and bool(data))
-    if decl.arity == 0 or not lines:
+    if decl.arity == 0 or not data:
+        lines = _line_count(data)
         table = pa.table({"c0": [True][:lines]}, arrow_schema(decl)) if decl.arity == 0 else \
             arrow_schema(decl).empty_table()
         return FactRows(table, lines)
     values = _plain_numbers(data, decl, delimiter)
-    if values is None:
+    if values is not None:
+        lines = values.height  # a row for every line, an empty one too (refused as null)
+    else:
+        lines = _line_count(data)
         fields, line_at = _fields(data, decl.arity, delimiter)
         values = _checked(path, fields, decl, delimiter, _odd_symbol_chars(data, delimiter),
                           line_at, first, long=len(data) > MAX_SYMBOL)
@@ -115,9 +122,20 @@ def _read(path: Path, decl: Decl, delimiter: str, headers: bool) -> FactRows:
         from levelflow.engine.record_facts import record_frame
 
         values = record_frame(path, _lines(data), decl, delimiter, first, FactError)
-    # each row once, in the order of its first line
-    table = distinct(values, maintain_order=True).to_arrow(compat_level=pl.CompatLevel.oldest())
+    table = values.to_arrow(compat_level=pl.CompatLevel.oldest())
     return FactRows(table.cast(arrow_schema(decl)), lines)
+
+
+def distinct_table(table: pa.Table) -> pa.Table:
+    """Return a table's rows each once, in the order of their first occurrence (the table
+    itself if no row repeats)."""
+    from levelflow.engine.plans.columnar import distinct  # plans import this module
+
+    frame = pl.from_arrow(table)
+    unique = distinct(frame, maintain_order=True)
+    if unique is frame:
+        return table
+    return unique.to_arrow(compat_level=pl.CompatLevel.oldest()).cast(table.schema)
 
 
 def _tuple_bytes(path: Path, headers: bool) -> bytes:
@@ -211,31 +229,35 @@ def _read_csv(data: bytes, delimiter: str, convert, names: list[str]) -> pa.Tabl
 
 def _plain_numbers(data: bytes, decl: Decl, delimiter: str) -> pl.DataFrame | None:
     """Return the columns (c0..) of a relation of numbers whose file holds only digits, minus
-    signs, its one-byte delimiter and LFs, parsed by pyarrow's CSV reader straight to int64;
+    signs, its one-byte delimiter and LFs, parsed by Polars' CSV reader straight to Int64;
     None for any other file, or where a field is not a number of its type.
 
-    pyarrow's int64 parser also takes " 5" and "0x10", which Soufflé refuses, so it is only
-    trusted on those bytes, where each field it takes is [-]?[0-9]+. On 10M edge rows it took
-    1.9 s where reading strings and casting them took 4.5 s."""
-    import pyarrow.csv as pacsv
-
+    The CSV readers' integer parsers also take " 5", "+5" or "0x10", so one is only trusted on
+    those bytes, where each field it takes is [-]?[0-9]+; it gives a row for every line (an
+    empty or short line as nulls) and refuses a long line, a field it cannot parse or past
+    64 bits. On 3M edge rows Polars took 0.26 s where pyarrow's took 0.64-0.96 s, and reading
+    strings and casting them 4x that."""
     one = delimiter.encode()
     if any(t not in ("number", "unsigned") for t in decl.types) or len(one) != 1 or \
             one in b"\r\n\"0123456789-" or data.translate(None, b"0123456789-\n" + one):
         return None
     names = [f"c{i}" for i in range(decl.arity)]
-    # a bad field or field count: None, the string path says which line
-    table = _read_csv(data, delimiter, pacsv.ConvertOptions(
-        column_types=dict.fromkeys(names, pa.int64()), null_values=[]),  # an empty field is bad
-        names)
-    # a null is not expected: the string path says where, too
-    if table is None or any(column.null_count for column in table.columns):
-        return None
-    frame = pl.from_arrow(table)
-    unsigned = [pl.col(c) < 0 for c, t in zip(names, decl.types, strict=True) if t == "unsigned"]
-    if unsigned and frame.select(pl.any_horizontal(unsigned).any()).item():
+    try:
+        frame = pl.read_csv(data, has_header=False, separator=delimiter, quote_char=None,
+                            schema=dict.fromkeys(names, pl.Int64))
+    except pl.exceptions.PolarsError:
+        return None  # a bad field or field count: the string path says which line
+    # a null (an empty field) or a negative unsigned: the string path says where, too
+    bad = [pl.col(c).is_null() | (pl.col(c) < 0 if t == "unsigned" else False)
+           for c, t in zip(names, decl.types, strict=True)]
+    if frame.select(pl.any_horizontal(bad).any()).item():
         return None
     return frame
+
+
+def _line_count(data: bytes) -> int:
+    """Return the lines of UTF-8 bytes (a last one without its LF counts)."""
+    return data.count(b"\n") + (not data.endswith(b"\n") and bool(data))
 
 
 def _lines(data: bytes) -> pl.Series:

@@ -95,32 +95,33 @@ def read_facts(spark: SparkSession, decl: Decl, path: str | Path,
                delimiter: str = "\t", headers: bool = False) -> DataFrame:
     """Return the distinct tuples of a validated fact file as a DataFrame (c0..c{n-1}), read
     and checked once in the driver and shipped to Spark as Arrow (engine/fact_reader.py)."""
-    from levelflow.engine.fact_reader import read_fact_rows
     from levelflow.engine.spark_ship import distinct_frame
 
-    return distinct_frame(spark, decl, read_fact_rows(Path(path), decl, delimiter, headers).table)
+    return distinct_frame(spark, decl, fact_table(Path(path), decl, delimiter, headers))
 
 
 def fact_table(path: Path, decl: Decl, delimiter: str = "\t", headers: bool = False):
     """Return a validated fact file's distinct tuples as an Arrow table (c0..), in the order of
     their first lines: the rows read_facts gives, with no Spark job."""
-    from levelflow.engine.fact_reader import read_fact_rows
+    from levelflow.engine.fact_reader import distinct_table, read_fact_rows
 
-    return read_fact_rows(Path(path), decl, delimiter, headers).table
+    return distinct_table(read_fact_rows(Path(path), decl, delimiter, headers).table)
 
 
 def fact_frame(path: Path, decl: Decl, delimiter: str = "\t", headers: bool = False):
-    """Return a validated fact file's distinct tuples as a Polars frame (c0.., the relation's
-    frame schema) read in the driver, with no Spark; a missing file reads as empty, as Soufflé
+    """Return a validated fact file's tuples, repeats kept, as a Polars frame (c0.., the
+    relation's frame schema) read in the driver, with no Spark, for the driver plan's evaluator,
+    which makes them distinct (fixpoint.base_tuples); a missing file reads as empty, as Soufflé
     reads it (checks.check_fact_files warns)."""
     import polars as pl
 
+    from levelflow.engine.fact_reader import read_fact_rows
     from levelflow.engine.plans.columnar import frame_schema
 
     schema = frame_schema(decl)
     if input_missing(Path(path)):
         return pl.DataFrame(schema=schema)
-    frame = pl.from_arrow(fact_table(path, decl, delimiter, headers))
+    frame = pl.from_arrow(read_fact_rows(Path(path), decl, delimiter, headers).table)
     return frame.select([pl.col(c).cast(t) for c, t in schema.items()])
 
 

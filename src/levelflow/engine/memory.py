@@ -15,8 +15,14 @@ DRIVER_ROWS = 50_000
 # 6.3 s in the driver, 65 s under the local plan of which 34 s shipping). There auto runs a
 # task in the driver while its inputs fit half the memory available, at this many bytes a row
 # (measured: 3M-edge reachability and closure peak at 820 MB, about 210 B an input row over
-# the process's own 200 MB; the rest is room for what the rules derive).
+# the process's own 200 MB; the rest is room for what the rules derive). The same evaluator in
+# an executor's Python worker: planner.worker_rows, past which auto distributes on a cluster.
 BYTES_PER_ROW = 512
+# What evaluating a task holds in memory per input row at the least, wherever it runs
+# (measured: the driver plan over 1M and 3M edge rows of a recursive task that derives nothing
+# peaks 152-182 B a row above the process's own): a plan with less memory for a task's inputs
+# cannot run it (plans/room.py).
+LEAST_BYTES_PER_ROW = 150
 # `driver_rows` of the entry points: by the session's master (plans/driver.rows_on).
 BY_MASTER = -1
 # A file's rows, at most, from its size where its lines cannot be sampled (gzip, Parquet):

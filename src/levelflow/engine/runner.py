@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 
 from levelflow.driver import drive, scheduler_name
@@ -139,15 +139,18 @@ class _Run:
     def _prepare(self, v: int):
         """Return what a worker calls to evaluate task v under the plan its shape and input size
         give (a driver task's call is marked `in_driver`: it needs no Spark)."""
-        from levelflow.engine.plans import LOCAL_ROWS, choose_plan, input_rows
+        from levelflow.engine.plans import LOCAL_ROWS, input_rows
+        from levelflow.engine.plans.room import fitting_plan
 
         task = self.pt.tasks[v]
         counts = {r: self.counts.get(r, 0) for r in task.reads_from}
         rows = input_rows(self.program, task, counts, self.factdir)
         threshold = LOCAL_ROWS if self.plan_rows is None else self.plan_rows  # 0: never local
         driver = self.driver_rows
-        plan = choose_plan(task, self.program.decls, rows, self.plan, threshold, driver,
-                           self._spread_rows(rows, driver))
+        # MemoryLimit here, before the task's job, where its inputs cannot fit its plan.
+        plan = fitting_plan(self.spark, self.program.file, task, self.program.decls, rows,
+                            self.plan, threshold=threshold, driver_rows=driver,
+                            spread_rows=self._spread_rows(rows, driver))
         self.progress.started(v)
         call = partial(self._evaluate, v, plan, counts)
         return in_driver(call) if plan.kind == "driver" else call
@@ -155,12 +158,18 @@ class _Run:
     def _spread_rows(self, rows: int, driver: int | None) -> int | None:
         """Return the rows one Python worker holds on a cluster (None on a local master, whose
         driver plan already holds what fits in memory: auto never spreads a task there)."""
-        from levelflow.engine.plans.planner import worker_rows
         from levelflow.engine.session import on_local_master
 
         if self.plan != "auto" or on_local_master(self.spark) or (
                 driver is not None and rows <= driver):
             return None  # not asked for a driver task: reading the conf starts Spark
+        return self._worker_rows
+
+    @cached_property
+    def _worker_rows(self) -> int:
+        """The rows one Python worker holds, from the Spark conf: read once a run (py4j calls)."""
+        from levelflow.engine.plans.planner import worker_rows
+
         return worker_rows(self.spark.sparkContext.getConf())
 
     def _evaluate(self, v: int, plan, counts: Mapping) -> _Outcome:

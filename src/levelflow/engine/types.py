@@ -67,6 +67,11 @@ def empty_relation(spark: SparkSession, decl: Decl) -> DataFrame:
     return made[key]
 
 
+def relation_rows(decl: Decl, rows: list[tuple]) -> list[tuple]:
+    """Return the relation's column rows of its facts: a nullary fact `()` is the row c0 = true."""
+    return rows if decl.arity else [(True,)] * bool(rows)
+
+
 def rows_frame(spark: SparkSession, decl: Decl, rows: list[tuple]) -> DataFrame:
     """Return a DataFrame of the given Python tuples with the relation's schema (nullary: `()`)."""
     import json
@@ -78,8 +83,7 @@ def rows_frame(spark: SparkSession, decl: Decl, rows: list[tuple]) -> DataFrame:
 
     columns_ready()  # F.lit below
     schema = relation_schema(decl)
-    if decl.arity == 0:
-        rows = [(True,)] if rows else []
+    rows = relation_rows(decl, rows)
     if len(rows) > LITERAL_ROWS:
         return spark.createDataFrame(rows, schema)
     if not rows:
@@ -92,7 +96,7 @@ def rows_frame(spark: SparkSession, decl: Decl, rows: list[tuple]) -> DataFrame:
     return spark.range(1).select(F.inline(parsed))
 
 
-def arrow_schema(schema: StructType):
+def arrow_schema_of_spark(schema: StructType):
     """Return the Arrow schema of a Spark schema of the engine's types (what PySpark's
     to_arrow_schema gives for them, without importing pandas: work in the driver alone)."""
     import pyarrow as pa

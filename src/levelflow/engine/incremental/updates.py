@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from levelflow.engine.fact_checks import TOO_LONG_WHY, FactError, field_error, shown
-from levelflow.engine.facts import io_delimiter, io_headers
+from levelflow.engine.facts import fact_table, io_delimiter, io_headers
 from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import Program
 from levelflow.tasks.functors import MAX_SYMBOL
@@ -206,12 +206,10 @@ def read_record(decl, i: int, text: str, where: str, error: type[Exception],
 def _fact_file_rows(program: Program, name: str, path: Path) -> list[tuple]:
     """Return the distinct rows of a Soufflé fact file for `name`, validated with the run's own
     checks (engine/fact_reader.py)."""
-    from levelflow.engine.fact_reader import read_fact_rows
-
     decl = program.decls[name]
     io = program.inputs[name]
     try:
-        table = read_fact_rows(path, decl, io_delimiter(io), io_headers(io)).table
+        table = fact_table(path, decl, io_delimiter(io), io_headers(io))
     except FactError as e:
         raise UpdateError(str(e)) from None
     if decl.arity == 0:

@@ -6,6 +6,7 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from levelflow.engine.memory import BYTES_PER_ROW
 from levelflow.engine.plans.plan_error import PlanError
 from levelflow.engine.rules import reads_own
 from levelflow.tasks.ast import Atom, Decl, Var
@@ -18,10 +19,6 @@ LOCAL_ROWS = 2_000_000
 # A recursive task that can be partitioned is, from this many input rows on; below it the one
 # local Spark task is cheaper than the shuffle that copies the inputs to each share.
 PARTITION_MIN_ROWS = 5_000
-# What a Python worker holds per input row of a task while its fixpoint runs (the rows, their
-# copies, packed keys and a round's joins): on a cluster, auto runs a recursive task over more
-# rows than one worker holds under the distributed plan.
-BYTES_PER_ROW = 200
 # Relation-position combinations tried when looking for a carried key (mutual recursion).
 _MAX_KEY_CANDIDATES = 4096
 
@@ -100,17 +97,29 @@ def _bytes(text: str) -> int:
     return int(text)
 
 
-def worker_rows(conf) -> int:
-    """Return the input rows one executor's Python worker holds, from the Spark conf
+def python_memory(conf) -> int | None:
+    """Return the bytes `spark.executor.pyspark.memory` gives each Python worker (None: unset)."""
+    python = conf.get("spark.executor.pyspark.memory", None)
+    return _bytes(python) if python else None
+
+
+def worker_bytes(conf) -> int:
+    """Return the memory one executor's Python worker has, from the Spark conf
     (`spark.executor.pyspark.memory`, else the executor's memory shared by its cores)."""
     def get(key: str, default: str) -> str:
         return conf.get(key, default) or default
 
-    python = conf.get("spark.executor.pyspark.memory", None)
-    if python:
-        return _bytes(python) // BYTES_PER_ROW
+    python = python_memory(conf)
+    if python is not None:
+        return python
     cores = max(int(get("spark.executor.cores", "1")), 1)
-    return _bytes(get("spark.executor.memory", "1g")) // cores // BYTES_PER_ROW
+    return _bytes(get("spark.executor.memory", "1g")) // cores
+
+
+def worker_rows(conf) -> int:
+    """Return the input rows one executor's Python worker holds, from the Spark conf, at the
+    Polars evaluator's BYTES_PER_ROW: on a cluster, auto distributes a recursive task past it."""
+    return worker_bytes(conf) // BYTES_PER_ROW
 
 
 def distributed_routing(task: Task, decls: Mapping[str, Decl]):

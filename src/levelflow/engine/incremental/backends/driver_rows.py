@@ -19,7 +19,7 @@ import polars as pl
 import pyarrow as pa
 
 from levelflow.engine.plans.columnar import frame_schema
-from levelflow.engine.types import relation_schema, rows_frame
+from levelflow.engine.types import relation_rows, relation_schema, rows_frame
 from levelflow.tasks.ast import Decl
 
 
@@ -110,9 +110,8 @@ def polars_of(table: pa.Table, decl: Decl) -> pl.DataFrame:
 def frame_of_rows(spark, decl: Decl, rows: list[tuple]):
     """Return rows_frame(rows) built on first use, the rows kept beside it."""
     df = LazyFrame(lambda: rows_frame(spark, decl, rows))
-    if not decl.arity:  # a nullary fact is the row c0 = true, as rows_frame makes it
-        rows = [(True,)] * bool(rows)
-    _ROWS[df] = _Rows(arrow_of(pl.DataFrame(rows, schema=frame_schema(decl), orient="row")),
+    held = relation_rows(decl, rows)
+    _ROWS[df] = _Rows(arrow_of(pl.DataFrame(held, schema=frame_schema(decl), orient="row")),
                       relation_schema(decl), spark)
     return df
 

@@ -14,7 +14,7 @@ from levelflow.engine.incremental.backends.driver_rows import (
     rows_of,
 )
 from levelflow.engine.plans.few_rows import without
-from levelflow.engine.types import column_names
+from levelflow.engine.types import column_names, relation_rows
 
 # Facts an input's base may differ by from its last cut frame, kept as sets in the driver,
 # before one cut (a job): the base is the cut frame minus and plus those, one anti join and one
@@ -73,8 +73,7 @@ def _held_then(saved, decl, plus: list, minus: list):
     table = rows_of(saved)
     if table is None:
         return None
-    if not decl.arity:  # its one fact, while it holds, is the row c0 = true
-        plus, minus = [(True,)] * bool(plus), [(True,)] * bool(minus)
+    plus, minus = relation_rows(decl, plus), relation_rows(decl, minus)
     schema = frame_schema(decl)
     new = pl.from_arrow(table).select(list(schema))
     if minus:

@@ -36,14 +36,14 @@ def local_base(epochs: Path, kind: str, name: str, entry: dict, segment: pa.Tabl
     LOCAL_BASE_ROWS."""
     import pyarrow.parquet as pq
 
-    from levelflow.engine.types import arrow_schema as to_arrow_schema
+    from levelflow.engine.types import arrow_schema_of_spark
 
     base_rows = int(entry.get("base_rows", entry["rows"]))
     if segment is None:
-        segment = to_arrow_schema(segment_schema(schema)).empty_table()
+        segment = arrow_schema_of_spark(segment_schema(schema)).empty_table()
     if base_rows + chain_rows(entry) + segment.num_rows > LOCAL_BASE_ROWS:
         return None
-    arrow, seg_arrow = to_arrow_schema(schema), to_arrow_schema(segment_schema(schema))
+    arrow, seg_arrow = arrow_schema_of_spark(schema), arrow_schema_of_spark(segment_schema(schema))
     base = pl.from_arrow(pq.read_table(epochs / str(entry["epoch"]) / kind / name,
                                        schema=arrow))
     chain = [pl.from_arrow(pq.read_table(segment_path(epochs, kind, name, s["epoch"]),

@@ -63,13 +63,13 @@ def local_segment(removed, added, schema):
     import pyarrow as pa
 
     from levelflow.engine.incremental.backends.driver_rows import rows_of
-    from levelflow.engine.types import arrow_schema as to_arrow_schema
+    from levelflow.engine.types import arrow_schema_of_spark
 
     parts = [(sign, df, rows_of(df)) for sign, df in ((-1, removed), (1, added))
              if df is not None]
     if not parts or any(table is None for _, _, table in parts):
         return None
-    arrow = to_arrow_schema(segment_schema(schema))
+    arrow = arrow_schema_of_spark(segment_schema(schema))
     tables = []
     for sign, _, table in parts:
         n = table.num_rows
@@ -146,14 +146,14 @@ def _netted(spark: SparkSession, base: DataFrame, paths: list[Path], schema,
     from pyspark.sql.types import StructType
 
     from levelflow.engine.incremental.backends.driver_rows import arrow_of, spark_frame
-    from levelflow.engine.types import arrow_schema as to_arrow_schema
+    from levelflow.engine.types import arrow_schema_of_spark
 
-    arrow = to_arrow_schema(segment_schema(schema))
+    arrow = arrow_schema_of_spark(segment_schema(schema))
     touched, added = net_of_chain([pq.read_table(p, schema=arrow) for p in paths], tuple_cols)
     fields = {f.name: f for f in schema.fields}
     keys = StructType([fields[c] for c in tuple_cols])
-    gone = spark_frame(spark, arrow_of(touched).cast(to_arrow_schema(keys)), keys)
-    new = spark_frame(spark, arrow_of(added).cast(to_arrow_schema(schema)), schema)
+    gone = spark_frame(spark, arrow_of(touched).cast(arrow_schema_of_spark(keys)), keys)
+    new = spark_frame(spark, arrow_of(added).cast(arrow_schema_of_spark(schema)), schema)
     return _without(base, gone, tuple_cols, True).unionByName(new)
 
 

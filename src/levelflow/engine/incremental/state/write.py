@@ -113,10 +113,10 @@ def local_table(frame, schema) -> pa.Table | None:
     """Return a relation's rows as one Arrow table in its stored `schema`, or None unless the
     driver holds them all (driver_rows.rows_of) with every stored column."""
     from levelflow.engine.incremental.backends.driver_rows import rows_of
-    from levelflow.engine.types import arrow_schema as to_arrow_schema
+    from levelflow.engine.types import arrow_schema_of_spark
 
     table = rows_of(frame)
-    arrow = to_arrow_schema(schema)
+    arrow = arrow_schema_of_spark(schema)
     if table is None or any(n not in table.column_names for n in arrow.names):
         return None
     return pa.Table.from_arrays([table.column(f.name).cast(f.type) for f in arrow],

@@ -10,8 +10,9 @@ import polars as pl
 
 from levelflow.engine.evaluate import cut_observed
 from levelflow.engine.incremental.versions import TaskContext
-from levelflow.engine.plans import choose_plan, evaluate_planned
+from levelflow.engine.plans import evaluate_planned
 from levelflow.engine.plans.layout import BASE_FACTS as BASE
+from levelflow.engine.plans.room import fitting_plan
 from levelflow.engine.sql_text import count_where, exprs, quoted
 from levelflow.tasks.ast import Atom, Decl, Rule, Var
 
@@ -52,8 +53,8 @@ def scratch_sets(ctx: TaskContext, task: Task, cancel=None, held=None,
                                        reads=task.reads | {BASE + n for n in task.relations
                                                            if n in ctx.base})
     # From scratch, a task runs as `run` would run it: under the plan its shape and size give.
-    plan = choose_plan(run_task, program.decls, sum(counts.values()),
-                       driver_rows=ctx.driver_rows)
+    plan = fitting_plan(ctx.spark, ctx.program.file, run_task, program.decls,
+                        sum(counts.values()), driver_rows=ctx.driver_rows)
     keep = {}
     if held is not None:
         plan, where = held

@@ -25,6 +25,7 @@ from levelflow.engine.evaluate import cast_fact, fact_rows
 from levelflow.engine.incremental.backends.driver_change import held_change
 from levelflow.engine.incremental.backends.driver_rows import polars_of, rows_of
 from levelflow.engine.plans.columnar import body_rows, empty_frame, head_rows
+from levelflow.engine.plans.room import check_room
 from levelflow.engine.plans.subsume import run_subsumed
 from levelflow.engine.types import column_names
 from levelflow.tasks.ast import Negation
@@ -183,6 +184,10 @@ def subsumed_update(ctx, task, check=lambda: None) -> dict:
     """Return per own relation its Change: the pruned fixpoint repaired from the old one;
     `check()` runs before each round and raises to stop (the epoch's deadline)."""
     decls = ctx.decls
+    # Its fixpoint is held in the driver: refused before anything runs where it cannot fit.
+    check_room(ctx.spark, ctx.program.file, task,
+               sum(ctx.versions[n].new_rows for n in task.reads_from if n in ctx.versions)
+               + sum(ctx.versions[n].old_rows for n in task.relations), "driver")
     key = (id(ctx.spark), task.name)
     held = _HELD.pop(key, {})
     lower_new, lower_old, minus = _lower(ctx, task, held)

@@ -56,9 +56,9 @@ from levelflow.engine.incremental.backends.worker.share_job import (
 from levelflow.engine.incremental.strategies.closure_labels import labelled
 from levelflow.engine.incremental.versions import Change, TaskContext
 from levelflow.engine.memory import held_up_to
-from levelflow.engine.plans import choose_plan
 from levelflow.engine.plans.few_rows import without
 from levelflow.engine.plans.in_spark import packed_schema
+from levelflow.engine.plans.room import fitting_plan
 from levelflow.engine.types import column_names, relation_schema
 from levelflow.tasks.ast import Negation
 
@@ -164,7 +164,8 @@ def plan_for(ctx: TaskContext, task: Task):
                 return None
     rows = sum(ctx.versions[n].new_rows for n in task.reads_from if n in ctx.versions)
     rows += sum(ctx.base[n].new_rows for n in task.relations if n in ctx.base)
-    plan = choose_plan(task, decls, rows, driver_rows=ctx.driver_rows)
+    plan = fitting_plan(ctx.spark, ctx.program.file, task, decls, rows,
+                        driver_rows=ctx.driver_rows)
     if plan.kind not in PLANS:
         return None
     return plan
