@@ -85,36 +85,40 @@ class TinyRounds:
             return self.state
         for name, own in self.state.own.items():
             own.add([t for df in self.since[name] for t in df.rows()])
-            own.recent = self.rels[name].recent.rows()
-            own.recent_set = set(own.recent)
+            own.recent, own.recent_set = self.rels[name].recent.rows(), None
             self.since[name] = []
         return self.state
 
     def stretch(self) -> None:
         """Run rounds one tuple at a time while they stay tiny; hand their tuples back."""
         state, outcome = self._enter(), self.outcome
-        found: dict[str, list] = {n: [] for n in self.rels}
-        ranks: dict[str, list[int]] = {n: [] for n in self.rels}
+        # Per relation the stretch's tuples and the round of each (the outcome's counts and
+        # rounds are brought up to date at checks and at the end, not every round).
+        logs = [(name, own, [], []) for name, own in state.own.items()]
         delta = sum(len(own.recent) for own in state.own.values())
-        while 0 < delta <= LEAVE:
-            outcome.iterations += 1
-            new, visits = state.round()
-            delta = 0
-            for name, rows in new.items():
-                if rows:
-                    found[name] += rows
-                    ranks[name] += [outcome.iterations] * len(rows)
-                    outcome.rows[name] += len(rows)
-                    delta += len(rows)
-            outcome.rounds.append(NO_FRAMES)
-            if outcome.iterations % CHECK_EVERY == 0:
-                check_cancelled()
-                if self.limit is not None:
-                    self.limit.check(sum(outcome.rows.values()))
-            if visits > VISITS:
-                self.off = True
-                break
-        self._hand_back(found, ranks)
+        first = it = outcome.iterations
+        try:
+            while 0 < delta <= LEAVE:
+                it += 1
+                delta, visits = state.round()
+                for _, own, rows, ranks in logs:
+                    if own.recent:
+                        rows += own.recent
+                        ranks += [it] * len(own.recent)
+                if it % CHECK_EVERY == 0:
+                    check_cancelled()
+                    if self.limit is not None:
+                        self.limit.check(sum(outcome.rows.values())
+                                         + sum(len(rows) for _, _, rows, _ in logs))
+                if visits > VISITS:
+                    self.off = True
+                    break
+        finally:
+            outcome.iterations = it
+            outcome.rounds.extend([NO_FRAMES] * (it - first))
+            for name, _, rows, _ in logs:
+                outcome.rows[name] += len(rows)
+        self._hand_back({n: rows for n, _, rows, _ in logs}, {n: r for n, _, _, r in logs})
 
     def _hand_back(self, found: Mapping[str, list], ranks: Mapping[str, list[int]]) -> None:
         """Add a stretch's tuples to the frame relations: the last round's are their recent."""

@@ -5,7 +5,9 @@ None, drops the row); `runs_tuples` says whether a task's rules use only such te
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
+from operator import itemgetter
 
 from levelflow.engine import rules as R
 from levelflow.tasks.ast import Aggregate, BinOp, Call, Comparison, Negation
@@ -14,6 +16,8 @@ from levelflow.tasks.functors import c_arith, unsigned_arith
 from levelflow.tasks.numbers import order_key
 
 _MIN, _MAX = -(2**63), 2**63 - 1
+# c_arith's + - * on integers, range-checked by the caller.
+_EXACT = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 
 
 def _int_op(op: str, a: int, b: int) -> int | None:
@@ -40,10 +44,19 @@ class ClosureOps(R.Ops):
         return lambda env: value
 
     def col(self, name):
-        slot = self.slots[name]
-        return lambda env: env[slot]
+        return itemgetter(self.slots[name])  # env[slot], without a Python frame
 
     def arith(self, op, left, right, kind):
+        if kind == "number" and op in _EXACT:  # _int_op's + - *, inline: the usual `x + 1`
+            exact = _EXACT[op]
+
+            def checked(env):
+                a, b = left(env), right(env)
+                if a is None or b is None:
+                    return None
+                r = exact(a, b)
+                return r if _MIN <= r <= _MAX else None
+            return checked
         fn = _float_op if kind == "float" else unsigned_arith if kind == "unsigned" else _int_op
 
         def value(env):
@@ -61,8 +74,8 @@ class ClosureOps(R.Ops):
 
 
 # The comparisons a variant tests (Variant._compare); any other keeps a task on frames.
-COMPARE = {"=": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
-           "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+COMPARE = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+           ">": operator.gt, ">=": operator.ge}
 
 _PLAIN_ARITH = frozenset("+-*/%")
 
