@@ -92,42 +92,29 @@ class TinyRounds:
     def stretch(self) -> None:
         """Run rounds one tuple at a time while they stay tiny; hand their tuples back."""
         state, outcome = self._enter(), self.outcome
-        # Per relation the stretch's tuples and the round of each (the outcome's counts and
-        # rounds are brought up to date at checks and at the end, not every round).
-        logs = [(name, own, [], []) for name, own in state.own.items()]
-        delta = sum(len(own.recent) for own in state.own.values())
-        first = it = outcome.iterations
-        try:
-            while 0 < delta <= LEAVE:
-                it += 1
-                delta, visits = state.round()
-                for _, own, rows, ranks in logs:
-                    if own.recent:
-                        rows += own.recent
-                        ranks += [it] * len(own.recent)
-                if it % CHECK_EVERY == 0:
-                    check_cancelled()
-                    if self.limit is not None:
-                        self.limit.check(sum(outcome.rows.values())
-                                         + sum(len(rows) for _, _, rows, _ in logs))
-                if visits > VISITS:
-                    self.off = True
-                    break
-        finally:
-            outcome.iterations = it
-            outcome.rounds.extend([NO_FRAMES] * (it - first))
-            for name, _, rows, _ in logs:
-                outcome.rows[name] += len(rows)
-        self._hand_back({n: rows for n, _, rows, _ in logs}, {n: r for n, _, _, r in logs})
+        first = outcome.iterations
 
-    def _hand_back(self, found: Mapping[str, list], ranks: Mapping[str, list[int]]) -> None:
-        """Add a stretch's tuples to the frame relations: the last round's are their recent."""
+        def check() -> None:  # every CHECK_EVERY rounds: cancelled, or past the limit
+            check_cancelled()
+            if self.limit is not None:
+                self.limit.check(sum(outcome.rows.values())
+                                 + sum(len(own.log) for own in state.own.values()))
+        last, self.off = state.run(first, LEAVE, VISITS, CHECK_EVERY, check)
+        outcome.iterations = last
+        outcome.rounds.extend([NO_FRAMES] * (last - first))
+        self._hand_back({name: own.taken() for name, own in state.own.items()})
+
+    def _hand_back(self, found: Mapping[str, tuple[list, list[int]]]) -> None:
+        """Add a stretch's tuples (and the round of each) to the frame relations and the
+        outcome: the last round's are their recent."""
         for name, rel in self.rels.items():
             schema = frame_schema(self.decls[name])
-            rows = pl.DataFrame(found[name], schema=schema, orient="row")
+            tuples, ranks = found[name]
+            rows = pl.DataFrame(tuples, schema=schema, orient="row")
+            self.outcome.rows[name] += rows.height
             if rows.height:
                 self.outcome.ranked.setdefault(name, []).append(
-                    rows.with_columns(pl.Series("_it", ranks[name], pl.Int64)))
+                    rows.with_columns(pl.Series("_it", ranks, pl.Int64)))
                 rel.new_tuples([rows])  # remembers their keys; all of them are new
             last = len(self.state.own[name].recent)
             rel.advance(rows.head(rows.height - last))

@@ -13,6 +13,7 @@ tuples, its recent delta and its indexes.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import partial
 
 from levelflow.engine import rules as R
 from levelflow.engine.plans.tuple_terms import COMPARE, ClosureOps
@@ -52,28 +53,35 @@ class Source:
     def add(self, new) -> None:
         """Add tuples (not yet present) to the rows and every index."""
         self.rows.update(new)
+        self.index_new(new)
+
+    def index_new(self, new) -> None:
+        """Add tuples to every index (the rows hold them already)."""
         for positions, idx in self.indexes.items():
             for t in new:
-                idx.setdefault(tuple(t[p] for p in positions), []).append(t)
+                idx.setdefault(tuple([t[p] for p in positions]), []).append(t)
 
 
 class Own(Source):
-    """An own relation of the task: every tuple so far, the last round's (`recent`), and the
-    head tuples this round found that are not in it yet (`found`)."""
+    """An own relation of the task: every tuple so far, the last round's (`recent`), the head
+    tuples this round found that are not in it yet (`found`), and the tuples of the rounds
+    run since `taken` with the round of each (`log`, `ranks`)."""
 
-    __slots__ = ("recent", "recent_set", "found")
+    __slots__ = ("recent", "recent_set", "found", "log", "ranks")
 
     def __init__(self, rows: set, recent: list) -> None:
         super().__init__(rows)
         self.recent = recent
         self.recent_set: set | None = None  # built by the first STABLE probe of a round
         self.found: set = set()
+        self.log: list[tuple] = []
+        self.ranks: list[int] = []
 
-    def advance(self, new: list) -> None:
-        """Add a round's new tuples; they are the recent delta now."""
-        if new:
-            self.add(new)
-        self.recent, self.recent_set = new, None
+    def taken(self) -> tuple[list[tuple], list[int]]:
+        """Return the logged tuples and their rounds, and start a new log."""
+        log, ranks = self.log, self.ranks
+        self.log, self.ranks = [], []
+        return log, ranks
 
 
 # How an own atom of a variant reads its relation.
@@ -315,9 +323,11 @@ class Variant:
             return fn  # already held as the column holds it: no cast per tuple
         return ClosureOps(self.slots).cast(fn, primitive)
 
-    def run(self) -> None:
-        """Add the head tuples this variant derives in the current round to `found`."""
-        self.steps([None] * len(self.slots))
+    def runner(self) -> Callable[[], None]:
+        """Return a call adding the head tuples this variant derives in a round to `found`.
+
+        One env serves every run: a step binds each slot before a later step reads it."""
+        return partial(self.steps, [None] * len(self.slots))
 
 
 def _rows(source: Source, mode: int, positions: tuple[int, ...], keyfns) -> Callable:
@@ -367,7 +377,7 @@ def _filter(test: Callable[[Env], bool]) -> Callable:
 class TupleRounds:
     """A task's semi-naive rounds over Python tuples (fixpoint.py's, one tuple at a time)."""
 
-    __slots__ = ("own", "sources", "by_delta", "visits")
+    __slots__ = ("own", "sources", "by_delta", "visits", "owns")
 
     def __init__(self, rules, decls: Mapping[str, Decl], own: Mapping[str, Own],
                  lower: Mapping[str, list]) -> None:
@@ -383,26 +393,42 @@ class TupleRounds:
                 modes = {j: RECENT if j == pos else STABLE if j in mine[:k] else FULL
                          for j in mine}
                 variant = Variant(rule, decls, self.sources, modes, pos, self.visits)
-                runs[rule.body[pos].relation].append(variant.run)
+                runs[rule.body[pos].relation].append(variant.runner())
         # Per own relation the variants its delta drives, in rule order.
         self.by_delta = [(self.own[n], fns) for n, fns in runs.items() if fns]
+        self.owns = tuple(self.own.values())
 
-    def round(self) -> tuple[int, int]:
-        """Run one round; return how many tuples are new (each relation's `recent` now) and
-        how many tuples its probes visited."""
-        visits = self.visits
-        start = visits[0]
-        for rel, fns in self.by_delta:
-            if rel.recent:
-                for run in fns:
-                    run()
-        new = 0
-        for rel in self.own.values():
-            if rel.found:
-                found = list(rel.found)
-                rel.found.clear()
-                rel.advance(found)
-                new += len(found)
-            elif rel.recent:
-                rel.advance([])
-        return new, visits[0] - start
+    def run(self, it: int, leave: int, most_visits: int, every: int,
+            check: Callable[[], None]) -> tuple[int, bool]:
+        """Run rounds after round `it` while a round's delta is 1 to `leave` tuples, logging
+        each new tuple with its round; call `check` every `every` rounds. Return the last
+        round and whether it stopped because a round's probes visited over `most_visits`."""
+        visits, by_delta, owns = self.visits, self.by_delta, self.owns
+        delta = sum(len(rel.recent) for rel in owns)
+        while 0 < delta <= leave:
+            it += 1
+            start = visits[0]
+            for rel, fns in by_delta:
+                if rel.recent:
+                    for run in fns:
+                        run()
+            delta = 0
+            for rel in owns:  # found becomes recent; one loop, no call per relation
+                found = rel.found
+                if found:
+                    rel.rows.update(found)
+                    rel.recent = new = list(found)
+                    found.clear()
+                    if rel.indexes:
+                        rel.index_new(new)
+                    rel.recent_set = None
+                    rel.log += new
+                    rel.ranks += [it] * len(new)
+                    delta += len(new)
+                elif rel.recent:
+                    rel.recent, rel.recent_set = [], None
+            if it % every == 0:
+                check()
+            if visits[0] - start > most_visits:
+                return it, True
+        return it, False
