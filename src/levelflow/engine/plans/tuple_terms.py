@@ -34,14 +34,18 @@ def _float_op(op: str, a: float, b: float) -> float | None:
 class ClosureOps(R.Ops):
     """rules.Ops for expressions only: each is a function of the variable slots (None: no value)."""
 
-    __slots__ = ("slots",)
+    __slots__ = ("slots", "literals")
 
     def __init__(self, slots: Mapping[str, int]) -> None:
         self.slots = slots  # variable column -> slot
+        self.literals: dict[int, tuple] = {}  # id of a literal's function: (function, value)
 
     def lit(self, value, kind):
         value = float(value) if kind == "float" else value
-        return lambda env: value
+        def fn(env):
+            return value
+        self.literals[id(fn)] = (fn, value)
+        return fn
 
     def col(self, name):
         return itemgetter(self.slots[name])  # env[slot], without a Python frame
@@ -49,6 +53,16 @@ class ClosureOps(R.Ops):
     def arith(self, op, left, right, kind):
         if kind == "number" and op in _EXACT:  # _int_op's + - *, inline: the usual `x + 1`
             exact = _EXACT[op]
+            if id(right) in self.literals:  # a constant operand is not a call per value
+                b = self.literals[id(right)][1]
+
+                def checked_const(env):
+                    a = left(env)
+                    if a is None:
+                        return None
+                    r = exact(a, b)
+                    return r if _MIN <= r <= _MAX else None
+                return checked_const
 
             def checked(env):
                 a, b = left(env), right(env)

@@ -257,6 +257,16 @@ class Variant:
                 ops = ClosureOps(self.slots)
                 left, right = ops.order_key(left), ops.order_key(right)
             test = COMPARE[cmp.op]
+            if isinstance(cmp.right, Const) and not ordered_unsigned(cmp.op, lt, rt):
+                value = right(None)  # a literal's function reads no slot
+
+                def against_const(nxt):  # `x < 100`: no call for the constant
+                    def step(env):
+                        a = left(env)
+                        if a is not None and test(a, value):
+                            nxt(env)
+                    return step
+                return against_const
 
             def compared(nxt):
                 def step(env):
