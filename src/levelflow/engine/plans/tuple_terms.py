@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Mapping
-from operator import itemgetter
 
 from levelflow.engine import rules as R
 from levelflow.tasks.ast import Aggregate, BinOp, Call, Comparison, Negation
@@ -48,7 +47,7 @@ class ClosureOps(R.Ops):
         return fn
 
     def col(self, name):
-        return itemgetter(self.slots[name])  # env[slot], without a Python frame
+        return operator.itemgetter(self.slots[name])  # env[slot], without a Python frame
 
     def arith(self, op, left, right, kind):
         if kind == "number" and op in _EXACT:  # _int_op's + - *, inline: the usual `x + 1`

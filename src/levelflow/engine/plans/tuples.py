@@ -6,8 +6,10 @@ nested Python closures that probe hash indexes, so a round with a tiny delta cos
 Same rounds as fixpoint.py: the variant whose delta atom is the k-th own atom reads `recent`
 there, `stable` (all but recent) before it and everything after it; expressions, comparisons
 and casts are tuple_terms.py's closures (rules.py's and columnar.py's semantics).
+Each probe and head is specialised when compiled: a test of a lower relation by a constant key
+(`@exists_()`, tasks/exists.py) is decided then, and a head keeps only tuples not yet held.
 Constant: the compiled variants, the lower relations' indexes. Changes: each own relation's
-tuples, its recent delta and its indexes.
+tuples, its recent delta, the round's new tuples, the stretch's log and its indexes.
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ RECENT, STABLE, FULL, LOWER = range(4)
 
 
 class Variant:
-    """One rule body compiled for one delta atom: `run()` derives the round's head tuples."""
+    """One rule body compiled for one delta atom: `runner()` derives a round's head tuples."""
 
     __slots__ = ("rule", "decls", "sources", "modes", "slots", "types", "steps", "visits")
 
