@@ -3,8 +3,9 @@
 Delete-and-rederive reads the ranks, so a tuple must be found in the same round either way.
 Random facts for programs that cover linear and non-linear recursion, mutual recursion,
 expressions (with overflow and division by zero), equalities that bind, comparisons,
-negation, constants, repeated variables, wildcards and nullary relations; each run all frames,
-all tuples, and switching between them at small thresholds.
+negation, constants, repeated variables, wildcards, nullary relations and tests of lower
+relations by constant keys; each run all frames, all tuples, and switching between them at
+small thresholds.
 """
 
 from __future__ import annotations
@@ -65,6 +66,18 @@ z() :- e(1, _).
 w(x) :- e(x, x), z().
 w(y) :- w(x), e(x, y), z().
 z() :- w(3).
+""",
+    # Tests of lower relations whose key is constant (decided once when compiled), a
+    # comparison and arithmetic with a constant operand on either side.
+    "constant_tests": """
+.decl e(x:number, y:number)
+.decl flag()
+.decl p(x:number, y:number)
+flag() :- e(2, _).
+p(x, y) :- e(x, y), flag().
+p(x, y + 1) :- p(x, y), y < 8, e(3, _), flag().
+p(y, x) :- p(x, y), !e(x, 0), e(_, _), 4 > x - y.
+p(x, 1 - y) :- p(x, y), !flag(), e(y, y).
 """,
 }
 

@@ -85,45 +85,36 @@ class TinyRounds:
             return self.state
         for name, own in self.state.own.items():
             own.add([t for df in self.since[name] for t in df.rows()])
-            own.recent = self.rels[name].recent.rows()
-            own.recent_set = set(own.recent)
+            own.recent, own.recent_set = self.rels[name].recent.rows(), None
             self.since[name] = []
         return self.state
 
     def stretch(self) -> None:
         """Run rounds one tuple at a time while they stay tiny; hand their tuples back."""
         state, outcome = self._enter(), self.outcome
-        found: dict[str, list] = {n: [] for n in self.rels}
-        ranks: dict[str, list[int]] = {n: [] for n in self.rels}
-        delta = sum(len(own.recent) for own in state.own.values())
-        while 0 < delta <= LEAVE:
-            outcome.iterations += 1
-            new, visits = state.round()
-            delta = 0
-            for name, rows in new.items():
-                if rows:
-                    found[name] += rows
-                    ranks[name] += [outcome.iterations] * len(rows)
-                    outcome.rows[name] += len(rows)
-                    delta += len(rows)
-            outcome.rounds.append(NO_FRAMES)
-            if outcome.iterations % CHECK_EVERY == 0:
-                check_cancelled()
-                if self.limit is not None:
-                    self.limit.check(sum(outcome.rows.values()))
-            if visits > VISITS:
-                self.off = True
-                break
-        self._hand_back(found, ranks)
+        first = outcome.iterations
 
-    def _hand_back(self, found: Mapping[str, list], ranks: Mapping[str, list[int]]) -> None:
-        """Add a stretch's tuples to the frame relations: the last round's are their recent."""
+        def check() -> None:  # every CHECK_EVERY rounds: cancelled, or past the limit
+            check_cancelled()
+            if self.limit is not None:
+                self.limit.check(sum(outcome.rows.values())
+                                 + sum(len(own.log) for own in state.own.values()))
+        last, self.off = state.run(first, LEAVE, VISITS, CHECK_EVERY, check)
+        outcome.iterations = last
+        outcome.rounds.extend([NO_FRAMES] * (last - first))
+        self._hand_back({name: own.taken() for name, own in state.own.items()})
+
+    def _hand_back(self, found: Mapping[str, tuple[list, list[int]]]) -> None:
+        """Add a stretch's tuples (and the round of each) to the frame relations and the
+        outcome: the last round's are their recent."""
         for name, rel in self.rels.items():
             schema = frame_schema(self.decls[name])
-            rows = pl.DataFrame(found[name], schema=schema, orient="row")
+            tuples, ranks = found[name]
+            rows = pl.DataFrame(tuples, schema=schema, orient="row")
+            self.outcome.rows[name] += rows.height
             if rows.height:
                 self.outcome.ranked.setdefault(name, []).append(
-                    rows.with_columns(pl.Series("_it", ranks[name], pl.Int64)))
+                    rows.with_columns(pl.Series("_it", ranks, pl.Int64)))
                 rel.new_tuples([rows])  # remembers their keys; all of them are new
             last = len(self.state.own[name].recent)
             rel.advance(rows.head(rows.height - last))

@@ -5,6 +5,7 @@ None, drops the row); `runs_tuples` says whether a task's rules use only such te
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 
 from levelflow.engine import rules as R
@@ -14,6 +15,8 @@ from levelflow.tasks.functors import c_arith, unsigned_arith
 from levelflow.tasks.numbers import order_key
 
 _MIN, _MAX = -(2**63), 2**63 - 1
+# c_arith's + - * on integers, range-checked by the caller.
+_EXACT = {"+": operator.add, "-": operator.sub, "*": operator.mul}
 
 
 def _int_op(op: str, a: int, b: int) -> int | None:
@@ -30,20 +33,43 @@ def _float_op(op: str, a: float, b: float) -> float | None:
 class ClosureOps(R.Ops):
     """rules.Ops for expressions only: each is a function of the variable slots (None: no value)."""
 
-    __slots__ = ("slots",)
+    __slots__ = ("slots", "literals")
 
     def __init__(self, slots: Mapping[str, int]) -> None:
         self.slots = slots  # variable column -> slot
+        self.literals: dict[int, tuple] = {}  # id of a literal's function: (function, value)
 
     def lit(self, value, kind):
         value = float(value) if kind == "float" else value
-        return lambda env: value
+        def fn(env):
+            return value
+        self.literals[id(fn)] = (fn, value)
+        return fn
 
     def col(self, name):
-        slot = self.slots[name]
-        return lambda env: env[slot]
+        return operator.itemgetter(self.slots[name])  # env[slot], without a Python frame
 
     def arith(self, op, left, right, kind):
+        if kind == "number" and op in _EXACT:  # _int_op's + - *, inline: the usual `x + 1`
+            exact = _EXACT[op]
+            if id(right) in self.literals:  # a constant operand is not a call per value
+                b = self.literals[id(right)][1]
+
+                def checked_const(env):
+                    a = left(env)
+                    if a is None:
+                        return None
+                    r = exact(a, b)
+                    return r if _MIN <= r <= _MAX else None
+                return checked_const
+
+            def checked(env):
+                a, b = left(env), right(env)
+                if a is None or b is None:
+                    return None
+                r = exact(a, b)
+                return r if _MIN <= r <= _MAX else None
+            return checked
         fn = _float_op if kind == "float" else unsigned_arith if kind == "unsigned" else _int_op
 
         def value(env):
@@ -61,8 +87,8 @@ class ClosureOps(R.Ops):
 
 
 # The comparisons a variant tests (Variant._compare); any other keeps a task on frames.
-COMPARE = {"=": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
-           "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+COMPARE = {"=": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+           ">": operator.gt, ">=": operator.ge}
 
 _PLAIN_ARITH = frozenset("+-*/%")
 
