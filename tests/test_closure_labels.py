@@ -185,7 +185,7 @@ def test_a_closure_sends_net_changes_and_survives_reopen_and_spark_side_dred(
             assert "path" in session.snap.labelled
     # On the Spark side (the global plan) a deletion over labels recomputes the task; then
     # the ranks are ranks again and DRed runs there.
-    monkeypatch.setattr(dred_job, "choose_plan", lambda *a, **o: Plan("global", "test"))
+    monkeypatch.setattr(dred_job, "fitting_plan", lambda *a, **o: Plan("global", "test"))
     for want in ("scratch", "dred"):
         gone = [sorted(e for e in edges if e[0] >= 10 and e[1] >= 10)[0]]
         edges -= set(gone)

@@ -140,7 +140,7 @@ def test_new_ranks_are_kept_when_the_tuples_stay_the_same(spark, tmp_path, monke
     from test_incremental_properties import TC, check_against_reference
 
     if plan == "global":  # Spark-side DRed: stored ranks stay ranks, checked every epoch
-        monkeypatch.setattr(dred_job, "choose_plan", lambda *a, **o: Plan("global", "test"))
+        monkeypatch.setattr(dred_job, "fitting_plan", lambda *a, **o: Plan("global", "test"))
     pt = build_tasks(parse_program(TC, "tc.dl"))
     facts = {"edge": {(0, 1), (1, 2), (2, 1)}}
     write_facts(tmp_path / "f0", facts)
