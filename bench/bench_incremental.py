@@ -11,7 +11,7 @@ same engine (run_program, auto plans), with the defaults (elastic switch on):
   3. an update of 10% of the edges (mixed)      goal: no slower than 1.25x from scratch
   4. Zhao et al.'s elastic workload: an initial epoch, 6 small updates (10 edges), 1 large
      (10%), 4 small, 1 large; the total                     goal: <= 4x one from-scratch run
-  5. Spark jobs per epoch of the closure task   goal: 1 (+1 for the durable write)
+  5. Spark jobs per epoch of the closure task   goal: <= 1 (+1 for the durable write)
 Every epoch prints its time, the Spark jobs of each task and of the whole epoch, the strategy of
 each task and whether it ran arranged. 5 also commits one epoch into a state directory.
 With --large, 1 runs again on a closure of >= 10,000,000 tuples (goal: >= 10x).
@@ -279,7 +279,8 @@ def main() -> None:
         current |= set(new)
     durable = jobs_started(spark) - before
     s5.close()
-    print(f"   closure task, per epoch: {sorted(set(jobs))} (goal 1) {verdict(set(jobs) == {1})}; "
+    # At most one: an epoch the driver applies (its state held there) runs none.
+    print(f"   closure task, per epoch: {sorted(set(jobs))} (goal <= 1) {verdict(max(jobs) <= 1)}; "
           f"a durable epoch: {path} for the closure task, {durable} in all ({seconds:.2f} s)")
     if args.large:
         print("1L. the 10-edge insertion on >= 10,000,000 tuples")
