@@ -460,3 +460,66 @@ def test_renamed_attributes_keep_the_facts(spark, tmp_path):
     session.close()
     assert_whole_and_rebuilds_to(spark, tmp_path / "state",
                                  {"edge": {(1, 2), (2, 3), (3, 4), (4, 5)}}, tmp_path / "r")
+
+
+def test_a_tiny_program_change_runs_in_the_driver_without_spark(cli, tmp_path, monkeypatch):
+    """`update --program` of examples/tc (a new counted task over 306 paths) with a Spark that
+    cannot start: the change runs in the driver, its outputs equal a run of the new program,
+    and the state it wrote serves the next epoch (also without Spark) like a run on its facts."""
+    import contextlib
+
+    from levelflow.cli import spark as cli_spark
+    from levelflow.engine.session import DeferredSession
+
+    def broken():
+        raise AssertionError("Spark was asked for")
+
+    @contextlib.contextmanager
+    def never(master, driver_memory, log, clock=None, eager=True):
+        yield DeferredSession(broken)
+
+    monkeypatch.setattr(cli_spark, "spark_session", never)
+    tc = Path(__file__).resolve().parents[1] / "examples" / "tc"
+    code, _, err = cli(["run", tc / "program.dl", "-F", tc / "facts", "-D", tmp_path / "o0",
+                        "--state", tmp_path / "st"])
+    assert (code, err) == (0, "")
+    code, out, err = cli(["update", tmp_path / "st", "--program", tc / "tc2.dl",
+                          "-D", tmp_path / "o1"])
+    assert (code, err) == (0, ""), err
+    assert "new: same_cycle" in out and "Spark start" not in out
+    code, _, err = cli(["run", tc / "tc2.dl", "-F", tc / "facts", "-D", tmp_path / "r1"])
+    assert code == 0, err
+
+    def same(a, b):
+        for name in ("path.csv", "cyclic.csv", "same_cycle.csv"):
+            assert sorted((a / name).read_text().splitlines()) == \
+                sorted((b / name).read_text().splitlines()), name
+    same(tmp_path / "o1", tmp_path / "r1")
+    assert (tmp_path / "r1" / "same_cycle.csv").read_text().strip()  # not vacuous
+    (tmp_path / "d.diff").write_text("+edge(21,22)\n+edge(22,21)\n-edge(1,2)\n")
+    code, _, err = cli(["update", tmp_path / "st", "--insert", tmp_path / "d.diff",
+                        "-D", tmp_path / "o2"])
+    assert (code, err) == (0, ""), err
+    facts = tmp_path / "f2"
+    facts.mkdir()
+    lines = (tc / "facts" / "edge.facts").read_text().splitlines()
+    (facts / "edge.facts").write_text("\n".join([ln for ln in lines if ln != "1\t2"]
+                                                + ["21\t22", "22\t21"]) + "\n")
+    code, _, err = cli(["run", tc / "tc2.dl", "-F", facts, "-D", tmp_path / "r2"])
+    assert code == 0, err
+    same(tmp_path / "o2", tmp_path / "r2")
+    # A new input read from --facts, its rule over path: read and evaluated in the driver too.
+    prog = tmp_path / "tc3.dl"
+    prog.write_text((tc / "tc2.dl").read_text() + ".decl mark(x:number)\n.input mark\n"
+                    ".decl marked(x:number, y:number)\nmarked(x, y) :- mark(x), path(x, y).\n"
+                    ".output marked\n")
+    (facts / "mark.facts").write_text("1\n2\n2\n21\n")
+    code, out, err = cli(["update", tmp_path / "st", "--program", prog, "--facts", facts,
+                          "-D", tmp_path / "o3"])
+    assert (code, err) == (0, ""), err
+    assert "new: mark, marked" in out
+    code, _, err = cli(["run", prog, "-F", facts, "-D", tmp_path / "r3"])
+    assert code == 0, err
+    same(tmp_path / "o3", tmp_path / "r3")
+    assert sorted((tmp_path / "o3" / "marked.csv").read_text().splitlines()) == \
+        sorted((tmp_path / "r3" / "marked.csv").read_text().splitlines()) != []

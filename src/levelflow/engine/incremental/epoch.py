@@ -29,8 +29,15 @@ from levelflow.engine.guard import (
     task_limit,
     updating,
 )
-from levelflow.engine.incremental.backends.driver_rows import held_columns, with_constant
-from levelflow.engine.incremental.backends.worker.counting_job import counted_update
+from levelflow.engine.incremental.backends.driver_rows import (
+    held_columns,
+    with_constant,
+    without,
+)
+from levelflow.engine.incremental.backends.worker.counting_job import (
+    counted_update,
+    scratch_in_driver,
+)
 from levelflow.engine.incremental.backends.worker.dred_job import (
     arranged_update,
     fresh_held,
@@ -337,8 +344,12 @@ class Epoch:
             upd.scratch_seconds, upd.held = time.perf_counter() - t1, got[1]
             return upd
         if counted:
-            counts = count_scratch(self.ctx, task)
-            fresh = {n: keep_smallest(self.program, n, *cut(counts[n])) for n in task.relations}
+            # Small: counted in the driver, as a share counts, no Spark job (a program change's
+            # new task reads only rows the driver holds, like a tiny epoch's).
+            counts = scratch_in_driver(self.ctx, task) if self._in_driver(task) else None
+            if counts is None:
+                counts = {n: cut(df) for n, df in count_scratch(self.ctx, task).items()}
+            fresh = {n: keep_smallest(self.program, n, *counts[n]) for n in task.relations}
         else:
             plan = plan_for(self.ctx, task) if self.arranged and \
                 not limited(self.program, task.relations) and \
@@ -353,7 +364,7 @@ class Epoch:
             cols = column_names(self.program.decls[n].arity)
             if counted:
                 new_c, rows = fresh[n]
-                out[n] = Change(new_c, *diff(ver.old, ver.old_rows, new_c.drop(COUNT), rows,
+                out[n] = Change(new_c, *diff(ver.old, ver.old_rows, without(new_c, COUNT), rows,
                                              cols), rows, dirty=True)
             else:
                 # one cut piece; its ranks are this evaluation's rounds

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import polars as pl
+
 from levelflow.engine.incremental.state.snapshot import COUNT, Snapshot
 from levelflow.engine.incremental.versions import TaskContext, Versions
 from levelflow.engine.limitsize import limit_of
@@ -129,11 +131,12 @@ class ProgramChange:
         return self.plan[v] in ("recomputed", "new")
 
     def prepare(self, spark) -> None:
-        """Make the gates' Versions (one-row frames) before the epoch's workers start."""
-        from levelflow.engine.types import empty_relation, rows_frame
+        """Make the gates' Versions (one-row frames the driver holds: no JVM call until a
+        Spark task reads one) before the epoch's workers start."""
+        from levelflow.engine.incremental.backends.driver_rows import frame_of_rows, held_empty
 
         for name, decl in _GATE_DECL.items():
-            one, none = rows_frame(spark, decl, [(0,)]), empty_relation(spark, decl)
+            one, none = frame_of_rows(spark, decl, [(0,)]), held_empty(spark, decl)
             ver = Versions(decl, none if name == GATE_ON else one, 0 if name == GATE_ON else 1)
             if name == GATE_ON:
                 ver.set_change(one, 1, one, 1, None, 0)
@@ -245,12 +248,11 @@ def adapt_snapshot(spark, snap: Snapshot, change: ProgramChange) -> Snapshot:
 
     Dropped relations are left out; new and rebuilt ones are empty; a relation whose storage
     changed (counted <-> ranked) keeps its tuples with a placeholder count or rank: its task
-    is recomputed, so the placeholder is never read.
+    is recomputed, so the placeholder is never read. Rows the driver holds stay held, and a
+    new relation is held empty: nothing here starts Spark.
     """
-    import pyspark.sql.functions as F
-
     from levelflow.engine.evaluate import RANK
-    from levelflow.engine.types import empty_relation
+    from levelflow.engine.incremental.backends.driver_rows import held_empty, with_constant
 
     prog, old = change.new.program, change.old.program
     counted = change.counted
@@ -259,14 +261,13 @@ def adapt_snapshot(spark, snap: Snapshot, change: ProgramChange) -> Snapshot:
         extra = COUNT if n in counted else RANK
         if n in old.decls and n not in change.rebuilt:
             same = (n in snap.counted) == (n in counted)
-            rel[n] = snap.rel[n] if same else \
-                snap.tuples(n).withColumn(extra, F.lit(0).cast("bigint"))
+            rel[n] = snap.rel[n] if same else with_constant(spark, snap.tuples(n), decl, extra, 0)
             rows[n], where[n] = snap.rows[n], snap.where.get(n)
             pieces[n] = snap.pieces.get(n, 1)
             if extra == RANK:
                 max_rank[n] = snap.max_rank.get(n, 0) if same else 0
         else:
-            rel[n] = empty_relation(spark, decl).withColumn(extra, F.lit(0).cast("bigint"))
+            rel[n] = held_empty(spark, decl, extra)
             rows[n], where[n] = 0, None
             if extra == RANK:
                 max_rank[n] = 0
@@ -276,7 +277,7 @@ def adapt_snapshot(spark, snap: Snapshot, change: ProgramChange) -> Snapshot:
             base[n], base_rows[n], base_where[n] = snap.base[n], snap.base_rows[n], \
                 snap.base_where.get(n)
         else:
-            base[n], base_rows[n], base_where[n] = empty_relation(spark, prog.decls[n]), 0, None
+            base[n], base_rows[n], base_where[n] = held_empty(spark, prog.decls[n]), 0, None
     keep = {change.new.tasks[v].name for v, p in change.plan.items() if p in ("kept", "updated")}
     scratch = {t: s for t, s in snap.scratch_seconds.items() if t in keep}
     # A relation kept keeps its stored copy, labels and all (closure_labels.py).
@@ -286,11 +287,14 @@ def adapt_snapshot(spark, snap: Snapshot, change: ProgramChange) -> Snapshot:
                     base_where, pieces, max_rank, labelled=labelled)
 
 
-def seed_new_inputs(spark, change: ProgramChange, base: dict, factdir) -> list[str]:
-    """Add the facts of each new input relation (from `factdir`) to its base change; notes."""
-    from levelflow.engine.evaluate import cut
+def seed_new_inputs(spark, change: ProgramChange, base: dict, factdir,
+                    driver_rows: int | None = None) -> list[str]:
+    """Add the facts of each new input relation (from `factdir`) to its base change; notes.
+    A fact file the driver holds is read there, as a bootstrap reads it: no Spark job."""
     from levelflow.engine.facts import input_missing, input_path, missing_input_warning
-    from levelflow.engine.spark_io import frame_kind, read_input
+    from levelflow.engine.incremental.backends.driver_rows import frame_of_rows
+    from levelflow.engine.incremental.state.base_index import read_base
+    from levelflow.engine.spark_io import frame_kind
     from levelflow.tasks.ordinals import ORD
 
     prog = change.new.program
@@ -299,11 +303,10 @@ def seed_new_inputs(spark, change: ProgramChange, base: dict, factdir) -> list[s
         io, ver = prog.inputs[name], base[name]
         if name == ORD:  # `ord` comes in: its table from the constants and the inputs now
             from levelflow.engine.ordinals import seed_rows
-            from levelflow.engine.types import relation_schema
 
             rows = seed_rows(io, base)
-            new, count = cut(spark.createDataFrame(rows, relation_schema(ver.decl)))
-            ver.set_change(new, count, new, count, None, 0)
+            new = frame_of_rows(spark, ver.decl, rows)
+            ver.set_change(new, len(rows), new, len(rows), None, 0)
             continue
         path = input_path(io, factdir) if factdir is not None else None
         if frame_kind(io) is not None:  # read from Parquet or a table, which say what is wrong
@@ -317,16 +320,41 @@ def seed_new_inputs(spark, change: ProgramChange, base: dict, factdir) -> list[s
             continue
         if name in change.rebuilt:
             notes.append(f"note: {what} {name} starts from {path}, its old facts dropped")
-        cols = [f"c{i}" for i in range(ver.decl.arity)]
-        new = read_input(spark, ver.decl, io, factdir)
-        if ver.plus_rows:
-            new = new.unionByName(ver.plus)
-        if ver.minus_rows:
-            new = new.join(ver.minus, cols, "left_anti")
-        new, rows = cut(new.distinct())
+        new, rows = _with_ops(spark, ver, *read_base(spark, ver.decl, io, factdir,
+                                                      driver_rows)[:2])
         if rows:  # the old base is empty: every fact is an insertion
             ver.set_change(new, rows, new, rows, None, 0)
     return notes
+
+
+def _with_ops(spark, ver: Versions, new, rows: int) -> tuple:
+    """Return (frame, rows) of an input's facts read anew with the epoch's queued ops applied,
+    distinct: in the driver when it holds them all, else on Spark."""
+    from levelflow.engine.evaluate import cut
+    from levelflow.engine.incremental.backends.driver_rows import (
+        arrow_of,
+        frame_of_table,
+        polars_of,
+        rows_of,
+    )
+    from levelflow.engine.types import relation_schema
+
+    cols = [f"c{i}" for i in range(ver.decl.arity)]
+    held = [rows_of(df) for df in (new, ver.plus if ver.plus_rows else new,
+                                   ver.minus if ver.minus_rows else new)]
+    if all(t is not None for t in held):
+        facts, plus, minus = (polars_of(t, ver.decl) for t in held)
+        if ver.plus_rows:
+            facts = pl.concat([facts, plus])
+        if ver.minus_rows:
+            facts = facts.join(minus, on=facts.columns, how="anti", nulls_equal=True)
+        facts = facts.unique()
+        return frame_of_table(spark, arrow_of(facts), relation_schema(ver.decl)), facts.height
+    if ver.plus_rows:
+        new = new.unionByName(ver.plus)
+    if ver.minus_rows:
+        new = new.join(ver.minus, cols, "left_anti")
+    return cut(new.distinct())
 
 
 def change_notes(change: ProgramChange) -> list[str]:
@@ -385,7 +413,7 @@ def replace_program(session, program, factdir=None, *, progress=None,
             staged = session.staged(pt, text, snap)
             keeps_ord = ORD in pt.program.inputs and ORD not in change.new_inputs
             base, notes = staged._net_change(ops, new_constants=keeps_ord)
-            notes += seed_new_inputs(session.spark, change, base, factdir)
+            notes += seed_new_inputs(session.spark, change, base, factdir, session.driver_rows)
             change.prepare(session.spark)
             result = staged._run_epoch(base, before_switch=before_switch, progress=progress,
                                        change=change)

@@ -18,7 +18,6 @@ import os
 import time
 from pathlib import Path
 
-from levelflow.engine.evaluate import cut
 from levelflow.engine.guard import MAX_TUPLES, check_limit
 from levelflow.engine.incremental.backends.driver_rows import rows_of, unread_file
 from levelflow.engine.incremental.elastic import LARGE_CHANGE, SWITCH, SWITCH_FLOOR_SECONDS
@@ -27,7 +26,7 @@ from levelflow.engine.incremental.net_change import net_change, present
 from levelflow.engine.incremental.program_text import load_tasks
 from levelflow.engine.incremental.results import EpochResult
 from levelflow.engine.incremental.state.base_delta import BaseDelta
-from levelflow.engine.incremental.state.base_index import INDEX_ROWS, BaseIndex, held_facts
+from levelflow.engine.incremental.state.base_index import INDEX_ROWS, BaseIndex, read_base
 from levelflow.engine.incremental.state.directory import HELD_ROWS, StateDir, StateError
 from levelflow.engine.incremental.state.snapshot import empty_snapshot
 from levelflow.engine.incremental.strategies.counting_spark import counted_relations
@@ -38,31 +37,6 @@ from levelflow.engine.memory import held_up_to
 from levelflow.engine.plans.driver import BY_MASTER, resolved_rows
 from levelflow.engine.plans.resident import check_root
 from levelflow.tasks.tasks import ProgramTasks
-
-# Fact files a bootstrap keeps in the driver (read there, no job; they seed the driver's index
-# of base facts) rather than into a cut frame on the executors: up to this many bytes, or the
-# rows the session runs in the driver (its driver_rows; the file's lines estimated).
-DRIVER_FACT_BYTES = 4 << 20
-
-
-def _read_base(spark, decl, io, factdir, driver_rows: int | None
-               ) -> tuple[object, int, object]:
-    """Return an input's base facts at a bootstrap: (frame, rows, its copy in the driver or
-    None). A fact file the driver holds is read there with no Spark job, which also seeds the
-    driver's index of base facts; the rest is cut on the executors."""
-    from levelflow.engine.facts import fact_table, input_path, io_delimiter, io_headers
-    from levelflow.engine.memory import estimated_lines
-    from levelflow.engine.spark_io import frame_kind, read_input
-    from levelflow.engine.types import relation_schema
-
-    path = input_path(io, factdir) if frame_kind(io) is None else None
-    if path and path.is_file() and (path.stat().st_size <= DRIVER_FACT_BYTES
-                                    or estimated_lines(path) <= (driver_rows or 0)):
-        table = fact_table(path, decl, io_delimiter(io), io_headers(io))
-        frame, rows, copy = held_facts(spark, decl, table, relation_schema(decl))
-        return frame, rows, copy if decl.arity else None  # the index keeps no nullary facts
-
-    return (*cut(read_input(spark, decl, io, factdir)), None)
 
 
 def _resolved(options: dict, spark) -> int | None:
@@ -163,7 +137,7 @@ class IncrementalSession:
                 progress.phase(f"reading facts of {name} ({i} of {len(prog.inputs)})")
             decl = prog.decls[name]
             ver = Versions(decl, snap.base[name], 0)
-            df, rows, held = _read_base(spark, decl, io, factdir, driver_rows)
+            df, rows, held = read_base(spark, decl, io, factdir, driver_rows)
             if held is not None:
                 indexed[name] = held
             if rows:

@@ -124,3 +124,30 @@ def held_facts(spark, decl: Decl, table, schema) -> tuple[object, int, pl.DataFr
     driver's copy (no later job re-reads the file; a commit writes them from the driver), the
     row count, and the copy as a Polars frame."""
     return frame_of_table(spark, table, schema), table.num_rows, polars_of(table, decl)
+
+
+# Fact files a bootstrap keeps in the driver (read there, no job; they seed the driver's index
+# of base facts) rather than into a cut frame on the executors: up to this many bytes, or the
+# rows the session runs in the driver (its driver_rows; the file's lines estimated).
+DRIVER_FACT_BYTES = 4 << 20
+
+
+def read_base(spark, decl, io, factdir, driver_rows: int | None
+              ) -> tuple[object, int, object]:
+    """Return an input's base facts at a bootstrap (or a new input's at a program change):
+    (frame, rows, its copy in the driver or None). A fact file the driver holds is read there
+    with no Spark job, which also seeds the driver's index of base facts; the rest is cut on
+    the executors."""
+    from levelflow.engine.evaluate import cut
+    from levelflow.engine.facts import fact_table, input_path, io_delimiter, io_headers
+    from levelflow.engine.memory import estimated_lines
+    from levelflow.engine.spark_io import frame_kind, read_input
+    from levelflow.engine.types import relation_schema
+
+    path = input_path(io, factdir) if frame_kind(io) is None else None
+    if path and path.is_file() and (path.stat().st_size <= DRIVER_FACT_BYTES
+                                    or estimated_lines(path) <= (driver_rows or 0)):
+        table = fact_table(path, decl, io_delimiter(io), io_headers(io))
+        frame, rows, copy = held_facts(spark, decl, table, relation_schema(decl))
+        return frame, rows, copy if decl.arity else None  # the index keeps no nullary facts
+    return (*cut(read_input(spark, decl, io, factdir)), None)

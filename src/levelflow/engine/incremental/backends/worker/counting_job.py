@@ -22,6 +22,8 @@ import polars as pl
 from levelflow.engine.incremental.backends.driver_rows import (
     arrow_of,
     frame_of_table,
+    polars_of,
+    rows_of,
 )
 from levelflow.engine.incremental.backends.worker import counting_share
 from levelflow.engine.incremental.backends.worker.dred_share import MISS_REL
@@ -120,3 +122,26 @@ def _change(ctx: TaskContext, n: str, out: pl.DataFrame, r: int, counts: pl.Data
     return Change(new_c, held(plus, fields), sizes["plus"], held(minus, fields), sizes["minus"],
                   old.old_rows + sizes["plus"] - sizes["minus"], dirty=True, whole=True,
                   stored=(held(gone, fields), held(counted, counted_fields)))
+
+
+def scratch_in_driver(ctx: TaskContext, task: Task) -> dict[str, tuple] | None:
+    """Return per relation its derivation counts from scratch (a frame of rows the driver
+    holds, its rows) counted in the driver as a share counts them (counting_share's
+    scratch_counts) over the new versions; None when the driver does not hold them all."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    def held(name: str, df):
+        table = rows_of(df)
+        return None if table is None else polars_of(table, ctx.decls[name])
+
+    lower = {n: held(n, ctx.versions[n].new) for n in task.reads_from}
+    facts = {n: held(n, ctx.base[n].new) for n in task.relations if n in ctx.base}
+    if any(df is None for df in (*lower.values(), *facts.values())):
+        return None
+    spec = share_spec(ctx, task, None, None, 1, ())
+    out = {}
+    for n, counts in counting_share.scratch_counts(spec, lower, facts).items():
+        schema = StructType([*relation_schema(ctx.decls[n]).fields,
+                             StructField(counting_share.COUNT, LongType())])
+        out[n] = frame_of_table(ctx.spark, arrow_of(counts), schema), counts.height
+    return out
