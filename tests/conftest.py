@@ -95,3 +95,19 @@ def cli(capsys):
         return e.value.code, out, err
 
     return run
+
+
+@pytest.fixture
+def no_spark(monkeypatch):
+    """Make the CLI's commands run with a Spark that cannot start: asking for it fails the test."""
+    import levelflow.cli.spark as cli_spark_module
+    from levelflow.engine.session import DeferredSession
+
+    def broken():
+        raise AssertionError("Spark was asked for")
+
+    @contextmanager
+    def never(master, driver_memory, log, clock=None, eager=True):
+        yield DeferredSession(broken)
+
+    monkeypatch.setattr(cli_spark_module, "spark_session", never)

@@ -163,23 +163,11 @@ def test_a_share_the_driver_lost_is_shipped_from_the_stored_state(spark, tmp_pat
         assert {tuple(r) for r in session.relation(name).collect()} == ref[name], name
 
 
-def test_run_state_and_update_of_small_tasks_need_no_spark(cli, tmp_path, monkeypatch):
+def test_run_state_and_update_of_small_tasks_need_no_spark(cli, tmp_path, no_spark):
     """`run --state` and `update` of examples/tc with a Spark that cannot start: every task
     runs in the driver, so neither waits for it, and the epoch equals a run on its facts."""
-    import contextlib
     from pathlib import Path
 
-    from levelflow.cli import spark as cli_spark
-    from levelflow.engine.session import DeferredSession
-
-    def broken():
-        raise AssertionError("Spark was asked for")
-
-    @contextlib.contextmanager
-    def never(master, driver_memory, log, clock=None, eager=True):
-        yield DeferredSession(broken)
-
-    monkeypatch.setattr(cli_spark, "spark_session", never)
     tc = Path(__file__).resolve().parents[1] / "examples" / "tc"
     code, out, err = cli(["run", tc / "program.dl", "-F", tc / "facts", "-D", tmp_path / "o",
                           "--state", tmp_path / "st"])

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections import deque
 from pathlib import Path
 
 import pytest
+from test_driver_memory import _reached
 
 from levelflow.engine.incremental.state.directory import StateDir
 from levelflow.engine.plans import room
@@ -60,16 +60,7 @@ def graph(tmp_path_factory) -> tuple[Path, set[int]]:
         edges.add((rng.randrange(2000), rng.randrange(2000)))
     facts = tmp_path_factory.mktemp("graph")
     (facts / "edge.facts").write_text("".join(f"{x}\t{y}\n" for x, y in edges))
-    succ: dict[int, list[int]] = {}
-    for x, y in edges:
-        succ.setdefault(x, []).append(y)
-    seen, todo = set(), deque(succ.get(0, []))
-    while todo:
-        y = todo.popleft()
-        if y not in seen:
-            seen.add(y)
-            todo.extend(succ.get(y, []))
-    return facts, seen
+    return facts, {y for (y,) in _reached(edges)}
 
 
 def memory(monkeypatch, available: int) -> None:

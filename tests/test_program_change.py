@@ -462,23 +462,10 @@ def test_renamed_attributes_keep_the_facts(spark, tmp_path):
                                  {"edge": {(1, 2), (2, 3), (3, 4), (4, 5)}}, tmp_path / "r")
 
 
-def test_a_tiny_program_change_runs_in_the_driver_without_spark(cli, tmp_path, monkeypatch):
+def test_a_tiny_program_change_runs_in_the_driver_without_spark(cli, tmp_path, no_spark):
     """`update --program` of examples/tc (a new counted task over 306 paths) with a Spark that
     cannot start: the change runs in the driver, its outputs equal a run of the new program,
     and the state it wrote serves the next epoch (also without Spark) like a run on its facts."""
-    import contextlib
-
-    from levelflow.cli import spark as cli_spark
-    from levelflow.engine.session import DeferredSession
-
-    def broken():
-        raise AssertionError("Spark was asked for")
-
-    @contextlib.contextmanager
-    def never(master, driver_memory, log, clock=None, eager=True):
-        yield DeferredSession(broken)
-
-    monkeypatch.setattr(cli_spark, "spark_session", never)
     tc = Path(__file__).resolve().parents[1] / "examples" / "tc"
     code, _, err = cli(["run", tc / "program.dl", "-F", tc / "facts", "-D", tmp_path / "o0",
                         "--state", tmp_path / "st"])
