@@ -139,7 +139,7 @@ def test_run_state_refused_leaves_no_state(tmp_path, cli, cli_spark, monkeypatch
                    f"plan; the driver has 899 B available (a task with subsumptive rules runs "
                    f"in one process)\n")
     assert not (tmp_path / "out" / "dist.csv").exists()
-    assert not StateDir(state).exists()  # no epoch: its LOCK and READERS only
+    assert not state.exists()  # the directory the refused run made is gone, locks and all
     memory(monkeypatch, 900)  # just enough: the same command makes the state
     code, _, err = cli(["run", prog, "-F", facts, "-D", tmp_path / "out", "-q", "--state", state])
     assert code == 0, err

@@ -186,3 +186,96 @@ def test_open_reader_keeps_its_epoch_while_another_session_commits(spark, tc, tm
     reopened = IncrementalSession.open(spark, state)
     for name in ("edge", "path", "cyclic"):
         assert rows_of(reopened.relation(name)) == ref2[name]
+
+
+def test_a_refused_first_epoch_leaves_the_path_as_it_was(cli, tmp_path, no_spark):
+    """`run --state` refused in its epoch 0 (here --max-tuples: path derives 3 tuples from 2
+    edges) leaves no half-made state: a directory it made is gone, parents too; one that was
+    there keeps what it held; its locks are let go, and the next `run --state` makes it."""
+    prog, facts = tmp_path / "tc.dl", tmp_path / "facts"
+    prog.write_text(TC)
+    facts.mkdir()
+    (facts / "edge.facts").write_text("1\t2\n2\t3\n")
+    new = tmp_path / "a" / "b" / "state"
+    code, out, err = cli(["run", prog, "-F", facts, "-D", tmp_path / "o", "-q",
+                          "--state", new, "--max-tuples", "2"])
+    assert (code, out) == (1, "") and len(err.splitlines()) == 1 and "--max-tuples 2" in err
+    assert not (tmp_path / "a").exists()
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "notes.txt").write_text("mine\n")
+    (kept / "READERS").touch()  # as an earlier refused run left it
+    code, _, err = cli(["run", prog, "-F", facts, "-D", tmp_path / "o", "-q",
+                        "--state", kept, "--max-tuples", "2"])
+    assert code == 1 and "--max-tuples 2" in err
+    assert sorted(p.name for p in kept.iterdir()) == ["READERS", "notes.txt"]
+    for argv in (["update", kept, "--insert", facts / "edge.facts"], ["state", "check", kept]):
+        code, out, err = cli(argv)
+        assert (code, out, err) == (1, "", f"{kept}: error: not a levelflow state directory "
+                                           f"(no valid CURRENT file)\n")
+    code, _, err = cli(["run", prog, "-F", facts, "-D", tmp_path / "o", "-q", "--state", kept])
+    assert code == 0, err
+    (tmp_path / "d.diff").write_text("+edge(3, 1)\n")
+    code, _, err = cli(["update", kept, "--insert", tmp_path / "d.diff", "-D", tmp_path / "o1"])
+    assert code == 0, err
+    want = {(a, b) for a in (1, 2, 3) for b in (1, 2, 3)}  # 1 -> 2 -> 3 -> 1: all pairs
+    assert {tuple(map(int, line.split("\t"))) for line in
+            (tmp_path / "o1" / "path.csv").read_text().splitlines()} == want
+    assert (kept / "notes.txt").read_text() == "mine\n"
+
+
+def test_a_refused_bootstrap_lets_its_readers_lock_go(tmp_path):
+    """A bootstrap refused in its epoch (the caller's StateDir still alive) holds no lock: a
+    later commit's garbage collection (READERS exclusive) is not kept waiting by it."""
+    import fcntl
+    import os
+
+    from levelflow.engine.guard import TupleLimit
+    from levelflow.engine.session import DeferredSession
+
+    def no_spark():
+        raise AssertionError("Spark was asked for")
+
+    facts = tmp_path / "facts"
+    facts.mkdir()
+    (facts / "edge.facts").write_text("1\t2\n2\t3\n")
+    state = StateDir(tmp_path / "state")
+    state.path.mkdir()
+    (state.path / "READERS").touch()  # there before: it stays
+    with pytest.raises(TupleLimit):
+        IncrementalSession.bootstrap(DeferredSession(no_spark), parse_tc(), facts, state,
+                                     max_tuples=2)
+    assert sorted(p.name for p in state.path.iterdir()) == ["READERS"]
+    fd = os.open(state.path / "READERS", os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError while still held
+    finally:
+        os.close(fd)
+
+
+def test_a_lock_file_removed_before_it_was_locked_is_opened_again(tmp_path, monkeypatch):
+    """A writer that opened LOCK just before a failed first epoch removed it locks the file
+    the name holds, not the removed one: a third writer is refused."""
+    import os
+
+    state = StateDir(tmp_path / "state")
+    opened = StateDir._lock_file
+
+    def removed_once(self, name):
+        fd = opened(self, name)
+        if not removed:
+            removed.append(name)
+            os.unlink(self.path / name)  # as the failed first epoch does, after our open
+        return fd
+
+    removed: list[str] = []
+    monkeypatch.setattr(StateDir, "_lock_file", removed_once)
+    with state.lock():
+        assert removed == ["LOCK"]
+        with pytest.raises(StateError, match="locked by another writer"):
+            with StateDir(state.path).lock():
+                pass
+
+
+def parse_tc():
+    return build_tasks(parse_program(TC, "tc.dl"))

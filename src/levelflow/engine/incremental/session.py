@@ -127,9 +127,8 @@ class IncrementalSession:
         driver_rows = _resolved(options, spark)
         if state is not None:  # the stored relations the driver reads itself
             state.held_rows = held_up_to(HELD_ROWS, driver_rows)
-        if state is not None and state.exists():
-            raise StateError(f"{state.path}: error: already holds a state (epoch "
-                             f"{state.current()}); use `levelflow update` or remove it")
+        if state is not None:
+            state.refuse_existing()
         snap = empty_snapshot(spark, prog, counted_relations(pt))
         base, indexed = {}, {}
         for i, (name, io) in enumerate(prog.inputs.items(), 1):
@@ -146,9 +145,8 @@ class IncrementalSession:
         session = cls(spark, pt, text, snap, state, **options)
         if progress is not None:
             progress.phase("evaluating epoch 0")
-        if state is not None:
-            state.hold_readers_lock()
-        with session._writing():
+        # Refused (a task's memory, --max-tuples, a deadline), it leaves no half-made state.
+        with state.first_epoch() if state is not None else contextlib.nullcontext():
             session.last = session._run_epoch(base, bootstrap=True, progress=progress)
         # What the first epoch would load (a subsumptive task's frames, a counted task's
         # counts in the driver), loaded now while the user waits anyway.

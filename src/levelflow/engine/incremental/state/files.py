@@ -115,6 +115,12 @@ class StateFiles(DirLocks):
         return (self.path / "CURRENT").is_file() or any(
             (self.epochs / str(e) / COMMITTED).is_file() for e in self.on_disk())
 
+    def refuse_existing(self) -> None:
+        """Raise StateError if the directory holds a state already (a bootstrap's check)."""
+        if self.exists():
+            raise StateError(f"{self.path}: error: already holds a state (epoch "
+                             f"{self.current()}); use `levelflow update` or remove it")
+
     def check_usable(self) -> None:
         """Raise StateError if the path exists but is not a directory (checked before Spark)."""
         if self.path.exists() and not self.path.is_dir():
