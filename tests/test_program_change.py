@@ -510,3 +510,42 @@ def test_a_tiny_program_change_runs_in_the_driver_without_spark(cli, tmp_path, n
     same(tmp_path / "o3", tmp_path / "r3")
     assert sorted((tmp_path / "o3" / "marked.csv").read_text().splitlines()) == \
         sorted((tmp_path / "r3" / "marked.csv").read_text().splitlines()) != []
+
+
+def _csv(folder: Path, name: str) -> list[str]:
+    return sorted((folder / f"{name}.csv").read_text().splitlines())
+
+
+def test_ops_on_a_new_input_net_against_the_facts_it_starts_from(cli, tmp_path, no_spark):
+    """`update --program NEW --facts DIR` with a diff in the same epoch: its ops on the new
+    input q net against q's facts from DIR, those on e (in both programs) against e's stored
+    base: removing a fact of either removes it, inserting one already there is a no-op (and
+    said so); the outputs are those of a run of NEW on the final facts."""
+    old = ".decl e(x:number, y:number)\n.input e\n.decl p(x:number, y:number)\n.output p\n" \
+          "p(x, y) :- e(x, y).\n"
+    new = old + ".decl q(x:number)\n.input q\n.decl r(x:number, y:number)\n.output r\n" \
+                "r(x, y) :- q(x), e(x, y).\n.decl qq(x:number)\n.output qq\nqq(x) :- q(x).\n"
+    (tmp_path / "old.dl").write_text(old)
+    (tmp_path / "new.dl").write_text(new)
+    write_facts(tmp_path / "f0", {"e": {(1, 2), (2, 3), (3, 4)}})
+    write_facts(tmp_path / "f1", {"q": {(1,), (2,), (3,)}})
+    code, _, err = cli(["run", tmp_path / "old.dl", "-F", tmp_path / "f0", "-D", tmp_path / "o0",
+                        "-q", "--state", tmp_path / "st"])
+    assert code == 0, err
+    (tmp_path / "d.diff").write_text("-e(1, 2)\n-q(2)\n+e(2, 3)\n+q(3)\n+q(9)\n")
+    code, out, err = cli(["update", tmp_path / "st", "--program", tmp_path / "new.dl",
+                          "--facts", tmp_path / "f1", "--insert", tmp_path / "d.diff",
+                          "-D", tmp_path / "o1"])
+    assert (code, err) == (0, ""), err
+    assert "note: 1 inserted fact(s) of e already present (no-op)" in out
+    assert "note: 1 inserted fact(s) of q already present (no-op)" in out
+    assert "not present" not in out  # q(2) was there: its removal is not a no-op
+    # e: {(2,3), (3,4)}; q: {1, 3, 9}; r joins them on x: only 3 has an edge.
+    want = {"p": ["2\t3", "3\t4"], "r": ["3\t4"], "qq": ["1", "3", "9"]}
+    assert {n: _csv(tmp_path / "o1", n) for n in want} == want
+    write_facts(tmp_path / "fin", {"e": {(2, 3), (3, 4)}, "q": {(1,), (3,), (9,)}})
+    code, _, err = cli(["run", tmp_path / "new.dl", "-F", tmp_path / "fin", "-D",
+                        tmp_path / "r1", "-q"])
+    assert code == 0, err
+    assert {n: _csv(tmp_path / "r1", n) for n in want} == want
+

@@ -34,8 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import polars as pl
-
 from levelflow.engine.incremental.state.snapshot import COUNT, Snapshot
 from levelflow.engine.incremental.versions import TaskContext, Versions
 from levelflow.engine.limitsize import limit_of
@@ -287,27 +285,22 @@ def adapt_snapshot(spark, snap: Snapshot, change: ProgramChange) -> Snapshot:
                     base_where, pieces, max_rank, labelled=labelled)
 
 
-def seed_new_inputs(spark, change: ProgramChange, base: dict, factdir,
-                    driver_rows: int | None = None) -> list[str]:
-    """Add the facts of each new input relation (from `factdir`) to its base change; notes.
-    A fact file the driver holds is read there, as a bootstrap reads it: no Spark job."""
+def new_input_facts(spark, change: ProgramChange, factdir, driver_rows: int | None = None
+                    ) -> tuple[dict[str, tuple], list[str]]:
+    """Return per new input relation with a fact file in `factdir` the facts it starts from
+    (frame, rows), and notes. A fact file the driver holds is read there, as a bootstrap reads
+    it: no Spark job."""
     from levelflow.engine.facts import input_missing, input_path, missing_input_warning
-    from levelflow.engine.incremental.backends.driver_rows import frame_of_rows
     from levelflow.engine.incremental.state.base_index import read_base
     from levelflow.engine.spark_io import frame_kind
     from levelflow.tasks.ordinals import ORD
 
     prog = change.new.program
-    notes = []
+    facts, notes = {}, []
     for name in change.new_inputs:
-        io, ver = prog.inputs[name], base[name]
-        if name == ORD:  # `ord` comes in: its table from the constants and the inputs now
-            from levelflow.engine.ordinals import seed_rows
-
-            rows = seed_rows(io, base)
-            new = frame_of_rows(spark, ver.decl, rows)
-            ver.set_change(new, len(rows), new, len(rows), None, 0)
+        if name == ORD:  # made from the other inputs once the epoch's ops are netted
             continue
+        io = prog.inputs[name]
         path = input_path(io, factdir) if factdir is not None else None
         if frame_kind(io) is not None:  # read from Parquet or a table, which say what is wrong
             path = io.option("table") or io.option("filename") or f"{name}.parquet"
@@ -320,41 +313,49 @@ def seed_new_inputs(spark, change: ProgramChange, base: dict, factdir,
             continue
         if name in change.rebuilt:
             notes.append(f"note: {what} {name} starts from {path}, its old facts dropped")
-        new, rows = _with_ops(spark, ver, *read_base(spark, ver.decl, io, factdir,
-                                                      driver_rows)[:2])
-        if rows:  # the old base is empty: every fact is an insertion
-            ver.set_change(new, rows, new, rows, None, 0)
-    return notes
+        facts[name] = read_base(spark, prog.decls[name], io, factdir, driver_rows)[:2]
+    return facts, notes
 
 
-def _with_ops(spark, ver: Versions, new, rows: int) -> tuple:
-    """Return (frame, rows) of an input's facts read anew with the epoch's queued ops applied,
-    distinct: in the driver when it holds them all, else on Spark."""
+def net_from_facts(staged, ops, facts: dict[str, tuple], new_constants: bool
+                   ) -> tuple[dict[str, Versions], list[str]]:
+    """Return the epoch's base Versions and notes: the ops netted against each input's stored
+    base, and a new input's against the facts it starts from (`facts`: new_input_facts'), so
+    that removing one of them removes it and inserting one is a no-op; what is left of those
+    is the new input's change, all of it inserted."""
     from levelflow.engine.evaluate import cut
-    from levelflow.engine.incremental.backends.driver_rows import (
-        arrow_of,
-        frame_of_table,
-        polars_of,
-        rows_of,
-    )
-    from levelflow.engine.types import relation_schema
+    from levelflow.engine.incremental.backends.driver_rows import rows_of
 
-    cols = [f"c{i}" for i in range(ver.decl.arity)]
-    held = [rows_of(df) for df in (new, ver.plus if ver.plus_rows else new,
-                                   ver.minus if ver.minus_rows else new)]
-    if all(t is not None for t in held):
-        facts, plus, minus = (polars_of(t, ver.decl) for t in held)
-        if ver.plus_rows:
-            facts = pl.concat([facts, plus])
-        if ver.minus_rows:
-            facts = facts.join(minus, on=facts.columns, how="anti", nulls_equal=True)
-        facts = facts.unique()
-        return frame_of_table(spark, arrow_of(facts), relation_schema(ver.decl)), facts.height
-    if ver.plus_rows:
-        new = new.unionByName(ver.plus)
-    if ver.minus_rows:
-        new = new.join(ver.minus, cols, "left_anti")
-    return cut(new.distinct())
+    snap = staged.snap
+    seeded = dataclasses.replace(
+        snap, base={**snap.base, **{n: df for n, (df, _) in facts.items()}},
+        base_rows={**snap.base_rows, **{n: rows for n, (_, rows) in facts.items()}})
+    base, notes = staged.staged(staged.pt, staged.program_text, seeded)._net_change(
+        ops, new_constants=new_constants)
+    for name in facts:
+        left, ver = base[name], Versions(base[name].decl, snap.base[name], 0)
+        new, rows = left.new, left.new_rows
+        if rows and left.changed and rows_of(new) is None:
+            new, rows = cut(new)
+        if rows:
+            ver.set_change(new, rows, new, rows, None, 0)
+        base[name] = ver
+    return base, notes
+
+
+def seed_ordinals(spark, change: ProgramChange, base: dict) -> None:
+    """Give `ord`'s table, if the program change brings it in, its rows as the base change:
+    the new program's constants, then the symbols of the inputs after the epoch."""
+    from levelflow.engine.incremental.backends.driver_rows import frame_of_rows
+    from levelflow.engine.ordinals import seed_rows
+    from levelflow.tasks.ordinals import ORD
+
+    if ORD not in change.new_inputs:
+        return
+    ver = base[ORD]
+    rows = seed_rows(change.new.program.inputs[ORD], base)
+    new = frame_of_rows(spark, ver.decl, rows)
+    ver.set_change(new, len(rows), new, len(rows), None, 0)
 
 
 def change_notes(change: ProgramChange) -> list[str]:
@@ -412,8 +413,11 @@ def replace_program(session, program, factdir=None, *, progress=None,
             snap = adapt_snapshot(session.spark, session.snap, change)
             staged = session.staged(pt, text, snap)
             keeps_ord = ORD in pt.program.inputs and ORD not in change.new_inputs
-            base, notes = staged._net_change(ops, new_constants=keeps_ord)
-            notes += seed_new_inputs(session.spark, change, base, factdir, session.driver_rows)
+            facts, seed_notes = new_input_facts(session.spark, change, factdir,
+                                                session.driver_rows)
+            base, notes = net_from_facts(staged, ops, facts, keeps_ord)
+            notes += seed_notes
+            seed_ordinals(session.spark, change, base)
             change.prepare(session.spark)
             result = staged._run_epoch(base, before_switch=before_switch, progress=progress,
                                        change=change)
