@@ -52,13 +52,14 @@ def scratch_sets(ctx: TaskContext, task: Task, cancel=None, held=None,
         run_task = dataclasses.replace(task, rules=task.rules + tuple(extra_rules),
                                        reads=task.reads | {BASE + n for n in task.relations
                                                            if n in ctx.base})
-    # From scratch, a task runs as `run` would run it: under the plan its shape and size give.
-    plan = fitting_plan(ctx.spark, ctx.program.file, run_task, program.decls,
-                        sum(counts.values()), driver_rows=ctx.driver_rows)
     keep = {}
     if held is not None:
         plan, where = held
         keep = {"parts": where.parts, "keep": (where.lineage, where.token)}
+    else:  # as `run` runs it: under the plan its shape and the rows it reads give
+        plan = fitting_plan(ctx.spark, ctx.program.file, run_task, program.decls,
+                            sum(counts[n] for n in run_task.reads_from),
+                            driver_rows=ctx.driver_rows)
     result = evaluate_planned(ctx.spark, program, run_task, relations, None, plan=plan,
                               cancel=cancel, counts=counts, ranked=True, max_tuples=max_tuples,
                               **keep)
