@@ -170,3 +170,24 @@ def test_a_program_change_brings_ord_in(spark, tmp_path):
     want["o"] = sorted(want["o"] + ["Zed\t6"])
     assert got == want
     session.close()
+
+
+def test_a_tiny_state_numbers_its_symbols_in_the_driver(cli, tmp_path, no_spark):
+    """`run --state` and `update` of a program with `ord`, with a Spark that cannot start:
+    the table is made and extended in the driver, numbered as documented above."""
+    (tmp_path / "o.dl").write_text(TABLE)
+    (tmp_path / "f").mkdir()
+    (tmp_path / "f" / "e.facts").write_text("zeta\t1\nalpha\t2\nHomer\t3\n")
+    code, _, err = cli(["run", tmp_path / "o.dl", "-F", tmp_path / "f", "-D", tmp_path / "o0",
+                        "-q", "--state", tmp_path / "st"])
+    assert code == 0, err
+    (tmp_path / "d.diff").write_text('+e("beta", 5)\n+e("Marge", 6)\n-e("zeta", 1)\n')
+    code, _, err = cli(["update", tmp_path / "st", "--insert", tmp_path / "d.diff",
+                        "-D", tmp_path / "o1"])
+    assert code == 0, err
+    numbers = {"Homer": 0, "Marge": 1, "zeta": 2, "alpha": 3}
+    for out, e in ((tmp_path / "o0", {"zeta", "alpha", "Homer"}),
+                   (tmp_path / "o1", {"alpha", "Homer", "beta", "Marge"})):
+        got = {p.stem: sorted(p.read_text().splitlines()) for p in out.glob("*.csv")}
+        assert got == _expected(numbers, e), out
+        numbers["beta"] = 4  # Marge is a constant: 1 already

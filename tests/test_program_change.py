@@ -549,3 +549,44 @@ def test_ops_on_a_new_input_net_against_the_facts_it_starts_from(cli, tmp_path, 
     assert code == 0, err
     assert {n: _csv(tmp_path / "r1", n) for n in want} == want
 
+
+def test_ord_and_limitsize_in_a_tiny_program_change_run_in_the_driver(cli, tmp_path,
+                                                                      no_spark):
+    """`update --program` bringing in a `.limitsize` relation, then `ord`, then a new
+    constant of `ord`, with a Spark that cannot start: each runs in the driver and equals a
+    run of the new program (l keeps the 3 smallest of p's tuples: Soufflé's limit, as
+    engine/limitsize.py fixes which), and ord numbers as tests/test_ord.py documents."""
+    old = ".decl e(x:symbol, y:symbol)\n.input e\n.decl p(x:symbol, y:symbol)\n.output p\n" \
+          "p(x, y) :- e(x, y).\np(x, z) :- p(x, y), e(y, z).\n"
+    lim = old + ".decl l(x:symbol, y:symbol)\n.limitsize l(n=3)\n.output l\nl(x, y) :- p(x, y).\n"
+    ordinal = lim + ".decl o(x:symbol, n:number)\n.output o\no(x, ord(x)) :- e(x, _).\n"
+    more = ordinal + ".decl o2(x:symbol, k:number)\n.output o2\no2(x, ord(\"Q\")) :- e(x, _).\n"
+    for name, text in (("old", old), ("lim", lim), ("ord", ordinal), ("more", more)):
+        (tmp_path / f"{name}.dl").write_text(text)
+    # Lines in text order: a run numbers the symbols as read, a program change sorted.
+    (tmp_path / "f").mkdir()
+    (tmp_path / "f" / "e.facts").write_text("a\tb\nb\tc\nc\td\n")
+    code, _, err = cli(["run", tmp_path / "old.dl", "-F", tmp_path / "f", "-D", tmp_path / "o",
+                        "-q", "--state", tmp_path / "st"])
+    assert code == 0, err
+    for name, want in (("lim", {"l": ["a\tb", "a\tc", "a\td"]}),
+                       ("ord", {"o": ["a\t0", "b\t1", "c\t2"]})):
+        code, out, err = cli(["update", tmp_path / "st", "--program", tmp_path / f"{name}.dl",
+                              "-D", tmp_path / f"o-{name}"])
+        assert (code, err) == (0, ""), err
+        code, _, err = cli(["run", tmp_path / f"{name}.dl", "-F", tmp_path / "f", "-D",
+                            tmp_path / f"r-{name}", "-q"])
+        assert code == 0, err
+        for rel in ("p", *want):
+            assert _csv(tmp_path / f"o-{name}", rel) == _csv(tmp_path / f"r-{name}", rel), rel
+        assert {rel: _csv(tmp_path / f"o-{name}", rel) for rel in want} == want
+    # Kept `ord` numbers a new constant first, then the symbols the epoch inserts; the
+    # limited l is recomputed in the driver: "0" sorts before "a".
+    (tmp_path / "d.diff").write_text('+e("0", "a")\n')
+    code, out, err = cli(["update", tmp_path / "st", "--program", tmp_path / "more.dl",
+                          "--insert", tmp_path / "d.diff", "-D", tmp_path / "o-more"])
+    assert (code, err) == (0, ""), err
+    got = {rel: _csv(tmp_path / "o-more", rel) for rel in ("o", "o2", "l")}
+    assert got == {"o": ["0\t5", "a\t0", "b\t1", "c\t2"],  # a b c d numbered; Q 4; "0" 5
+                   "o2": ["0\t4", "a\t4", "b\t4", "c\t4"],
+                   "l": ["0\ta", "0\tb", "0\tc"]}

@@ -33,12 +33,20 @@ def limited(program, relations: Iterable[str]) -> bool:
 
 
 def smallest(df, n: int, arity: int):
-    """Return the n smallest tuples of `df` (a DataFrame or, in the driver, a Polars frame) by
-    its first `arity` columns (others ride along)."""
+    """Return the n smallest tuples of `df` (a DataFrame or, in the driver, a Polars frame or
+    a DataFrame over rows it holds, cut there) by its first `arity` columns (others ride
+    along)."""
     import polars as pl
+
+    from levelflow.engine.incremental.backends.driver_rows import arrow_of, rows_like, rows_of
 
     if isinstance(df, pl.DataFrame):
         return df.sort(column_names(arity)).head(n)
+    table = rows_of(df)
+    if table is not None:  # as Spark's orderBy orders these columns' values
+        cut = rows_like(df, arrow_of(smallest(pl.from_arrow(table), n, arity)))
+        if cut is not None:
+            return cut
     return df.orderBy(*column_names(arity)).limit(n)
 
 

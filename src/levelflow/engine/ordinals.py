@@ -39,12 +39,9 @@ def table_symbols(io: OrdinalsInput, factdir, read_frame) -> list[str]:
     return list(table)
 
 
-def table_frame(spark, decl, io: OrdinalsInput, factdir, read_frame):
-    """Return `@ord`'s tuples (c0 symbol, c1 its number) as a DataFrame."""
-    from levelflow.engine.types import relation_schema
-
-    rows = [(s, n) for n, s in enumerate(table_symbols(io, factdir, read_frame))]
-    return spark.createDataFrame(rows, relation_schema(decl))
+def table_rows(io: OrdinalsInput, factdir, read_frame) -> list[tuple[str, int]]:
+    """Return `@ord`'s tuples (symbol, its number) at a run or a bootstrap (table_symbols)."""
+    return [(s, n) for n, s in enumerate(table_symbols(io, factdir, read_frame))]
 
 
 def new_symbol_ops(session, ops, constants: bool = False) -> list:
@@ -63,7 +60,7 @@ def new_symbol_ops(session, ops, constants: bool = False) -> list:
                                   for i in cols[op.relation]))
     if not inserted:
         return []
-    known = {s: n for s, n in session.relation(ORD).collect()}
+    known = dict(_rows(session.snap.tuples(ORD), ["c0", "c1"]))
     new = [s for s in inserted if s not in known]
     return [Op(+1, ORD, (s, len(known) + k)) for k, s in enumerate(new)]
 
@@ -76,7 +73,18 @@ def seed_rows(io: OrdinalsInput, base: dict) -> list[tuple[str, int]]:
         ver = base.get(name)
         if ver is None:
             continue
-        names = [f"c{i}" for i in symbol_columns(decl)]
-        found = {v for row in ver.new.select(*names).collect() for v in row}
+        found = {v for row in _rows(ver.new, [f"c{i}" for i in symbol_columns(decl)])
+                 for v in row}
         table.update(dict.fromkeys(sorted(found)))
     return [(s, n) for n, s in enumerate(table)]
+
+
+def _rows(df, columns: list[str]) -> list[tuple]:
+    """Return a frame's rows of `columns`: read in the driver where it holds them (a tiny
+    state's epoch asks nothing of Spark), else collected."""
+    from levelflow.engine.incremental.backends.driver_rows import rows_of
+
+    table = rows_of(df)
+    if table is None:
+        return [tuple(r) for r in df.select(*columns).collect()]
+    return list(zip(*(table.column(c).to_pylist() for c in columns), strict=True))

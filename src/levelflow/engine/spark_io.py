@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from levelflow.engine.sql_text import quoted
-from levelflow.engine.types import SQL_TYPES
+from levelflow.engine.types import SQL_TYPES, relation_schema
 from levelflow.errors import LevelflowError
 from levelflow.tasks.ast import IO
 from levelflow.tasks.ordinals import ORD, OrdinalsInput, ordinals_input
@@ -102,6 +102,19 @@ def with_frames(program, frames: dict):
     return dataclasses.replace(program, inputs=inputs)
 
 
+def ordinal_rows(spark, io: IO, factdir) -> list[tuple[str, int]]:
+    """Return `@ord`'s tuples (symbol, its number): its sources' fact files read in the driver,
+    only a DataFrame, Parquet or table source by Spark (`spark` is asked for then only)."""
+    from levelflow.engine.ordinals import table_rows
+    from levelflow.engine.session import session_of
+
+    def read_frame(src_decl, src):  # a frame source's relation; None for a fact file
+        if frame_kind(src) is None:
+            return None
+        return read_frame_input(session_of(spark), src_decl, src, factdir)
+    return table_rows(io, factdir, read_frame)
+
+
 def read_frame_input(spark: SparkSession, decl: Decl, io: IO, factdir, distinct: bool = True
                      ) -> DataFrame:
     """Return the relation's distinct tuples (c0..) from its DataFrame, Parquet or table,
@@ -109,13 +122,7 @@ def read_frame_input(spark: SparkSession, decl: Decl, io: IO, factdir, distinct:
     `distinct=False`: its tuples as they come, for a caller that makes them distinct."""
     kind = frame_kind(io)
     if kind == "ordinals":
-        from levelflow.engine.ordinals import table_frame
-
-        def read_frame(src_decl, src):  # a frame source's relation; None for a fact file
-            if frame_kind(src) is None:
-                return None
-            return read_frame_input(spark, src_decl, src, factdir)
-        return table_frame(spark, decl, io, factdir, read_frame)
+        return spark.createDataFrame(ordinal_rows(spark, io, factdir), relation_schema(decl))
     if kind == "frame":
         df, what = io.frame, f"relation {decl.name} (DataFrame)"
     elif kind == "parquet":

@@ -52,12 +52,13 @@ def polars_input(df, decl: Decl) -> pl.DataFrame:
 def driver_facts(spark, program: Program, task: Task, factdir: str | Path | None
                  ) -> dict[str, list[pl.DataFrame]]:
     """Return per relation of the task the tuples of its `.input` (repeats kept), read in the
-    driver (a Parquet input by pyarrow where it can, engine/parquet_reader.py; else Spark
-    reads a DataFrame, Parquet or table input, and the driver takes its rows)."""
+    driver (a Parquet input by pyarrow where it can, engine/parquet_reader.py; `ord`'s table
+    from its sources; else Spark reads a DataFrame, Parquet or table input, and the driver
+    takes its rows)."""
     from levelflow.engine.facts import fact_frame, input_path, io_delimiter, io_headers
     from levelflow.engine.parquet_reader import read_parquet
     from levelflow.engine.session import session_of
-    from levelflow.engine.spark_io import frame_kind, read_frame_input
+    from levelflow.engine.spark_io import frame_kind, ordinal_rows, read_frame_input
 
     facts = {}
     for name in task.relations:
@@ -69,6 +70,10 @@ def driver_facts(spark, program: Program, task: Task, factdir: str | Path | None
         if kind is None:
             facts[name] = [fact_frame(input_path(io, factdir), decl, io_delimiter(io),
                                       io_headers(io))]
+            continue
+        if kind == "ordinals":  # `ord`'s table: made here from its sources' facts
+            facts[name] = [pl.DataFrame(ordinal_rows(spark, io, factdir),
+                                        schema=frame_schema(decl), orient="row")]
             continue
         rows = read_parquet(decl, io, factdir) if kind == "parquet" else None
         if rows is None:

@@ -14,7 +14,12 @@ import threading
 
 import polars as pl
 
-from levelflow.engine.incremental.backends.driver_rows import frame_of_table, polars_of, rows_of
+from levelflow.engine.incremental.backends.driver_rows import (
+    arrow_of,
+    frame_of_table,
+    polars_of,
+    rows_of,
+)
 from levelflow.engine.plans.columnar import frame_schema
 from levelflow.engine.plans.few_rows import without
 from levelflow.tasks.ast import Decl
@@ -141,9 +146,13 @@ def read_base(spark, decl, io, factdir, driver_rows: int | None
     from levelflow.engine.evaluate import cut
     from levelflow.engine.facts import fact_table, input_path, io_delimiter, io_headers
     from levelflow.engine.memory import estimated_lines
-    from levelflow.engine.spark_io import frame_kind, read_input
+    from levelflow.engine.spark_io import frame_kind, ordinal_rows, read_input
     from levelflow.engine.types import relation_schema
 
+    if frame_kind(io) == "ordinals":  # `ord`'s table: made in the driver from its sources
+        table = arrow_of(pl.DataFrame(ordinal_rows(spark, io, factdir),
+                                      schema=frame_schema(decl), orient="row"))
+        return held_facts(spark, decl, table, relation_schema(decl))
     path = input_path(io, factdir) if frame_kind(io) is None else None
     if path and path.is_file() and (path.stat().st_size <= DRIVER_FACT_BYTES
                                     or estimated_lines(path) <= (driver_rows or 0)):
