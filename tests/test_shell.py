@@ -156,6 +156,9 @@ def test_a_spark_failure_is_one_line_and_the_shell_goes_on(spark, tmp_path, monk
         return spark.range(1).select("gone")  # raises as a lost Parquet file would
 
     monkeypatch.setattr(session, "relation", lost)
+    # as a relation Spark holds, not the driver (a tiny one's rows are printed from the driver)
+    monkeypatch.setattr("levelflow.engine.incremental.backends.driver_rows.rows_of",
+                        lambda df: None)
     out, err = io.StringIO(), io.StringIO()
     shell = Shell(session, out, err, source="<stdin>")
     shell.loop(io.StringIO("print person\nsize person\n"))
@@ -165,3 +168,18 @@ def test_a_spark_failure_is_one_line_and_the_shell_goes_on(spark, tmp_path, monk
     assert shell.errors == 1
     with pytest.raises(AnalysisException):
         lost("person")
+
+
+def test_a_tiny_shell_prints_without_spark(cli, tmp_path, no_spark, monkeypatch):
+    """The shell over make()'s tiny program with a Spark that cannot start: the epochs run in
+    the driver, and `print` writes the rows the driver holds, sorted, as an output file is."""
+    prog, facts = make(tmp_path)
+    monkeypatch.setattr("sys.stdin", io.StringIO(
+        'insert person("eve", 20)\ninsert person("al", 7)\ncommit\nprint adult\nprint minor\n'
+        "size person\n"))
+    code, out, err = cli(["shell", prog, "-F", facts])
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert "adult\t+1\t-0" in lines and "minor\t+1\t-0" in lines
+    i = lines.index("ann")  # adult: ann (30), eve (20); minor: al (7), bob (12); 4 people
+    assert lines[i:] == ["ann", "eve", "al", "bob", "4"]

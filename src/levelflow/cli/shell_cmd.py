@@ -116,16 +116,25 @@ class Shell:
             elif word == "size":
                 self.say(str(s.size(name)))
             else:
-                from levelflow.engine.facts import format_rows
-
-                decl = s.program.decls[name]
-                df = s.relation(name)
-                rows = df.orderBy(*df.columns).collect() if decl.arity else df.limit(1).collect()
-                for text in format_rows(rows, decl):
-                    self.out.write(text)
+                self._print(name)
         else:
             self.error(f"{self.where}: error: unknown command {word!r} (try help)")
         return True
+
+    def _print(self, name: str) -> None:
+        """Print relation `name` sorted, in Soufflé's format; rows the driver holds need no
+        Spark."""
+        from levelflow.engine.facts import format_rows, held_lines
+        from levelflow.engine.incremental.backends.driver_rows import rows_of
+
+        decl = self.session.program.decls[name]
+        table = rows_of(self.session.snap.tuples(name))
+        if table is not None:
+            held_lines(table, decl, self.out)
+            return
+        df = self.session.relation(name)
+        rows = df.orderBy(*df.columns).collect() if decl.arity else df.limit(1).collect()
+        self.out.writelines(format_rows(rows, decl))
 
     def _load(self, path: str) -> None:
         """Move the session to the program at `path` (a bad program: one error line)."""

@@ -207,31 +207,37 @@ def write_relation(df: DataFrame, decl: Decl, path: str | Path, delimiter: str =
 def _write_held(table, decl: Decl, path: Path, delimiter: str, *, sort: bool, headers: bool,
                 shown, compress: bool) -> int:
     """Return the number of tuples written from an Arrow table the driver holds, as
-    write_relation writes a DataFrame's; plain columns formatted by Polars, not tuple by tuple."""
-    import polars as pl
-
-    frame = pl.from_arrow(table).select(column_names(decl.arity))
+    write_relation writes a DataFrame's."""
     opener = gzip.open if compress else open
     with opener(path, "wt", encoding="utf-8", newline="\n") as out:
         if headers:
             out.write(delimiter.join(decl.attrs) + "\n")
-        if decl.arity == 0 or decl.shapes or "float" in decl.types:
-            if sort and decl.arity:  # as write_relation sorts: unsigned by unsigned value
-                frame = frame.sort([pl.col(c).reinterpret(signed=False) if t == "unsigned"
-                                    else pl.col(c) for c, t in zip(frame.columns, decl.types,
-                                                                   strict=True)])
-            rows = frame.head(1).rows() if decl.arity == 0 else frame.rows()
-            out.writelines(format_rows(rows, decl, delimiter))
-            return min(frame.height, 1) if decl.arity == 0 else frame.height
-        # An unsigned is held as the Int64 of its bits: sorted and printed as its value.
-        # Symbols are written as they are, a TAB or newline too, as Soufflé's writer does.
-        frame = frame.with_columns([pl.col(c).reinterpret(signed=False)
-                                    for c, t in zip(frame.columns, decl.types, strict=True)
-                                    if t == "unsigned"])
-        if sort:
-            frame = frame.sort(frame.columns)
-        if frame.height:
-            lines = frame.select(pl.concat_str([pl.col(c).cast(pl.String) for c in frame.columns],
-                                               separator=delimiter))
-            out.write(lines.to_series().str.join("\n").item() + "\n")
+        return held_lines(table, decl, out, delimiter, sort=sort)
+
+
+def held_lines(table, decl: Decl, out, delimiter: str = "\t", *, sort: bool = True) -> int:
+    """Return the number of tuples written to the text stream `out` from an Arrow table the
+    driver holds (Soufflé's format); plain columns formatted by Polars, not tuple by tuple."""
+    import polars as pl
+
+    frame = pl.from_arrow(table).select(column_names(decl.arity))
+    if decl.arity == 0 or decl.shapes or "float" in decl.types:
+        if sort and decl.arity:  # as write_relation sorts: unsigned by unsigned value
+            frame = frame.sort([pl.col(c).reinterpret(signed=False) if t == "unsigned"
+                                else pl.col(c) for c, t in zip(frame.columns, decl.types,
+                                                               strict=True)])
+        rows = frame.head(1).rows() if decl.arity == 0 else frame.rows()
+        out.writelines(format_rows(rows, decl, delimiter))
+        return min(frame.height, 1) if decl.arity == 0 else frame.height
+    # An unsigned is held as the Int64 of its bits: sorted and printed as its value.
+    # Symbols are written as they are, a TAB or newline too, as Soufflé's writer does.
+    frame = frame.with_columns([pl.col(c).reinterpret(signed=False)
+                                for c, t in zip(frame.columns, decl.types, strict=True)
+                                if t == "unsigned"])
+    if sort:
+        frame = frame.sort(frame.columns)
+    if frame.height:
+        lines = frame.select(pl.concat_str([pl.col(c).cast(pl.String) for c in frame.columns],
+                                           separator=delimiter))
+        out.write(lines.to_series().str.join("\n").item() + "\n")
     return frame.height
