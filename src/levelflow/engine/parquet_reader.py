@@ -12,14 +12,17 @@ with Spark (read_parquet says which).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 from levelflow.engine import io_meter
 from levelflow.engine.spark_io import check_field_type, check_parquet, checked_arrow, chosen_fields
 from levelflow.tasks.ast import IO, Decl
+
+if TYPE_CHECKING:
+    import pyarrow.dataset as ds
 
 # The Spark SQL type Spark reads a Parquet column of each Arrow type as (Spark's
 # ParquetToSparkSchemaConverter: UINT_8/16/32 widen to the next signed type). A type missing
@@ -90,6 +93,8 @@ def _single_schema_dataset(path: Path) -> ds.Dataset | None:
     """Return the Parquet dataset at `path` (a file, or a folder of part files whose names do
     not start with `.` or `_`, as Spark lists them), or None if it is none or its parts
     differ in schema or lie in subfolders."""
+    import pyarrow.dataset as ds  # here: it imports pandas, 0.3-0.6 s a command that reads none
+
     try:
         dataset = ds.dataset(str(path), format="parquet")
         if not dataset.files or (path.is_dir() and any(Path(f).parent != path
