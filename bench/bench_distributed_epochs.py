@@ -13,7 +13,8 @@ Spark jobs: `arranged=False`, which the elastic switch stops and recomputes; `sp
 the same with the switch off); `resident` the distributed plan, each partition's copies kept
 in its Python worker between epochs (one barrier job an epoch); `shipped` the distributed
 plan with the copies shipped from the state every epoch (the fallback when a worker lost
-them). The ratio printed is each design's median epoch to the `spark` design's, same run.
+them); `arranged` the reference a task one worker holds gets (auto: the local or partitioned
+plan, its epoch one job in the share that holds its state). The ratio printed is each design's median epoch to the `spark` design's, same run.
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ def design(spark, name: str, program: Path, factdir: Path, k: int, nodes: int) -
     state = factdir / f"state-{name}"
     shutil.rmtree(state, ignore_errors=True)
     options = {"driver_rows": None}
-    if name.startswith("spark"):
+    if name == "arranged":
+        pass  # auto: the local or partitioned plan, one job in the share holding the state
+    elif name.startswith("spark"):
         options["arranged"] = False
         if name == "spark-dred":  # the elastic switch off: DRed's job chain to its end
             options["mode"] = "incremental"
@@ -91,7 +94,7 @@ def design(spark, name: str, program: Path, factdir: Path, k: int, nodes: int) -
                   f"{'ok' if got == want else f'WRONG {got} != {want}'}", flush=True)
     finally:
         s.close()
-        if not name.startswith("spark"):
+        if name in ("resident", "shipped"):
             dist_job.SHIP_ALWAYS = False
     return out
 

@@ -183,3 +183,33 @@ def test_run_state_plan_distributed_then_update(tmp_path, cli, cli_spark, barrie
     assert got == expected["path"]
     assert StateDir(tmp_path / "st").manifest()["plan"] == "distributed"  # carried on
     assert barrier_jobs  # the update's epoch of path: a barrier job (or two after the open)
+
+
+def test_the_drivers_rendezvous_swaps_addresses_with_the_jobs_token_only():
+    import json
+    import threading
+
+    from levelflow.engine.plans.exchange import ExchangeError, Rendezvous, swap_at
+
+    token = "k" * 32
+    meeting = Rendezvous(2, token, "127.0.0.1", timeout=5)
+    got: dict = {}
+
+    def task(me: int, said: str) -> None:
+        try:
+            got[me] = swap_at(meeting.address, said, json.dumps([me, "h", 100 + me]), 5)
+        except ExchangeError as e:
+            got[me] = e
+
+    threads = [threading.Thread(target=task, args=(9, "x" * 32))]  # another job's token
+    threads[0].start()
+    threads[0].join(10)
+    threads += [threading.Thread(target=task, args=(i, token)) for i in (0, 1)]
+    for t in threads[1:]:
+        t.start()
+    for t in threads:
+        t.join(10)
+    meeting.close()
+    assert isinstance(got[9], ExchangeError)  # told nothing
+    assert sorted(map(json.loads, got[0])) == sorted(map(json.loads, got[1])) == \
+        [[0, "h", 100], [1, "h", 101]]

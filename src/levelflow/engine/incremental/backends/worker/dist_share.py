@@ -63,6 +63,7 @@ class DistSpec:
     new_token: str
     token: str  # this job's: each partition presents it to its peers (exchange.py)
     timeout: float
+    rendezvous: tuple[str, int] | None = None  # the driver's (exchange.Rendezvous)
 
 
 @dataclass(slots=True)
@@ -421,7 +422,7 @@ def epoch_direct(spec: DistSpec, packed: bytes) -> bytes:
 def _epoch(spec: DistSpec, data: pl.DataFrame | None, sliced: bool
            ) -> Iterator[pa.RecordBatch]:
     schema = output_schema(spec.names, spec.decls, _CHANGE_FIELDS)
-    ex = Exchange.open(spec.token, spec.timeout)
+    ex = Exchange.open(spec.token, spec.timeout, spec.rendezvous)
     try:
         net = Net(ex, spec.routing, spec.decls)
         placed = _placed(spec, net, data, sliced)
