@@ -14,7 +14,8 @@ the same with the switch off); `resident` the distributed plan, each partition's
 in its Python worker between epochs (one barrier job an epoch); `shipped` the distributed
 plan with the copies shipped from the state every epoch (the fallback when a worker lost
 them); `arranged` the reference a task one worker holds gets (auto: the local or partitioned
-plan, its epoch one job in the share that holds its state). The ratio printed is each design's median epoch to the `spark` design's, same run.
+plan, its epoch one job in the share that holds its state). The ratio printed is each
+design's median epoch to the `spark` design's, same run.
 """
 
 from __future__ import annotations
