@@ -138,7 +138,8 @@ def test_help_names_only_the_flags_a_command_has(capsys):
     for flag in ("--strategy", "--scheduler", "--jobs", "--keep-epochs", "--switch"):
         assert flag in shell, flag
     run = help_of("run")
-    assert "--trace-out and --schedule; not --plan or --checkpoint reliable" in run
+    assert "--plan distributed (its recursive tasks kept partitioned" in run
+    assert "not another --plan or --checkpoint reliable" in run
 
 
 def test_graph_dot_says_what_it_wrote(tmp_path, capsys):

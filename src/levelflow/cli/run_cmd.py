@@ -25,8 +25,9 @@ CONFINE_HELP = ("Refuse an .input file outside -F and an .output file outside -D
 MASTER_RUN_HELP = ("Given, every task runs on Spark (else a task with small inputs runs in the "
                    "driver).")
 STATE_HELP = ("Keep the maintained state here (epoch 0) for `levelflow update`. Takes "
-              "--trace-out and --schedule; not --plan or --checkpoint reliable: a state's "
-              "epochs choose each task's plan as its updates need.")
+              "--trace-out, --schedule and --plan distributed (its recursive tasks kept "
+              "partitioned, epoch after epoch); not another --plan or --checkpoint reliable: "
+              "a state's epochs choose each task's plan as its updates need.")
 
 
 def scheduler_from_flag(spec: str, graph):
@@ -174,9 +175,10 @@ def _check_state(state: Path | None, trace_out, schedule_out, checkpoint: str,
     from levelflow.engine.incremental.state.directory import StateDir, StateError
 
     # Epoch 0 runs as the state's updates will: each task's plan follows what its updates
-    # need (a state held where it lives, a counted task's counts), so no plan is forced.
+    # need (a state held where it lives, a counted task's counts), so no plan is forced but
+    # distributed, which the state keeps its recursive tasks under (its epochs too).
     flags = (("--checkpoint reliable", checkpoint == "reliable"),
-             (f"--plan {plan}", plan != "auto"))
+             (f"--plan {plan}", plan not in ("auto", "distributed")))
     unsupported = [flag for flag, value in flags if value]
     if unsupported:  # refused rather than silently ignored
         raise UsageError(f"--state: cannot be combined with {', '.join(unsupported)} (a "
@@ -227,7 +229,9 @@ def _evaluate_into_state(spark, program_tasks, sched, factdir, outdir, opts: dic
                                            scheduler=sched, jobs=opts["jobs"],
                                            progress=progress, max_tuples=opts["max_tuples"],
                                            driver_rows=opts["driver_rows"],
-                                           epoch_timeout=opts["epoch_timeout"])
+                                           epoch_timeout=opts["epoch_timeout"],
+                                           plan="distributed" if opts["plan"] == "distributed"
+                                           else "auto")
     last = session.last
     io = io_meter.snapshot().since(opts["io_before"])
     clock.add("reading", io.reading)

@@ -38,6 +38,7 @@ from levelflow.engine.incremental.backends.worker.counting_job import (
     counted_update,
     scratch_in_driver,
 )
+from levelflow.engine.incremental.backends.worker.dist_job import distributed_update
 from levelflow.engine.incremental.backends.worker.dred_job import (
     arranged_update,
     fresh_held,
@@ -88,7 +89,8 @@ class Epoch:
                  switch_floor: float = SWITCH_FLOOR_SECONDS, bootstrap: bool = False,
                  large_change: float | None = LARGE_CHANGE, progress=None,
                  arranged: bool = True, change=None, max_tuples: int | None = None,
-                 driver_rows: int | None = None, timeout: float | None = None) -> None:
+                 driver_rows: int | None = None, timeout: float | None = None,
+                 plan: str = "auto") -> None:
         from levelflow.engine.progress import Progress
 
         if mode not in MODES:
@@ -113,7 +115,7 @@ class Epoch:
         self.ctx = TaskContext(spark, self.program, self.versions,
                                {n: snap.rel[n] for n in snap.counted}, base,
                                {n: snap.rel[n] for n in self.program.decls
-                                if n not in snap.counted}, snap.max_rank, driver_rows)
+                                if n not in snap.counted}, snap.max_rank, driver_rows, plan)
         self.updates: dict[int, TaskUpdate] = {}
         self.activations: dict[int, tuple[int, ...]] = {}  # task -> children it activated
         self.schedule: list[tuple[int, int, float, float]] = []  # (task, slot, start, end)
@@ -253,7 +255,9 @@ class Epoch:
         if plan is None:
             out, rounds = dred_update(ctx, task, cancel)
             return self._apply_sets(v, out, "dred", t0, rounds)
-        out, rounds, held, stored, labels = arranged_update(
+        # Under the distributed plan: one barrier job over its partitions (dist_job.py).
+        update = distributed_update if plan.kind == "distributed" else arranged_update
+        out, rounds, held, stored, labels = update(
             ctx, task, plan, self.snap.arranged.get(task.name), cancel, recompute_rows=recompute,
             relabel=self.snap.labels_any(task.relations))
         upd = self._apply_sets(v, out, "dred" if recompute is None else "bootstrap", t0, rounds)

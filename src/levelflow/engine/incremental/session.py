@@ -24,7 +24,7 @@ from levelflow.engine.incremental.elastic import LARGE_CHANGE, SWITCH, SWITCH_FL
 from levelflow.engine.incremental.epoch import Epoch
 from levelflow.engine.incremental.net_change import net_change, present
 from levelflow.engine.incremental.program_text import load_tasks
-from levelflow.engine.incremental.results import EpochResult
+from levelflow.engine.incremental.results import EpochError, EpochResult
 from levelflow.engine.incremental.state.base_delta import BaseDelta
 from levelflow.engine.incremental.state.base_index import INDEX_ROWS, BaseIndex, read_base
 from levelflow.engine.incremental.state.directory import HELD_ROWS, StateDir, StateError
@@ -72,8 +72,8 @@ class IncrementalSession:
                  switch_floor: float = SWITCH_FLOOR_SECONDS,
                  large_change: float | None = LARGE_CHANGE, arranged: bool = True,
                  max_tuples: int | None = MAX_TUPLES,
-                 driver_rows: int | None = BY_MASTER, epoch_timeout: float | None = None
-                 ) -> None:
+                 driver_rows: int | None = BY_MASTER, epoch_timeout: float | None = None,
+                 plan: str = "auto") -> None:
         self.spark = spark
         self.pt = program_tasks
         self.program = program_tasks.program
@@ -90,6 +90,11 @@ class IncrementalSession:
         self.driver_rows = resolved_rows(driver_rows, spark)
         # Seconds an epoch's tasks may take before it is cancelled (EpochTimeout); None: no limit
         self.epoch_timeout = epoch_timeout
+        # "distributed": recursive tasks the routing serves are kept partitioned over the
+        # executors (backends/worker/dist_job.py) whatever their size; "auto": by their size.
+        if plan not in ("auto", "distributed"):
+            raise EpochError(f"plan: must be auto or distributed, got {plan!r}")
+        self.plan = plan
         check_root()  # executor state's folder: refused in one line before any job if not private
         self.pending: list[Op] = []
         self.last: EpochResult | None = None
@@ -168,6 +173,7 @@ class IncrementalSession:
         state.hold_readers_lock()  # before reading: the epoch read stays on disk while we live
         data = state.manifest()
         pt = build_tasks(parse_stored(data["program"], data["program_file"]))
+        options.setdefault("plan", data.get("plan", "auto"))  # as the state was bootstrapped
         session = cls(spark, pt, data["program"], state.load(spark, pt.program), state, **options)
         session.streams = dict(data.get("streams", {}))
         session.base_index.prefetch(session.snap, pt.program.decls)
@@ -182,7 +188,8 @@ class IncrementalSession:
                           scheduler=self.scheduler, jobs=self.jobs, mode=self.mode,
                           switch=self.switch, switch_floor=self.switch_floor,
                           large_change=self.large_change, max_tuples=self.max_tuples,
-                          driver_rows=self.driver_rows, epoch_timeout=self.epoch_timeout)
+                          driver_rows=self.driver_rows, epoch_timeout=self.epoch_timeout,
+                          plan=self.plan)
 
     # -- changes -------------------------------------------------------------------------------
 
@@ -333,7 +340,8 @@ class IncrementalSession:
                       switch_floor=self.switch_floor, bootstrap=bootstrap,
                       large_change=self.large_change, progress=progress,
                       arranged=self.arranged, change=change, max_tuples=self.max_tuples,
-                      driver_rows=self.driver_rows, timeout=self.epoch_timeout)
+                      driver_rows=self.driver_rows, timeout=self.epoch_timeout,
+                      plan=self.plan)
         epoch.run(self.scheduler, self.jobs)
         snap, changed, changed_base = epoch.snapshot()
         t_write = time.perf_counter()
@@ -341,7 +349,9 @@ class IncrementalSession:
             if progress is not None:
                 progress.phase(f"writing epoch {snap.epoch} to the state")
             held, before = snap.arranged, snap
-            marks = {"streams": {**self.streams, **streams}} if streams else None
+            marks = {"streams": {**self.streams, **streams}} if streams else {}
+            if bootstrap and self.plan != "auto":  # kept by every later manifest
+                marks["plan"] = self.plan
             snap = self.statedir.commit(self.spark, self.program, self.program_text, snap,
                                         changed, changed_base, before_switch=before_switch,
                                         collect=False, extra=marks)

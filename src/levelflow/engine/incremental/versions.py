@@ -143,8 +143,11 @@ class TaskContext:
                  old_counts: Mapping[str, DataFrame], base: Mapping[str, Versions],
                  old_ranked: Mapping[str, DataFrame] | None = None,
                  max_rank: Mapping[str, int] | None = None,
-                 driver_rows: int | None = None) -> None:
+                 driver_rows: int | None = None, plan: str = "auto") -> None:
         self.spark = spark
+        # "distributed": a recursive task the routing serves is kept under the distributed
+        # plan whatever its size (the session's `plan`); "auto": as its size gives.
+        self.plan = plan
         # A task reading at most this many rows runs in the driver (plans/driver.py), from
         # scratch and in its epochs; None: on Spark.
         self.driver_rows = driver_rows

@@ -12,10 +12,12 @@ delta. Its relations' tuples (their primary copy) go back as in_spark's packed o
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 
 import polars as pl
 import pyarrow as pa
 
+from levelflow.engine.plans import resident
 from levelflow.engine.plans.columnar import body_rows, empty_frame, frame_schema, head_rows
 from levelflow.engine.plans.exchange import Exchange
 from levelflow.engine.plans.fixpoint import Relation, TaskOutcome
@@ -25,9 +27,20 @@ from levelflow.engine.plans.worker import output_schema, pack_outcome, source_fr
 from levelflow.engine.rules import rule_heads
 
 Out = dict[int, dict[int, list[pl.DataFrame]]]  # destination -> copy id -> frames
+RANK = "_it"
 
 
-def _route(out: Out, frame: pl.DataFrame, copy: int, column: int | None, parts: int) -> None:
+@dataclass(slots=True)
+class KeptPartition:
+    """A partition of a distributed task as kept on its executor between epochs (resident.py):
+    per copy of an own relation its tuples with their ranks, per copy of a lower relation its
+    rows, as of the version the state's token names."""
+
+    copies: dict[int, pl.DataFrame]  # c0.., _it
+    lower: dict[int, pl.DataFrame]
+
+
+def route(out: Out, frame: pl.DataFrame, copy: int, column: int | None, parts: int) -> None:
     """Add a copy's rows to `out` at their owners (every partition for a replicated copy)."""
     if not frame.height:
         return
@@ -52,6 +65,9 @@ class Partition:
         self.lower: dict[int, pl.DataFrame] = {}
         self.rels: dict[int, Relation] = {}
         self.outcome = TaskOutcome(rounds=[])
+        # Per copy of an own relation, the tuples each round added to it (round = rank): what
+        # a kept partition holds between epochs (incremental/backends/worker/dist_share.py).
+        self.found: dict[int, list[pl.DataFrame]] = {}
 
     def _candidates(self, frames: Mapping[int, list[pl.DataFrame]], copy: int) -> pl.DataFrame:
         name = self.routing.copies[copy][0]
@@ -68,7 +84,7 @@ class Partition:
                 continue
             rows = pl.concat(frames).unique()
             for copy in self.routing.copies_of(name):
-                _route(out, rows, copy, self.routing.copies[copy][1], self.parts)
+                route(out, rows, copy, self.routing.copies[copy][1], self.parts)
         return out
 
     def load(self, lower: Mapping[str, list[pl.DataFrame]], facts: Mapping[str, list]) -> None:
@@ -78,7 +94,7 @@ class Partition:
         for copy, (name, column) in enumerate(self.routing.copies):
             if name in lower:
                 for frame in lower[name]:
-                    _route(out, frame, copy, column, self.parts)
+                    route(out, frame, copy, column, self.parts)
         got, _ = self.net.swap(out, (0, 0))
         for copy, (name, _) in enumerate(self.routing.copies):
             if name not in self.layout.names:
@@ -102,6 +118,7 @@ class Partition:
             for copy in self.routing.copies_of(name):
                 rows = self._candidates(got, copy).unique()
                 self.rels[copy] = Relation(self.layout.decls[name], rows)
+                self.found[copy] = [rows]
             first[name] = self.rels[self.routing.primary[name]].recent
         self.outcome.rounds.append(first)
         self.outcome.rows = {n: df.height for n, df in first.items()}
@@ -134,6 +151,14 @@ class Partition:
                     head_rows(body, types, head, self.layout.decls[head.relation]))
         return derived
 
+    def kept(self) -> KeptPartition:
+        """Return what this partition keeps between epochs: each copy's ranked tuples and
+        each lower relation's copy."""
+        copies = {c: pl.concat([df.with_columns(pl.lit(r, pl.Int64).alias(RANK))
+                                for r, df in enumerate(rounds)], rechunk=True)
+                  for c, rounds in self.found.items()}
+        return KeptPartition(copies, dict(self.lower))
+
     def _counters(self) -> tuple[int, int]:
         """Return (this partition's delta, over every copy; its primary copies' tuples)."""
         delta = sum(r.recent.height for r in self.rels.values())
@@ -156,6 +181,7 @@ class Partition:
             for copy, rel in self.rels.items():
                 new = rel.new_tuples(got.get(copy, []))
                 rel.advance(new)
+                self.found.setdefault(copy, []).append(new)
                 name = self.routing.copies[copy][0]
                 if copy == self.routing.primary[name]:
                     found[name] = new
@@ -187,5 +213,8 @@ def evaluate_distributed(layout: Layout, batches: Iterable[pa.RecordBatch],
         part.iterate()
     finally:
         net.close()
+    if layout.keep is not None:  # where the task's epochs find it (dist_share.py)
+        lineage, token = layout.keep
+        resident.store(lineage, net.me, token, part.kept())
     schema = output_schema(layout.names, layout.decls)
     yield from pack_outcome(part.outcome, layout, schema, None)

@@ -69,8 +69,11 @@ class Exchange:
         self.timeout = timeout
 
     @classmethod
-    def open(cls, token: str, timeout: float = TIMEOUT_SECONDS) -> Exchange:
-        """Return the exchange of this barrier task with every other task of the stage."""
+    def open(cls, token: str, timeout: float = TIMEOUT_SECONDS,
+             rendezvous: tuple[str, int] | None = None) -> Exchange:
+        """Return the exchange of this barrier task with every other task of the stage; the
+        addresses swapped through the driver's `rendezvous` (host, port) when given, else
+        through the barrier's allGather."""
         from pyspark import BarrierTaskContext
 
         ctx = BarrierTaskContext.get()
@@ -79,7 +82,9 @@ class Exchange:
         host = ctx.getTaskInfos()[me].address.rsplit(":", 1)[0]
         server = socket.create_server(("", 0), backlog=parts)
         try:
-            said = ctx.allGather(json.dumps([me, host, server.getsockname()[1]]))
+            mine = json.dumps([me, host, server.getsockname()[1]])
+            said = ctx.allGather(mine) if rendezvous is None else \
+                swap_at(rendezvous, token, mine, timeout)
             where = {p: (h, port) for p, h, port in map(json.loads, said)}
             return cls.connect(me, where, server, token, timeout)
         finally:
@@ -163,6 +168,62 @@ class Exchange:
     def close(self) -> None:
         """Close every connection."""
         _close(self.outgoing, self.incoming)
+
+
+def swap_at(rendezvous: tuple[str, int], token: str, mine: str, timeout: float) -> list[str]:
+    """Return every task's address line, swapped through the driver's Rendezvous."""
+    try:
+        with socket.create_connection(rendezvous, timeout=timeout) as sock:
+            said = mine.encode()
+            sock.sendall(token.encode() + struct.pack("<i", len(said)) + said)
+            size, = struct.unpack("<i", _recv(sock, 4))
+            return json.loads(bytes(_recv(sock, size)))
+    except (OSError, ValueError) as e:
+        raise ExchangeError(f"the driver's rendezvous failed: {e}") from None
+
+
+class Rendezvous:
+    """The driver's side of a barrier job's address swap, in place of the barrier's allGather
+    (Spark's barrier tasks poll for it once a second: about 1 s of each job). Each task
+    connects, presents the job's token and says its address line; once every task has, each
+    gets them all. Serves one job, in a daemon thread; `address` is what the tasks are told."""
+
+    def __init__(self, parts: int, token: str, host: str, timeout: float = TIMEOUT_SECONDS
+                 ) -> None:
+        self.parts, self.token, self.timeout = parts, token, timeout
+        self.server = socket.create_server(("", 0), backlog=parts)
+        self.address = (host, self.server.getsockname()[1])
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        said: dict[int, str] = {}
+        socks = []
+        self.server.settimeout(self.timeout)
+        try:
+            while len(said) < self.parts:
+                sock, _ = self.server.accept()
+                sock.settimeout(self.timeout)
+                head = bytes(_recv(sock, len(self.token) + 4))
+                if head[:len(self.token)] != self.token.encode():
+                    sock.close()  # not this job's task: it gets nothing
+                    continue
+                socks.append(sock)
+                line = bytes(_recv(sock, struct.unpack("<i", head[len(self.token):])[0]))
+                said[json.loads(line)[0]] = line.decode()
+            table = json.dumps(list(said.values())).encode()
+            for sock in socks:
+                sock.sendall(struct.pack("<i", len(table)) + table)
+        except (OSError, ExchangeError, ValueError):
+            pass  # a task that hears nothing fails its job (its ExchangeError names it)
+        finally:
+            for sock in socks:
+                sock.close()
+            self.server.close()
+
+    def close(self) -> None:
+        """Stop serving (the job ended)."""
+        self.server.close()
 
 
 def _close(*socks: Mapping[int, socket.socket]) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from levelflow.engine.choose import chosen
 from levelflow.engine.incremental.backends.worker.counting_job import counted_update
+from levelflow.engine.incremental.backends.worker.dist_job import distributed_update
 from levelflow.engine.incremental.backends.worker.dred_job import arranged_update, plan_for
 from levelflow.engine.incremental.strategies.aggregates import aggregate_task, kept_state
 from levelflow.engine.incremental.strategies.renaming import renaming
@@ -36,7 +37,7 @@ def _context(session) -> TaskContext:
     return TaskContext(session.spark, session.program, versions,
                        {n: snap.rel[n] for n in snap.counted}, base,
                        {n: snap.rel[n] for n in decls if n not in snap.counted}, snap.max_rank,
-                       session.driver_rows)
+                       session.driver_rows, session.plan)
 
 
 def warm_tasks(session, ctx: TaskContext) -> list:
@@ -69,7 +70,8 @@ def warm(session, progress=None) -> list[str]:
         # driver's job when its input is small), so that the Python worker an epoch lands on
         # has imported the task's modules and read the state already.
         for _ in range(2):
-            changes, _, held, _, _ = arranged_update(
+            update = distributed_update if plan.kind == "distributed" else arranged_update
+            changes, _, held, _, _ = update(
                 ctx, task, plan, held, relabel=session.snap.labels_any(task.relations))
             if any(c.plus_rows or c.minus_rows for c in changes.values()):  # a bug
                 raise RuntimeError(f"task {task.name}: its state changed while loaded")

@@ -187,5 +187,6 @@ class StateDir(StateFiles):
 
 def _carried(prev: dict | None) -> dict:
     """Return what every later manifest carries on from the previous one: the micro-batches of
-    each stream applied so far (levelflow.streaming)."""
-    return {"streams": prev["streams"]} if prev is not None and "streams" in prev else {}
+    each stream applied so far (levelflow.streaming), the plan the state keeps its recursive
+    tasks under when not auto's choice."""
+    return {k: prev[k] for k in ("streams", "plan") if k in prev} if prev is not None else {}

@@ -22,8 +22,8 @@ def recompute_in_place(ctx, task, plan, held) -> bool:
     """Return whether a task's large change is recomputed where its state lives: it runs
     arranged (`plan`), its state is there (`held`), and the change deletes enough of what it
     reads that every share recomputes (local_dred._recompute_cheaper's rule)."""
-    if plan is None or held is None:
-        return False
+    if plan is None or held is None or plan.kind == "distributed":
+        return False  # a distributed task's large change: recomputed by its plan
     lower = [ctx.versions[n] for n in task.reads_from]
     facts = [ctx.base[n] for n in task.relations if n in ctx.base]
     deleted = sum(v.minus_rows for v in lower + facts)

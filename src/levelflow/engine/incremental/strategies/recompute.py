@@ -31,6 +31,29 @@ def scratch_sets(ctx: TaskContext, task: Task, cancel=None, held=None,
     With `held` (plan, arranged.Held) the task runs under that plan and leaves its state on
     the executors where its next epochs find it. Past `max_tuples`, TupleLimit.
     """
+    program, run_task, relations, counts = with_base_facts(ctx, task)
+    keep = {}
+    if held is not None:
+        plan, where = held
+        keep = {"parts": where.parts, "keep": (where.lineage, where.token)}
+    else:  # as `run` runs it: under the plan its shape and the rows it reads give
+        plan = fitting_plan(ctx.spark, ctx.program.file, run_task, program.decls,
+                            sum(counts[n] for n in run_task.reads_from),
+                            driver_rows=ctx.driver_rows)
+    result = evaluate_planned(ctx.spark, program, run_task, relations, None, plan=plan,
+                              cancel=cancel, counts=counts, ranked=True, max_tuples=max_tuples,
+                              **keep)
+    stats = result.stats
+    # The driver plan's Polars frames are kept in the driver beside their DataFrames.
+    frames = {n: ranked_held(ctx, n, result[n]) if plan.kind == "driver" else result[n]
+              for n in task.relations}
+    return {n: (frames[n], stats.rows[n]) for n in task.relations}, stats.iterations
+
+
+def with_base_facts(ctx: TaskContext, task: Task) -> tuple:
+    """Return (program, task, lower relations' new versions, their rows) of the task run from
+    scratch: each own relation's base facts read as a stand-in lower relation `@base:r` with
+    the rule `r(..) :- @base:r(..)`."""
     import dataclasses
 
     decls = dict(ctx.decls)
@@ -52,22 +75,7 @@ def scratch_sets(ctx: TaskContext, task: Task, cancel=None, held=None,
         run_task = dataclasses.replace(task, rules=task.rules + tuple(extra_rules),
                                        reads=task.reads | {BASE + n for n in task.relations
                                                            if n in ctx.base})
-    keep = {}
-    if held is not None:
-        plan, where = held
-        keep = {"parts": where.parts, "keep": (where.lineage, where.token)}
-    else:  # as `run` runs it: under the plan its shape and the rows it reads give
-        plan = fitting_plan(ctx.spark, ctx.program.file, run_task, program.decls,
-                            sum(counts[n] for n in run_task.reads_from),
-                            driver_rows=ctx.driver_rows)
-    result = evaluate_planned(ctx.spark, program, run_task, relations, None, plan=plan,
-                              cancel=cancel, counts=counts, ranked=True, max_tuples=max_tuples,
-                              **keep)
-    stats = result.stats
-    # The driver plan's Polars frames are kept in the driver beside their DataFrames.
-    frames = {n: ranked_held(ctx, n, result[n]) if plan.kind == "driver" else result[n]
-              for n in task.relations}
-    return {n: (frames[n], stats.rows[n]) for n in task.relations}, stats.iterations
+    return program, run_task, relations, counts
 
 
 def ranked_held(ctx: TaskContext, name: str, frame: pl.DataFrame):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -58,6 +59,8 @@ from levelflow.engine.incremental.versions import Change, TaskContext
 from levelflow.engine.memory import held_up_to
 from levelflow.engine.plans.few_rows import without
 from levelflow.engine.plans.in_spark import packed_schema
+from levelflow.engine.plans.plan_error import PlanError
+from levelflow.engine.plans.planner import distributed_routing
 from levelflow.engine.plans.room import fitting_plan
 from levelflow.engine.types import column_names, relation_schema
 from levelflow.tasks.ast import Negation
@@ -65,7 +68,8 @@ from levelflow.tasks.ast import Negation
 if TYPE_CHECKING:
     from levelflow.tasks.tasks import Task
 
-PLANS = ("driver", "local", "partitioned")
+PLANS = ("driver", "local", "partitioned", "distributed")
+_WORKER_ROWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 # Pieces of a Spark-side copy's log before it is compacted into a new base (one job).
 LOG_PIECES = 32
 # Rows of a log's added (or removed) pieces kept as one driver-side table at most (or the
@@ -164,15 +168,41 @@ def plan_for(ctx: TaskContext, task: Task):
                 return None
     rows = sum(ctx.versions[n].new_rows for n in task.reads_from if n in ctx.versions)
     rows += sum(ctx.base[n].new_rows for n in task.relations if n in ctx.base)
-    plan = fitting_plan(ctx.spark, ctx.program.file, task, decls, rows,
-                        driver_rows=ctx.driver_rows)
+    forced = "auto"
+    if ctx.plan == "distributed" and task.recursive:  # where the routing applies
+        try:
+            distributed_routing(task, decls)
+            forced = "distributed"
+        except PlanError:
+            pass
+    plan = fitting_plan(ctx.spark, ctx.program.file, task, decls, rows, forced,
+                        driver_rows=ctx.driver_rows, spread_rows=_spread_rows(ctx, rows))
     if plan.kind not in PLANS:
         return None
     return plan
 
 
+def _spread_rows(ctx: TaskContext, rows: int) -> int | None:
+    """Return the rows one Python worker holds on a cluster, past which auto distributes a
+    recursive task as `run` does (None on a local master, or for a task the driver runs)."""
+    from levelflow.engine.plans.planner import worker_rows
+    from levelflow.engine.session import on_local_master
+
+    if on_local_master(ctx.spark) or (ctx.driver_rows is not None and rows <= ctx.driver_rows):
+        return None
+    context = ctx.spark.sparkContext
+    if context not in _WORKER_ROWS:  # read once per context: py4j calls
+        _WORKER_ROWS[context] = worker_rows(context.getConf())
+    return _WORKER_ROWS[context]
+
+
 def _parts(ctx: TaskContext, task: Task, plan) -> int:
-    """Return the shares: partitioned by a number-typed carried key, else one."""
+    """Return the shares: partitioned by a number-typed carried key, else one; under the
+    distributed plan, as many as the session runs tasks at once (a barrier stage's)."""
+    if plan.kind == "distributed":
+        from levelflow.engine.plans.run import task_slots
+
+        return task_slots(ctx.spark)
     if plan.kind != "partitioned":
         return 1
     # Symbol codes change as the dictionary grows, so a share of symbols would not stay put.
@@ -199,7 +229,7 @@ def fresh_held(ctx: TaskContext, task: Task, plan) -> Held:
                 in_driver=plan.kind == "driver")
 
 
-def _schema(spec: Spec):
+def change_schema(spec: Spec):
     """Return the Spark schema of an epoch's output (dred_share's Arrow schema)."""
     from pyspark.sql.types import BooleanType, IntegerType, StructField
 
@@ -207,7 +237,7 @@ def _schema(spec: Spec):
                                                   StructField("_net", BooleanType())))
 
 
-def _counted(col, relations: int):
+def observed(col, relations: int):
     """Yield what an epoch's output is observed by, for Spark's or Polars' `col`: (name, the
     condition on a row, "rows" to count the rows meeting it or "max" for their highest `_it`)."""
     rel, op, net = col("_rel"), col("_op"), col("_net")
@@ -223,8 +253,8 @@ def _counted(col, relations: int):
 
 def _run(ctx: TaskContext, spec: Spec, frames):
     """Return (checkpointed output, observed counts) after one Spark job."""
-    return run_job(ctx, spec, frames, update_partition, _schema(spec),
-                   lambda col: _counted(col, len(spec.names)))
+    return run_job(ctx, spec, frames, update_partition, change_schema(spec),
+                   lambda col: observed(col, len(spec.names)))
 
 
 def arranged_update(ctx: TaskContext, task: Task, plan, held: Held | None, cancel=None,
@@ -255,8 +285,8 @@ def arranged_update(ctx: TaskContext, task: Task, plan, held: Held | None, cance
     changes, stored, logs = {}, {}, {}
     for r, n in enumerate(task.relations):
         log = held.logs.get(n) if held is not None else None
-        pick = _picked_rows(ctx, n, out, r)
-        changes[n], stored[n], logs[n] = _change(ctx, n, pick, r, seen, top,
+        pick = picked_rows(ctx, n, out, r)
+        changes[n], stored[n], logs[n] = relation_change(ctx, n, pick, r, seen, top,
                                                  log or Log(ctx.old_ranked[n]))
     held = Held(spec.lineage, spec.new_token, parts, logs, in_driver=here)
     return changes, int(seen["rounds"] or 0), held, stored, \
@@ -267,17 +297,17 @@ def _run_here(ctx: TaskContext, spec: Spec, frames):
     """Return (the share's output rows, the counts) of the epoch run in the driver's process:
     no job when every input is rows the driver holds, else one bringing them over."""
     return run_in_driver(spec, driver_input(ctx.spark, spec, frames), driver_share,
-                         lambda col: _counted(col, len(spec.names)))
+                         lambda col: observed(col, len(spec.names)))
 
 
 def _run_direct(ctx: TaskContext, spec: Spec, packed: bytes):
     """Return (every share's output rows, the counts) after one Spark job that carries the
     input in its closure and brings the output back to the driver."""
     return run_direct(ctx, spec, packed, direct_share,
-                      lambda col: _counted(col, len(spec.names)))
+                      lambda col: observed(col, len(spec.names)))
 
 
-def _picked_rows(ctx: TaskContext, n: str, out, r: int):
+def picked_rows(ctx: TaskContext, n: str, out, r: int):
     """Return pick(op, net): relation n's removed (op -1) or added (+1) rows of an epoch's
     output, ranked (c0.., _it) or only the net ones (c0..); from a direct epoch's rows in the
     driver, or from the Spark-side output."""
@@ -310,7 +340,7 @@ def _picked_rows(ctx: TaskContext, n: str, out, r: int):
     return spark_side
 
 
-def _change(ctx: TaskContext, n: str, pick, r: int, seen, top: int, log: Log
+def relation_change(ctx: TaskContext, n: str, pick, r: int, seen, top: int, log: Log
             ) -> tuple[Change, tuple, Log]:
     """Return relation n's Change, its (removed, added) ranked rows and its Spark-side log."""
     cols = column_names(ctx.decls[n].arity)
