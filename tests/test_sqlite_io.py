@@ -144,6 +144,8 @@ BAD = [
     ({"edge": ("x TEXT, y", [("a", None)])}, "a row holds null in edge.n (column 2, 'y')"),
     ({"edge": ("x TEXT, y", [("a", "7")])},
      "a row holds a value that is not an integer in edge.n (column 2, 'y')"),
+    ({"edge": ("x TEXT, y", [("b", 1), ("a", 2.5)])},
+     "a row holds a value that is not an integer in edge.n (column 2, 'y')"),
 ]
 
 
@@ -161,6 +163,21 @@ def test_bad_sqlite_input_is_one_line_naming_the_directive(tmp_path, cli, cli_sp
     db = tmp_path / "facts" / "in.db"
     assert err == f"{prog}:2:8: error: .input edge(IO=sqlite) {db}: {message}\n"
     assert not (tmp_path / "out").exists()
+
+
+def test_floats_and_symbols_read_as_souffle_reads_text(tmp_path):
+    """A symbol column takes a number's text; a float an integer; an infinity is refused."""
+    from levelflow.engine.spark_io import InputError
+    from levelflow.engine.sqlite_io import read_sqlite
+
+    program = parse_program('.decl r(s:symbol, f:float)\n.input r(IO=sqlite)\n', "p.dl")
+    make_db(tmp_path / "r.sqlite", {"r": ("s, f", [(12, 3), ("x", 0.5)])})
+    table = read_sqlite(program.decls["r"], program.inputs["r"], tmp_path)
+    assert set(zip(*table.to_pydict().values(), strict=True)) == {("12", 3.0), ("x", 0.5)}
+    make_db(tmp_path / "inf" / "r.sqlite", {"r": ("s, f", [("x", float("inf"))])})
+    with pytest.raises(InputError, match=r"^p\.dl:2:8: error: \.input r\(IO=sqlite\) .*r\.sqlite: "
+                                         r"a row holds an infinite number in r\.f \(column 2"):
+        read_sqlite(program.decls["r"], program.inputs["r"], tmp_path / "inf")
 
 
 @pytest.mark.parametrize(("directives", "message"), [

@@ -101,7 +101,8 @@ def read_sqlite(decl: Decl, io: IO, factdir) -> pa.Table:
 
 
 def _read(con, decl: Decl, io: IO, db: Path) -> pa.Table:
-    """Return read_sqlite's table from an open database."""
+    """Return read_sqlite's table from an open database: one pass reads the values, a value
+    of the wrong kind read as a null; only then a second pass finds what to refuse."""
     names = _columns(con, io, db, decl)
     source = q(io.relation)
     checks, selects = [], []
@@ -110,24 +111,27 @@ def _read(con, decl: Decl, io: IO, db: Path) -> pa.Table:
         checks.append((i, "null", f"{c} IS NULL"))
         if primitive in ("number", "unsigned"):
             checks.append((i, "a value that is not an integer", f"typeof({c}) <> 'integer'"))
-            selects.append(c)
+            selects.append(f"CASE WHEN typeof({c}) = 'integer' THEN {c} END")
         elif primitive == "float":
             checks.append((i, "a value that is not a number",
                            f"typeof({c}) NOT IN ('integer', 'real')"))
             checks.append((i, "an infinite number", f"abs({c}) > 1.7976931348623157e308"))
-            selects.append(f"CAST({c} AS REAL)")
+            selects.append(f"CASE WHEN typeof({c}) IN ('integer', 'real') "
+                           f"THEN CAST({c} AS REAL) END")
         else:
             selects.append(f"CAST({c} AS TEXT)")
-    found = con.execute("SELECT " + ", ".join(f"max({cond})" for _, _, cond in checks)
-                        + f" FROM {source}").fetchone()
-    for (i, why, _), bad in zip(checks, found, strict=True):
-        if bad:
-            raise InputError(f"{_where(io, db)}: a row holds {why} in {decl.name}."
-                             f"{decl.attrs[i]} (column {i + 1}, {names[i]!r})")
     rows = con.execute(f"SELECT {', '.join(selects)} FROM {source}").fetchall()
     columns = list(zip(*rows, strict=True)) if rows else [()] * decl.arity
     table = pa.table({f"c{i}": pa.array(col, _ARROW[t])
                       for i, (col, t) in enumerate(zip(columns, decl.types, strict=True))})
+    if any(col.null_count for col in table.columns) or not all(
+            pc.all(pc.is_finite(table.column(i))).as_py() in (True, None)
+            for i, t in enumerate(decl.types) if t == "float"):
+        found = con.execute("SELECT " + ", ".join(f"max({cond})" for _, _, cond in checks)
+                            + f" FROM {source}").fetchone()
+        i, why = next((i, why) for (i, why, _), bad in zip(checks, found, strict=True) if bad)
+        raise InputError(f"{_where(io, db)}: a row holds {why} in {decl.name}."
+                         f"{decl.attrs[i]} (column {i + 1}, {names[i]!r})")
     if decl.shapes:  # records and ADTs: each distinct value checked against its type
         from levelflow.engine.record_columns import arrow_records
         table = arrow_records(decl, table, f"relation {decl.name} ({db})", InputError)
