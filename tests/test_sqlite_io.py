@@ -215,3 +215,16 @@ def test_dbname_follows_the_path_policy_of_filename(tmp_path):
     with pytest.raises(PathError, match=r"q\.dl:4:9: error: \.output b writes /tmp/o\.db, "
                                         r"outside the output directory"):
         check_io_paths(away, tmp_path, tmp_path / "out", confine=True)
+
+
+def test_records_adts_and_unsigned_round_trip(spark, tmp_path):
+    """A record or ADT is stored as its JSON text (a symbol), an unsigned as its 64 bits."""
+    types = ".type P = [n:number, s:symbol]\n.type T = A {x:number} | B {}\n"
+    out = types + ('.decl r(p:P, t:T, u:unsigned)\nr([1, "a b"], $A(3), 0u - 2u).\n'
+                   'r([2, "c"], $B(), 5u).\n.output r(IO=sqlite, dbname="rec.db")\n')
+    run_program(spark, build_tasks(parse_program(out, "p.dl")), tmp_path, tmp_path)
+    assert view(tmp_path / "rec.db", "r") == {('[1,"a b"]', '["A",3]', -2), ('[2,"c"]', '["B"]', 5)}
+    back = types + '.decl r(p:P, t:T, u:unsigned)\n.input r(IO=sqlite, dbname="rec.db")\n'
+    result = run_program(spark, build_tasks(parse_program(back, "q.dl")), tmp_path, None)
+    assert {tuple(row) for row in result.relation("r").collect()} == \
+        {('[1,"a b"]', '["A",3]', -2), ('[2,"c"]', '["B"]', 5)}
