@@ -30,10 +30,10 @@ def test_stdout_output_is_framed_and_formatted_like_a_file(spark, tmp_path, caps
 
 
 @pytest.mark.parametrize("directive,message", [
-    (".output a(IO=sqlite)",
-     "IO=sqlite is not supported for .output (supported: file, parquet, spark, stdout)"),
+    (".output a(IO=stdin)",
+     "IO=stdin is not supported for .output (supported: file, parquet, spark, sqlite, stdout)"),
     (".input a(IO=stdin)",
-     "IO=stdin is not supported for .input (supported: file, parquet, spark)"),
+     "IO=stdin is not supported for .input (supported: file, parquet, spark, sqlite)"),
 ])
 def test_unsupported_io_is_one_error_at_the_directive(directive, message):
     with pytest.raises(DatalogError) as e:

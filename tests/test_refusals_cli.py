@@ -17,8 +17,8 @@ REFUSALS = [
     ("a(x) :- a(y), x = y ** 2.", 3, 21, "the operator '**' is not supported"),
     ("a(x) :- a(y), x = y & 2.", 3, 21, "the operator '&' is not supported"),
     ("a(x) :- a(y), x = y | 2.", 3, 21, "the operator '|' is not supported"),
-    (".input a(IO=sqlite)", 3, 8, "IO=sqlite is not supported for .input"),
-    (".output a(IO=sqlite)", 3, 9, "IO=sqlite is not supported for .output"),
+    (".input a(IO=stdin)", 3, 8, "IO=stdin is not supported for .input"),
+    (".output a(IO=json)", 3, 9, "IO=json is not supported for .output"),
     (".input a(rfc4180=true)", 3, 8, "option 'rfc4180' is not supported for .input"),
     (".decl c(x:number)\n.limitsize a(n=1)\na(x) :- c(x).\nc(x) :- a(x).", 4, 12,
      "'.limitsize' of 'a', which is in a recursive cycle with other relations, is not "

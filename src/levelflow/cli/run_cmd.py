@@ -157,12 +157,13 @@ def outputs_note(program, outdir: Path, counts: dict[str, int], most: int = 6) -
     """Return '; outputs in DIR: R.csv (n), ...' naming the files the run wrote ('' if none)."""
     from levelflow.engine.facts import output_path
 
-    files = [(output_path(io, outdir), counts.get(io.relation)) for io in program.output_directives
-             if io.option("IO") not in ("stdout", "spark")]
+    files = [(output_path(io, outdir), counts.get(io.relation),
+              f" {io.relation}" if io.option("IO") == "sqlite" else "")  # a database's table
+             for io in program.output_directives if io.option("IO") not in ("stdout", "spark")]
     if not files:
         return ""
-    named = [f"{os.path.relpath(f, outdir)}" + (f" ({n:,})" if n is not None else "")
-             for f, n in files[:most]]
+    named = [f"{os.path.relpath(f, outdir)}{table}" + (f" ({n:,})" if n is not None else "")
+             for f, n, table in files[:most]]
     more = f" and {len(files) - most} more" if len(files) > most else ""
     return f"; outputs in {outdir}{os.sep}: {', '.join(named)}{more}"
 

@@ -23,6 +23,9 @@ def check_fact_files(program: Program, factdir) -> list[str]:
 
     warnings = []
     for io in program.inputs.values():
+        if frame_kind(io) == "sqlite":  # its database, table and columns
+            from levelflow.engine.sqlite_io import check_sqlite
+            check_sqlite(program.decls[io.relation], io, factdir)
         if frame_kind(io) is not None:  # a DataFrame, Parquet or table: checked as it is read
             check_parquet(io, factdir)
             continue

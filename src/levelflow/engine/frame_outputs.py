@@ -31,7 +31,7 @@ class OutputError(InputError):
 class Staged:
     """One output written to its stand-in, waiting for `commit` (swap) or `abort` (drop)."""
 
-    kind: str  # "parquet" | "spark"
+    kind: str  # "parquet" | "file" (an SQLite database) | "spark"
     final: str  # the folder or table name
     tmp: str
     spark: object = None
@@ -39,7 +39,7 @@ class Staged:
     def commit(self) -> None:
         """Put the staged output in place of the old one (a folder by renames, a table by
         drop and rename)."""
-        if self.kind == "parquet":
+        if self.kind != "spark":
             final, tmp = Path(self.final), Path(self.tmp)
             old = final.with_name(f".{final.name}.levelflow-old-{uuid.uuid4().hex[:6]}")
             if final.exists() or final.is_symlink():
@@ -55,7 +55,9 @@ class Staged:
 
     def abort(self) -> None:
         """Drop the staged output."""
-        if self.kind == "parquet":
+        if self.kind == "file":
+            Path(self.tmp).unlink(missing_ok=True)
+        elif self.kind == "parquet":
             shutil.rmtree(self.tmp, ignore_errors=True)
         elif self.spark is not None:
             self.spark.sql(f"DROP TABLE IF EXISTS {self.tmp}")

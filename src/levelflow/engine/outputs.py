@@ -16,8 +16,8 @@ def write_outputs(program: Program, relations: Mapping, outdir, *, jobs: int = 1
     """Return tuple counts per output relation after writing them all, or raise leaving none.
 
     `IO=stdout` outputs are printed as Soufflé prints them, framed by their name, once every
-    file is in place. `IO=parquet` and `IO=spark` outputs are staged first and swapped in
-    with the files (engine/frame_outputs.py).
+    file is in place. `IO=parquet`, `IO=spark` and `IO=sqlite` outputs are staged first and
+    swapped in with the files (engine/frame_outputs.py, engine/sqlite_io.py).
     """
     from levelflow.engine.facts import (
         io_compress,
@@ -28,13 +28,15 @@ def write_outputs(program: Program, relations: Mapping, outdir, *, jobs: int = 1
     )
     from levelflow.engine.frame_outputs import stage_output
     from levelflow.engine.spark_io import frame_kind
+    from levelflow.engine.sqlite_io import stage_sqlite
 
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     # Each file goes to a hidden temp file beside its final path (same filesystem), and is
     # renamed into place only once every output has been written.
     staged = []
-    frames = [io for io in program.output_directives if frame_kind(io) is not None]
+    frames = [io for io in program.output_directives if frame_kind(io) in ("parquet", "spark")]
+    databases = [io for io in program.output_directives if frame_kind(io) == "sqlite"]
     plan = _file_plan([io for io in program.output_directives if frame_kind(io) is None],
                       outdir, output_path)
 
@@ -49,6 +51,8 @@ def write_outputs(program: Program, relations: Mapping, outdir, *, jobs: int = 1
         for io in frames:  # Parquet folders and tables: staged first, swapped in with the rest
             staged.append(stage_output(relations[io.relation], program.decls[io.relation], io,
                                        outdir))
+        in_databases = stage_sqlite(databases, program.decls, relations, outdir)
+        staged += in_databases
         if jobs > 1 and len(plan) > 1:
             with ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="levelflow-out") as ex:
                 counts = list(ex.map(write, plan))
@@ -63,7 +67,9 @@ def write_outputs(program: Program, relations: Mapping, outdir, *, jobs: int = 1
         for stage, _ in staged:
             stage.abort()
         raise
-    done = {io.relation: count for io, (_, count) in zip(frames, staged, strict=True)}
+    done = {io.relation: count for io, (_, count) in zip(frames, staged, strict=False)}
+    for _, counts_of in in_databases:
+        done.update(counts_of)
     return {**done, **{name: count for (name, *_), count in zip(plan, counts, strict=True)}}
 
 

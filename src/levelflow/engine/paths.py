@@ -3,7 +3,8 @@
 As in Soufflé, `filename=` may name any path (absolute, or `../` out of -F / -D), so by default
 `run`, `update` and `shell` read and write wherever the program says. Always refused: two
 `.output` directives writing one file however it is spelled (`x.csv`, `./x.csv`, `D/x.csv`),
-and an `.output` writing the fact file an `.input` reads. With `confine`, any input outside
+and an `.output` writing the fact file an `.input` reads (but for `IO=sqlite` directives of
+different relations: one database holds them all). With `confine`, any input outside
 the fact directory (-F) and any output outside the output directory (-D) is refused too,
 symbolic links followed: `serve` checks every program a client posts so (serve_service). So
 is an `#include` outside the fact directory and the -I folders (`confined_includes`): it is
@@ -88,23 +89,29 @@ def check_io_paths(program: Program, factdir: Path | None, outdir: Path | None,
                     inputs.setdefault(key, io)
     if outdir is None:
         return
-    written: dict[Path, IO] = {}
+    written: dict[Path, list[IO]] = {}
     for io in sorted(program.output_directives, key=_order):
         if io.option("IO") == "stdout" or _table(io, confine, "output directory"):
             continue
         path = _where(outdir, io)
         if confine:
             _confine(io, path, outdir, out_flag, "output directory", why)
-        if path in written:
-            first = written[path]
+        first = next((w for w in written.get(path, ()) if not _beside(w, io)), None)
+        if first is not None:
             raise PathError(f"the .output directive at {_at(first)} already writes "
                             f"'{first.relation}' to {path}", io.loc)
         inode = _inode(path)
         read = inputs.get(path) or (inputs.get(inode) if inode is not None else None)
-        if read is not None:
+        if read is not None and not _beside(read, io):
             raise PathError(f".output {io.relation} would overwrite {path}, the fact file "
                             f"the .input directive at {_at(read)} reads", io.loc)
-        written[path] = io
+        written.setdefault(path, []).append(io)
+
+
+def _beside(a: IO, b: IO) -> bool:
+    """Return whether two directives may share their file: an SQLite database holds several
+    relations' tables, as in Soufflé."""
+    return a.option("IO") == b.option("IO") == "sqlite" and a.relation != b.relation
 
 
 def _table(io: IO, confine: bool, what: str) -> bool:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from levelflow.tasks.ast import Decl
 
 # `.input`/`.output` IO= values whose relation is a Spark DataFrame rather than a text file.
-FRAME_IO = ("parquet", "spark")
+FRAME_IO = ("parquet", "spark", "sqlite")
 _INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 _FLOATING = ("float", "double")
 _ACCEPTS = {"number": _INTEGRAL, "unsigned": _INTEGRAL, "float": _FLOATING + _INTEGRAL,
@@ -50,7 +50,8 @@ class FrameInput(IO):
 
 
 def frame_kind(io: IO | None) -> str | None:
-    """Return how a directive's relation is held outside text files: parquet, spark, frame."""
+    """Return how a directive's relation is held outside text files: parquet, spark, sqlite,
+    frame, ordinals."""
     if isinstance(io, FrameInput):
         return "frame"
     if isinstance(io, OrdinalsInput):
@@ -129,6 +130,12 @@ def read_frame_input(spark: SparkSession, decl: Decl, io: IO, factdir, distinct:
         path = check_parquet(io, factdir)
         what = f"relation {decl.name} ({path})"
         df = _spark_call(lambda: spark.read.parquet(str(path.resolve())), what)
+    elif kind == "sqlite":  # read in the driver, checked there (engine/sqlite_io.py)
+        from levelflow.engine.incremental.backends.driver_rows import frame_of_table
+        from levelflow.engine.sqlite_io import read_sqlite
+
+        df = frame_of_table(spark, read_sqlite(decl, io, factdir), relation_schema(decl))
+        return df.distinct() if distinct else df
     else:
         table = io.option("table")
         what = f"relation {decl.name} (table {table})"
@@ -324,6 +331,9 @@ def estimate_rows(io: IO, factdir) -> int | None:
             return 0  # refused with its own line when the task reads it
     if kind == "frame":
         return io.frame.count()
+    if kind == "sqlite":
+        from levelflow.engine.sqlite_io import count_rows
+        return count_rows(io, factdir)
     if kind == "ordinals":  # the constants at least; the input facts' symbols follow
         return len(io.constants)
     from pyspark.sql import SparkSession

@@ -286,10 +286,12 @@ class IO:
     @property
     def file_name(self) -> str:
         """Return the file an .input reads or an .output writes: `filename=`, or R.facts / R.csv
-        (R.parquet with IO=parquet)."""
+        (R.parquet with IO=parquet; with IO=sqlite `dbname=` or R.sqlite, as in Soufflé)."""
         suffix = "facts" if self.kind == "input" else "csv"
-        if self.option("IO") == "parquet":
-            suffix = "parquet"
+        if self.option("IO") in ("parquet", "sqlite"):
+            suffix = self.option("IO")
+        if self.option("IO") == "sqlite" and self.option("filename") is None:
+            return self.option("dbname") or f"{self.relation}.{suffix}"
         return self.option("filename") or f"{self.relation}.{suffix}"
 
 

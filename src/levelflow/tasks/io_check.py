@@ -8,12 +8,13 @@ from pathlib import PurePath
 
 from levelflow.tasks.ast import IO, Decl
 
-IO_OPTIONS = ("IO", "filename", "delimiter", "headers", "compress", "table")
+IO_OPTIONS = ("IO", "filename", "delimiter", "headers", "compress", "table", "dbname")
 
 
 def _io_option_problem(io: IO) -> str | None:
     """Return what is wrong with an .input or .output directive's options, or None."""
-    allowed = ("file", "parquet", "spark") + (("stdout",) if io.kind == "output" else ())
+    allowed = ("file", "parquet", "spark", "sqlite") + (("stdout",) if io.kind == "output"
+                                                         else ())
     if io.option("IO", "file") not in allowed:
         return (f"IO={io.option('IO')} is not supported for .{io.kind} "
                 f"(supported: {', '.join(allowed)})")
@@ -26,6 +27,8 @@ def _io_option_problem(io: IO) -> str | None:
             return f"{key}={io.option(key)} must be true or false"
     if (io.option("IO") == "spark") != (io.option("table") is not None):
         return "IO=spark takes table=\"db.name\" (and table= needs IO=spark)"
+    if io.option("dbname") is not None and io.option("IO") != "sqlite":
+        return "dbname= needs IO=sqlite"
     return None
 
 
@@ -46,6 +49,8 @@ def check_ios(ios: list[IO], decls: dict[str, Decl], report: Callable[..., None]
             printsize[io.relation] = None
             continue
         problem = _io_option_problem(io)
+        if problem is None and io.option("IO") == "sqlite" and not decls[io.relation].attrs:
+            problem = "IO=sqlite needs a relation with attributes (Soufflé's tables have none)"
         if problem is not None:
             report(io.loc, problem)
             continue
@@ -63,6 +68,8 @@ def check_ios(ios: list[IO], decls: dict[str, Decl], report: Callable[..., None]
             target = ("stdout", io.relation)
         elif io.option("IO") == "spark":
             target = ("table", io.option("table"))
+        elif io.option("IO") == "sqlite":  # one database holds several relations
+            target = ("sqlite", str(PurePath(io.file_name)), io.relation)
         else:  # `x.csv` and `./x.csv` are one file (`..` is left to engine.paths, -D known)
             target = ("file", str(PurePath(io.file_name)))
         if target in targets:

@@ -158,7 +158,10 @@ def _aggregate(p: Parser) -> Aggregate:
         bodies = p.disjunction()
         p.expect("}")
         if len(bodies) != 1:
-            raise p.unsupported("a disjunction inside an aggregate", brace)
+            # Soufflé's parser refuses it too ("disjunctions in aggregation clauses are
+            # currently not supported"), so a program using it is no Soufflé program.
+            raise p.error("a disjunction inside an aggregate is not supported, as in Soufflé "
+                          "(an auxiliary relation with a rule per disjunct does it)", brace)
         body = bodies[0]
     else:
         body = (p.atom(),)

@@ -303,7 +303,7 @@ def new_input_facts(spark, change: ProgramChange, factdir, driver_rows: int | No
         io = prog.inputs[name]
         path = input_path(io, factdir) if factdir is not None else None
         if frame_kind(io) is not None:  # read from Parquet or a table, which say what is wrong
-            path = io.option("table") or io.option("filename") or f"{name}.parquet"
+            path = io.option("table") or io.file_name
         what = "redeclared input relation" if name in change.rebuilt else "new input relation"
         if path is None or (frame_kind(io) is None and input_missing(path)):
             # A new input's file is optional (a program change may come before its facts):

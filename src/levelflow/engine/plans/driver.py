@@ -59,6 +59,7 @@ def driver_facts(spark, program: Program, task: Task, factdir: str | Path | None
     from levelflow.engine.parquet_reader import read_parquet
     from levelflow.engine.session import session_of
     from levelflow.engine.spark_io import frame_kind, ordinal_rows, read_frame_input
+    from levelflow.engine.sqlite_io import read_sqlite
 
     facts = {}
     for name in task.relations:
@@ -75,7 +76,8 @@ def driver_facts(spark, program: Program, task: Task, factdir: str | Path | None
             facts[name] = [pl.DataFrame(ordinal_rows(spark, io, factdir),
                                         schema=frame_schema(decl), orient="row")]
             continue
-        rows = read_parquet(decl, io, factdir) if kind == "parquet" else None
+        rows = read_parquet(decl, io, factdir) if kind == "parquet" else \
+            read_sqlite(decl, io, factdir) if kind == "sqlite" else None
         if rows is None:
             rows = read_frame_input(session_of(spark), decl, io, factdir, distinct=False)
         # As they come: the evaluator makes a relation's base tuples distinct
