@@ -218,3 +218,33 @@ def test_a_recompute_in_the_driver_plans_by_the_rows_its_task_reads(tmp_path):
     assert len(want) == 10
     held = rows_of(session.snap.tuples("path"))  # the driver holds them: no Spark to ask
     assert set(zip(*(c.to_pylist() for c in held.columns), strict=True)) == want
+
+
+def test_reading_held_relations_back_equals_their_spark_frames(spark, tmp_path):
+    """session.relation(..).collect() and .count() of rows the driver holds start no Spark
+    job, and give what the built DataFrame gives: names, values and their Python types."""
+    from levelflow.engine.session import jobs_started
+
+    text = """
+.decl e(src:number, dst:number)
+.input e
+.decl w(name:symbol, v:float, u:unsigned)
+w(cat("n", to_string(x)), to_float(x) / 4.0, to_unsigned(y)) :- e(x, y).
+.decl none(x:number)
+none(x) :- e(x, x).
+.decl flag()
+flag() :- e(1, _).
+"""
+    write_facts(tmp_path, {"e": {(1, 2), (3, 5), (-4, 7)}})
+    s = IncrementalSession.bootstrap(spark, build_tasks(parse_program(text, "p.dl")), tmp_path)
+    before = jobs_started(spark)
+    held = {n: (s.relation(n).collect(), s.relation(n).count()) for n in s.program.decls}
+    assert jobs_started(spark) == before  # nothing built, nothing run
+    assert sorted(held["w"][0]) == [("n-4", -1.0, 7), ("n1", 0.25, 2), ("n3", 0.75, 5)]
+    for name, (rows, count) in held.items():
+        built = s.relation(name).force().collect()
+        assert count == len(built) == len(rows)
+        assert sorted(rows) == sorted(built), name
+        assert [r.__fields__ for r in rows[:1]] == [r.__fields__ for r in built[:1]]
+        assert {tuple(map(type, r)) for r in rows} == {tuple(map(type, r)) for r in built}
+    assert held["none"][1] == 0 and held["flag"][1] == 1

@@ -292,7 +292,14 @@ def named(decl: Decl, df: DataFrame) -> DataFrame:
         ok = a and a not in seen and a.lower() not in {s.lower() for s in seen}
         names.append(a if ok else f"c{i}")
         seen.add(names[-1])
-    return df.selectExpr(*[f"c{i} AS {quoted(n)}" for i, n in enumerate(names)])
+    from levelflow.engine.incremental.backends.driver_rows import held_renamed
+
+    def build():
+        return df.selectExpr(*[f"c{i} AS {quoted(n)}" for i, n in enumerate(names)])
+
+    # Rows the driver holds stay held: reading them back (collect, count) starts no job.
+    held = held_renamed(df, names, build)
+    return build() if held is None else held
 
 
 def read_input(spark: SparkSession, decl: Decl, io: IO, factdir) -> DataFrame:

@@ -62,6 +62,36 @@ class LazyFrame:
     def __getattr__(self, name: str):
         return getattr(self.force(), name)
 
+    def collect(self) -> list:
+        """Return the frame's rows as Spark Rows: those the driver holds, with no Spark job
+        (nor a frame built), else the built frame's."""
+        made = _ROWS.get(self)
+        if made is None or self._df is not None:
+            return self.force().collect()
+        return _spark_rows(made)
+
+    def count(self) -> int:
+        """Return the frame's row count: the driver's rows', else the built frame's."""
+        made = _ROWS.get(self)
+        if made is None or self._df is not None:
+            return self.force().count()
+        return made.table.num_rows
+
+
+def _spark_rows(made: _Rows) -> list:
+    """Return held rows as DataFrame.collect() returns them: Rows named as the schema's
+    columns, values converted as Spark converts its types (an int64 to int, ...)."""
+    from pyspark.sql.types import _create_row  # what collect() makes its Rows with
+
+    from levelflow.engine.types import arrow_schema_of_spark
+
+    table = made.table
+    if made.schema is not None:
+        table = table.select(made.schema.fieldNames()).cast(arrow_schema_of_spark(made.schema))
+    names = table.column_names
+    columns = (c.to_pylist() for c in table.columns)
+    return [_create_row(names, values) for values in zip(*columns, strict=True)]
+
 
 def rows_of(df) -> pa.Table | None:
     """Return the rows a frame was made from in the driver, or None (a Spark-side frame)."""
@@ -141,6 +171,23 @@ def frame_of_file(spark, read, schema):
     df = LazyFrame(lambda: spark_frame(spark, rows.table, schema))
     _ROWS[df] = rows
     return df
+
+
+def held_renamed(df, names: list[str], build):
+    """Return `build()`, df with its columns renamed `names`, built on first use, df's rows
+    kept beside it under the new names; None where the driver does not hold df's rows."""
+    from pyspark.sql.types import StructField, StructType
+
+    made = _ROWS.get(df)
+    if made is None:
+        return None
+    fields = [] if made.schema is None else made.schema.fields[:len(names)]
+    schema = None if made.schema is None else StructType(
+        [StructField(n, f.dataType, f.nullable) for n, f in zip(names, fields, strict=True)])
+    renamed = LazyFrame(build)
+    _ROWS[renamed] = _Rows(schema=schema, spark=made.spark, read=lambda: made.table.select(
+        list(range(len(names)))).rename_columns(names))
+    return renamed
 
 
 def unread_file(df) -> bool:
