@@ -22,7 +22,7 @@ _OUT_OF_REACH = np.iinfo(np.int64).max  # the rank of a suspect: no support belo
 
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, weakref_slot=True)  # closure_bits keeps a matrix per live state
 class Arranged:
     """One share's state of a task: per relation its ranked tuples, their packed keys sorted,
     and each sorted key's row.
