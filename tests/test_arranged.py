@@ -391,3 +391,42 @@ def test_changed_at_known_positions_is_applied(seed):
         state = changed(state, "p", gone, added)
         assert np.array_equal(state.keys["p"], want.keys["p"])
         assert state.live("p").sort("c0", "c1").equals(want.live("p").sort("c0", "c1"))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_log_collapsed_when_read_holds_every_epoch_in_order(seed):
+    """rows_then's steps, folded when first read, give the rows applied epoch by epoch (a
+    (tuple, rank) row removed and added back later, or added and removed later); nothing is
+    read before then, and the row count is known without reading."""
+    import pyarrow as pa
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from levelflow.engine.incremental.backends import driver_rows as dr
+
+    rng = random.Random(seed)
+    schema = StructType([StructField("c0", LongType()), StructField(RANK, LongType())])
+
+    def table(rows):
+        return pa.table({"c0": [r[0] for r in rows], RANK: [r[1] for r in rows]},
+                        schema=pa.schema([("c0", pa.int64()), (RANK, pa.int64())]))
+    now = {(rng.randrange(30), rng.randrange(3)) for _ in range(20)}
+    df = dr.frame_of_table(None, table(sorted(now)), schema)
+    reads = []
+    real = dr._Then.__call__
+    for k in range(10):
+        gone = set(rng.sample(sorted(now), min(len(now), rng.choice([0, 1, 3]))))
+        back = {(rng.randrange(30), rng.randrange(3)) for _ in range(rng.choice([0, 2, 4]))}
+        added = back - now  # maybe a row an earlier epoch removed, back at its rank
+        now = (now - gone) | added
+        df = dr.rows_then(df, table(sorted(added)) if added else None,
+                          table(sorted(gone)) if gone else None)
+        assert dr.held_rows(df) == len(now), k
+        if k % 4 == 3:
+            got = real(dr._ROWS[df]._read)
+            reads.append(k)
+            assert set(zip(got["c0"].to_pylist(), got[RANK].to_pylist(), strict=True)) == now, k
+            assert got.num_rows == len(now), k
+    assert reads == [3, 7]
+    assert dr.unread_file(df) is False and dr._ROWS[df]._table is None  # not read yet
+    got = dr.rows_of(df)
+    assert sorted(zip(got["c0"].to_pylist(), got[RANK].to_pylist(), strict=True)) == sorted(now)

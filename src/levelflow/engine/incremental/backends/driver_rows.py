@@ -91,15 +91,25 @@ class _Then:
         self.base, self.steps, self.rows = base, steps, rows
 
     def __call__(self) -> pa.Table:
+        """Return the base with the steps' net change: the steps folded over their few rows
+        first (a row removed, then added again, cancels), then one append and one removal."""
         from levelflow.engine.plans.few_rows import without
 
         out = pl.from_arrow(self.base.table)
-        for added, gone in self.steps:
-            if added is not None:
-                out = pl.concat([out, pl.from_arrow(added).select(out.columns)])
-            if gone is not None:
-                out = without(out, pl.from_arrow(gone).select(out.columns))
-        return arrow_of(out)
+        cols = out.columns
+        added = gone = out.clear()  # rows not in the base, base rows removed
+        for step_added, step_gone in self.steps:
+            if step_added is not None:
+                new = pl.from_arrow(step_added).select(cols)
+                back = new.join(gone, on=cols, how="semi", nulls_equal=True)
+                gone, new = without(gone, back), without(new, back)
+                added = pl.concat([added, new])
+            if step_gone is not None:
+                new = pl.from_arrow(step_gone).select(cols)
+                mine = new.join(added, on=cols, how="semi", nulls_equal=True)
+                added, new = without(added, mine), without(new, mine)
+                gone = pl.concat([gone, new])
+        return arrow_of(without(pl.concat([out, added]), gone))
 
 
 def held_rows(df) -> int | None:
