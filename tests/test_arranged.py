@@ -19,6 +19,7 @@ from levelflow.engine.incremental import IncrementalSession
 from levelflow.engine.incremental.backends.worker.dred_job import Held
 from levelflow.engine.incremental.strategies.arranged import (
     RANK,
+    Arranged,
     applied,
     arrange,
     changed,
@@ -397,6 +398,7 @@ def test_changed_at_known_positions_is_applied(seed):
         state = changed(state, "p", gone, added)
         assert np.array_equal(state.keys["p"], want.keys["p"])
         assert state.live("p").sort("c0", "c1").equals(want.live("p").sort("c0", "c1"))
+        assert state.top() == Arranged(state.ranked, state.keys, state.rows).top() == epoch
 
 
 @pytest.mark.parametrize("seed", range(4))
