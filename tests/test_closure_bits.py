@@ -114,6 +114,36 @@ def test_a_stale_share_keeps_each_stored_label():
         edges = now
 
 
+def test_an_epoch_starts_from_the_matrix_the_last_one_left(monkeypatch):
+    """Over the same nodes, an epoch from the state the last one made builds one matrix (the
+    new edges'), and still finds the closure; new nodes (or a state no epoch made) build
+    both."""
+    program, task, rules = _task(TC)
+    built = []
+    real = closure_bits.reach_matrix
+    monkeypatch.setattr(closure_bits, "reach_matrix",
+                        lambda *a, **k: built.append(1) or real(*a, **k))
+    rng = random.Random(3)
+    edges = {(i, (i + 1) % 9) for i in range(9)} | {(rng.randrange(9), rng.randrange(9))
+                                                   for _ in range(6)}
+    state = arrange({"path": _scratch(program, task, rules, edges)})
+    labels = {}
+    per_epoch = []
+    for k in range(8):
+        gone = set(rng.sample(sorted(edges - {(i, (i + 1) % 9) for i in range(9)}),
+                              min(2, len(edges) - 9)))
+        now = (edges - gone) | {(rng.randrange(9), rng.randrange(9)) for _ in range(2)}
+        if k == 6:
+            now |= {(8, 9)}  # a new node: the kept matrix is over other nodes
+        built.clear()
+        found = epoch(state, "path", _frame(edges), _frame(now), labels)
+        removed, added, state, labels = found
+        per_epoch.append(len(built))
+        assert set(state.live("path").drop(RANK).rows()) == _closure(now), k
+        edges = now
+    assert per_epoch == [2, 1, 1, 1, 1, 1, 2, 1], per_epoch
+
+
 def test_what_the_matrices_leave_to_dred(monkeypatch):
     program, task, rules = _task(TC)
     edges = {(0, 1), (1, 2), (2, 0)}

@@ -132,8 +132,36 @@ def test_worker_update_matches_counts_from_scratch(seed):
         assert dict(zip(kept.counts["r"].select("c0", "c1").rows(),
                         kept.counts["r"]["_cnt"], strict=True)) == {
             t: c for t, c in after.items() if c > 0}, k
+        assert set(kept.lower) == {"e", "f"}  # both read whole: a join, a wildcard negated
         token = spec[0].new_token
     assert crossed >= 5  # tuples appeared and vanished, not only counts moved
+
+
+def test_a_relation_read_only_by_its_change_is_not_kept():
+    """s(x) :- e(x, x) sums its change from e's Δ alone: the share keeps no copy of e, and
+    its counts still follow e's epochs (a tuple and its self loop, removed and added again)."""
+    program = parse_program(".decl e(x:number, y:number)\n.input e\n.decl s(x:number)\n"
+                            "s(x) :- e(x, x).\ns(x) :- e(x, y), e(y, x), x != y.\n"
+                            ".decl t(x:number)\nt(x) :- e(x, x).\n")
+    task = next(t for t in build_tasks(program).tasks if t.relations == ("t",))
+    rng = random.Random(5)
+    now = {(rng.randrange(5), rng.randrange(5)) for _ in range(10)}
+    lineage, token = uuid.uuid4().hex[:16], None
+    for k in range(12):
+        gone, added = _changed(rng, now, lambda: (rng.randrange(5), rng.randrange(5)))
+        kinds = [("old", now, True), ("plus", added, False), ("minus", gone, False)]
+        pairs = [(("e", kind), _held(rows, E)) for kind, rows, shipped in kinds
+                 if rows or (shipped and k == 0)]
+        now = (now - gone) | added
+        spec = Spec(rules=task.rules, names=task.relations, decls=dict(program.decls),
+                    sources=tuple(p for p, _ in pairs), facts={}, key=None, parts=1,
+                    lineage=lineage, old_token=token, new_token=next_token(token))
+        counting_share.driver_share(spec, driver_input(None, spec, [f for _, f in pairs]))
+        kept = resident.lookup(lineage, 0, spec.new_token)
+        assert kept.lower == {}, k
+        assert sorted(kept.counts["t"]["c0"]) == sorted(x for x, y in now if x == y), k
+        assert set(kept.counts["t"]["_cnt"]) <= {1}, k
+        token = spec.new_token
 
 
 def _spec(task, program, pairs, lineage, token) -> tuple[Spec, list]:

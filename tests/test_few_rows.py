@@ -7,7 +7,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from levelflow.engine.plans.few_rows import NEAR_ROWS, near, without
+from levelflow.engine.plans.few_rows import FEW_ROWS_FROM, NEAR_ROWS, near, without
 
 
 def _frame(rng, n: int, hi: int, nulls: bool = False) -> pl.DataFrame:
@@ -24,13 +24,14 @@ def _rows(df: pl.DataFrame) -> list[tuple]:
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("nulls", [False, True])
-def test_without_drops_exactly_the_rows_gone(seed, nulls):
+@pytest.mark.parametrize("rows", [5_000, FEW_ROWS_FROM])  # a plain anti join; the column test
+def test_without_drops_exactly_the_rows_gone(seed, nulls, rows):
     rng = np.random.default_rng(seed)
-    df = _frame(rng, 5_000, 300, nulls)
+    df = _frame(rng, rows, 300, nulls)
     present = df.sample(8, seed=seed)
     absent = pl.DataFrame({"c0": [10_000, 10_001], "c1": [0, 1]})  # no such row
     for gone in (present, absent, pl.concat([present, absent]), df.head(0),
-                 df.sample(400, seed=seed)):  # past the few rows' share: a plain anti join
+                 df.sample(rows // 10, seed=seed)):  # past the few rows' share: an anti join
         got = without(df, gone)
         drop = set(_rows(gone))
         assert _rows(got) == [r for r in _rows(df) if r not in drop]

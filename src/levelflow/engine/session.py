@@ -146,10 +146,16 @@ def make_session(master: str = "local[*]", shuffle_partitions: int = 2,
     return spark
 
 
+_SCHEDULERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # SparkContext -> its
+
+
 def jobs_started(spark) -> int:
     """Return how many Spark jobs the session has started, in every job group."""
     try:  # the scheduler's job id counter: jobs of every thread and group
-        return int(spark.sparkContext._jsc.sc().dagScheduler().nextJobId())
+        sc = spark.sparkContext
+        if sc not in _SCHEDULERS:  # kept: then one py4j call a read, not three
+            _SCHEDULERS[sc] = sc._jsc.sc().dagScheduler()
+        return int(_SCHEDULERS[sc].nextJobId())
     except Exception:  # noqa: BLE001 - no JVM gateway (Spark Connect): jobs outside groups
         ids = spark.sparkContext.statusTracker().getJobIdsForGroup()
         return max(ids) + 1 if ids else 0

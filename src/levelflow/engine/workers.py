@@ -43,12 +43,15 @@ class SparkWorkers:
     """
 
     __slots__ = ("spark", "names", "prepare", "finish", "cancel", "tag", "free", "inflight",
-                 "pool", "schedule", "t0", "failed", "in_driver", "timeout", "expired", "timer")
+                 "pool", "schedule", "t0", "failed", "in_driver", "timeout", "expired", "timer",
+                 "jobs_before")
 
     def __init__(self, spark, jobs: int, names: Sequence[str],
                  prepare: Callable[[int], Callable[[], object]],
                  finish: Callable[[int, object, float], Sequence[int]],
                  cancel: threading.Event | None = None, timeout: float | None = None) -> None:
+        from levelflow.engine.session import jobs_started, spark_in_use
+
         self.spark = spark
         self.names = names
         self.prepare = prepare
@@ -64,6 +67,9 @@ class SparkWorkers:
         self.in_driver: set[int] = set()  # tasks whose call needs no Spark (`in_driver`)
         self.timeout, self.expired = timeout, False  # seconds from now; whether they passed
         self.timer = None
+        # Spark's job counter now (one py4j call), if Spark runs: where it has not moved when
+        # the tasks are done, none of them started a job, and none is looked up per task.
+        self.jobs_before = jobs_started(spark) if spark_in_use(spark) else None
         if timeout is not None:
             self.timer = threading.Timer(timeout, self._expire)
             self.timer.daemon = True
@@ -166,10 +172,9 @@ class SparkWorkers:
         sc = spark.sparkContext
         tell(sc, {"spark.scheduler.pool": f"levelflow-{slot}"}, self.tag)
         # Spark's own job-group calls set or clear these three on the JVM thread (in the full
-        # test suite a parked thread lost interruptOnCancel): sent every task.
-        sc.setLocalProperty("spark.jobGroup.id", self.job_group(v))  # counts the task's jobs
-        sc.setLocalProperty("spark.job.description", f"levelflow task {self.names[v]}")
-        sc.setInterruptOnCancel(True)  # a cancelled run should not wait for long tasks
+        # test suite a parked thread lost interruptOnCancel): sent every task, in one call.
+        # The group counts the task's jobs; a cancelled run should not wait for long tasks.
+        sc.setJobGroup(self.job_group(v), f"levelflow task {self.names[v]}", True)
 
     def job_group(self, v: int) -> str:
         """Return the Spark job group of task v's jobs under these workers."""
@@ -178,11 +183,12 @@ class SparkWorkers:
     def spark_jobs(self, tasks) -> dict[int, int]:
         """Return per task the Spark jobs it started (read from Spark's status store; a task
         run in the driver started none)."""
-        from levelflow.engine.session import spark_in_use
+        from levelflow.engine.session import jobs_started, spark_in_use
 
         tasks = list(tasks)
-        if not spark_in_use(self.spark) or self.in_driver.issuperset(tasks):
-            return dict.fromkeys(tasks, 0)
+        if not spark_in_use(self.spark) or self.in_driver.issuperset(tasks) or \
+                self.jobs_before is not None and jobs_started(self.spark) == self.jobs_before:
+            return dict.fromkeys(tasks, 0)  # no job at all since these workers started
         # The JVM's array's length: PySpark's tracker fetches each id in a call of its own.
         tracker = self.spark.sparkContext._jsc.statusTracker()
         return {v: 0 if v in self.in_driver else

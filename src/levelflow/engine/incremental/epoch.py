@@ -64,6 +64,7 @@ from levelflow.engine.incremental.strategies.aggregates import (
     aggregate_task,
     aggregate_update,
 )
+from levelflow.engine.incremental.strategies.counting import versions_read
 from levelflow.engine.incremental.strategies.counting_spark import count_scratch
 from levelflow.engine.incremental.strategies.dred_spark import dred_update
 from levelflow.engine.incremental.strategies.in_place import EVERY_SHARE, recompute_in_place
@@ -272,9 +273,20 @@ class Epoch:
         holds every row the terms read and they sum to nothing (no job at all); else summed
         in the driver or on the Spark side. The last two keep no counts (held None)."""
         kept = self._counts_kept(task, ctx)
+        held = self.snap.arranged.get(task.name)
         # Counts the driver keeps are updated there, even when the sums are empty: no job,
-        # and their lower relations' copies stay current. Their share sums the terms itself.
-        if kept and getattr(self.snap.arranged.get(task.name), "in_driver", False):
+        # and their lower relations' copies stay current. Their share sums the terms itself,
+        # unless it keeps no copy that changed: sums of nothing then leave it as it is.
+        if kept and getattr(held, "in_driver", False):
+            read = versions_read(task.rules)
+            if not any(self.versions[n].changed for n in task.reads_from if n in read):
+                summed = counting_polars.summed_in_driver(ctx, task)
+                if summed is not None and not any(df.height for df in summed.values()):
+                    out = {n: Change(ctx.old_counts[n], rows=self.versions[n].old_rows)
+                           for n in task.relations}
+                    upd = self._apply_counts(v, out, "counting", t0)
+                    upd.held = held
+                    return upd
             return self._kept_counts(v, task, ctx, cancel, t0, "counting")
         summed = counting_polars.summed_in_driver(ctx, task)
         # Sums without kept counts take a job joining them to the old counts on Spark, and

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from levelflow.engine.guard import MAX_TUPLES, check_limit
-from levelflow.engine.incremental.backends.driver_rows import rows_of, unread_file
+from levelflow.engine.incremental.backends.driver_rows import held_rows, unread_file
 from levelflow.engine.incremental.elastic import LARGE_CHANGE, SWITCH, SWITCH_FLOOR_SECONDS
 from levelflow.engine.incremental.epoch import Epoch
 from levelflow.engine.incremental.net_change import net_change, present
@@ -53,7 +53,7 @@ def _keep_held(before, after) -> None:
     for old, new in ((before.rel, after.rel), (before.base, after.base)):
         for name, df in new.items():
             mine = old.get(name)
-            if unread_file(df) and not unread_file(mine) and rows_of(mine) is not None:
+            if unread_file(df) and not unread_file(mine) and held_rows(mine) is not None:
                 new[name] = old[name]
 
 

@@ -25,12 +25,13 @@ from levelflow.tasks.ast import Decl
 
 class _Rows:
     """What a frame was made from in the driver; frame_of_table's also how to make it again.
-    `read`: the table is read on first use (frame_of_file)."""
+    `read`: the table is made on first use (`file`: read from a file, frame_of_file)."""
 
-    __slots__ = ("_table", "_read", "schema", "spark")
+    __slots__ = ("_table", "_read", "file", "schema", "spark")
 
-    def __init__(self, table: pa.Table | None = None, schema=None, spark=None, read=None):
-        self._table, self._read = table, read
+    def __init__(self, table: pa.Table | None = None, schema=None, spark=None, read=None,
+                 file: bool = False):
+        self._table, self._read, self.file = table, read, file
         self.schema = schema  # Spark StructType
         self.spark = spark
 
@@ -111,6 +112,64 @@ def union_of_rows(a, b, limit: int):
                           made_a.schema)
 
 
+class _Then:
+    """A table read later: a held table with (added, removed) steps applied in order."""
+
+    __slots__ = ("base", "steps", "rows")
+
+    def __init__(self, base: _Rows, steps: tuple, rows: int) -> None:
+        self.base, self.steps, self.rows = base, steps, rows
+
+    def __call__(self) -> pa.Table:
+        """Return the base with the steps' net change: the steps folded over their few rows
+        first (a row removed, then added again, cancels), then one append and one removal."""
+        from levelflow.engine.plans.few_rows import without
+
+        out = pl.from_arrow(self.base.table)
+        cols = out.columns
+        added = gone = out.clear()  # rows not in the base, base rows removed
+        for step_added, step_gone in self.steps:
+            if step_added is not None:
+                new = pl.from_arrow(step_added).select(cols)
+                back = new.join(gone, on=cols, how="semi", nulls_equal=True)
+                gone, new = without(gone, back), without(new, back)
+                added = pl.concat([added, new])
+            if step_gone is not None:
+                new = pl.from_arrow(step_gone).select(cols)
+                mine = new.join(added, on=cols, how="semi", nulls_equal=True)
+                added, new = without(added, mine), without(new, mine)
+                gone = pl.concat([gone, new])
+        return arrow_of(without(pl.concat([out, added]), gone))
+
+
+def held_rows(df) -> int | None:
+    """Return how many rows the driver holds behind a frame, not reading what is read later
+    when the count is known (rows_then's); None for a Spark-side frame."""
+    made = None if df is None else _ROWS.get(df)
+    if made is None:
+        return None
+    if made._table is None and isinstance(made._read, _Then):
+        return made._read.rows
+    return made.table.num_rows
+
+
+def rows_then(df, added: pa.Table | None, gone: pa.Table | None):
+    """Return a frame like `df` (frame_of_table's) of its rows with `added` appended and
+    `gone` (rows it holds) taken out, computed when first read: a Spark-side copy that only a
+    shipped state or a query reads is not copied each epoch (10-20 ms at 1M rows). None if
+    `df`'s rows are not held with a schema."""
+    made = _ROWS.get(df)
+    if made is None or made.schema is None:
+        return None
+    steps = ((added, gone),)
+    if made._table is None and isinstance(made._read, _Then):  # unread: one more step
+        made, steps = made._read.base, made._read.steps + steps
+    rows = held_rows(df) + (added.num_rows if added is not None else 0) - \
+        (gone.num_rows if gone is not None else 0)
+    return _made_later(_Rows(schema=made.schema, spark=made.spark,
+                             read=_Then(made, steps, rows)))
+
+
 def rows_minus(a, b):
     """Return frame a without the rows of frame b, both made by frame_of_table with one schema,
     as such a frame (a itself when they share no row); None where either is not such a frame."""
@@ -167,8 +226,12 @@ def frame_of_table(spark, table: pa.Table, schema):
 def frame_of_file(spark, read, schema):
     """Return frame_of_table of the Arrow table `read()` returns, read only when the rows or
     the frame are first asked for (a stored relation the driver holds, read by pyarrow)."""
-    rows = _Rows(schema=schema, spark=spark, read=read)
-    df = LazyFrame(lambda: spark_frame(spark, rows.table, schema))
+    return _made_later(_Rows(schema=schema, spark=spark, read=read, file=True))
+
+
+def _made_later(rows: _Rows):
+    """Return a frame of `rows` (a schema, a table made on first use), built on first use."""
+    df = LazyFrame(lambda: spark_frame(rows.spark, rows.table, rows.schema))
     _ROWS[df] = rows
     return df
 
@@ -193,7 +256,7 @@ def held_renamed(df, names: list[str], build):
 def unread_file(df) -> bool:
     """Return whether `df` is a frame_of_file whose rows were not read yet."""
     made = None if df is None else _ROWS.get(df)
-    return made is not None and made._table is None
+    return made is not None and made._table is None and made.file
 
 
 def frame_of_held(spark, table: pa.Table, decl: Decl):
@@ -234,17 +297,21 @@ def held_columns(df, columns: list[str]):
     if made is None or made.schema is None:
         return LazyFrame(lambda: df.select(*columns))
     fields = {f.name: f for f in made.schema.fields}
-    return frame_of_table(made.spark, made.table.select(columns),
-                          StructType([fields[c] for c in columns]))
+    schema = StructType([fields[c] for c in columns])
+    if made._table is None and not made.file:  # made on first use: selected then too
+        return _made_later(_Rows(schema=schema, spark=made.spark,
+                                 read=lambda: made.table.select(columns)))
+    return frame_of_table(made.spark, made.table.select(columns), schema)
 
 
 def without(df, column: str):
     """Return a frame without `column`: rows the driver holds stay held, else a drop built on
     first use."""
-    table = rows_of(df)
-    if table is None:
+    made = _ROWS.get(df)
+    if made is None:
         return LazyFrame(lambda: df.drop(column))
-    return held_columns(df, [c for c in table.column_names if c != column])
+    names = made.schema.fieldNames() if made.schema is not None else made.table.column_names
+    return held_columns(df, [c for c in names if c != column])
 
 
 def with_constant(spark, df, decl: Decl, name: str, value: int):

@@ -14,10 +14,14 @@ its rank. That is what closure_labels allows for a labelled closure whose worker
 state `stale`: a later epoch that needs ranks (DRed, when the graph outgrows the matrices)
 ranks the state anew from its edges first (dred_share).
 
-Constant: the state's packed keys, sorted. Changes: none (two matrices per epoch).
+Constant: the state's packed keys, sorted. Changes: `_KEPT`, the new matrix of each state an
+epoch made, keyed by that state (the next epoch's old matrix, where the nodes are the same: one
+matrix per epoch, not two).
 """
 
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 import polars as pl
@@ -38,6 +42,10 @@ GATHER_BYTES = 1 << 26
 # us a level (a chain of 8,192 nodes: 0.26 s), where semi-naive rounds from a few new edges
 # cost their new tuples; a deletion has no such cheap alternative.
 INSERT_LEVELS = 1024
+# id(state) -> (a weak reference to it, its nodes, its full matrix): the matrix of a state's
+# closure over those nodes, built by the epoch that made the state. Process-local: never
+# shipped nor stored with the state.
+_KEPT: dict[int, tuple] = {}
 
 
 def reach_matrix(src: np.ndarray, dst: np.ndarray, n: int, levels: int | None = None
@@ -120,15 +128,18 @@ def epoch(state: Arranged, name: str, old_edges: pl.DataFrame, new_edges: pl.Dat
     at = np.searchsorted(nodes, rows)
 
     def matrix(edges: pl.DataFrame) -> np.ndarray | None:
-        found = reach_matrix(np.searchsorted(nodes, edges["c0"].to_numpy()),
-                             np.searchsorted(nodes, edges["c1"].to_numpy()), len(nodes), levels)
-        return None if found is None else found[at]
-    old = matrix(old_edges)
+        return reach_matrix(np.searchsorted(nodes, edges["c0"].to_numpy()),
+                            np.searchsorted(nodes, edges["c1"].to_numpy()), len(nodes), levels)
+    full = _kept(state, nodes)
+    if full is None:
+        full = matrix(old_edges)
+    old = None if full is None else full[at]
     if old is None or int(np.bitwise_count(old).sum()) != len(keys):
         return None
-    new = matrix(new_edges)
-    if new is None:
+    full = matrix(new_edges)
+    if full is None:
         return None
+    new = full[at]
     gone, fresh = _pairs(old & ~new, rows, nodes), _pairs(new & ~old, rows, nodes)
     pos = np.minimum(np.searchsorted(keys, gone), max(len(keys) - 1, 0))
     if len(gone) and not np.array_equal(keys[pos], gone):
@@ -143,4 +154,21 @@ def epoch(state: Arranged, name: str, old_edges: pl.DataFrame, new_edges: pl.Dat
     after = {n: v for n, v in labels.items() if n != name}
     if keep.any():
         after[name] = (lkeys[keep], lvals[keep])
-    return {name: removed}, {name: added}, changed(state, name, pos, added), after
+    state = changed(state, name, pos, added)
+    _keep(state, nodes, full)
+    return {name: removed}, {name: added}, state, after
+
+
+def _kept(state: Arranged, nodes: np.ndarray) -> np.ndarray | None:
+    """Return the full matrix the epoch that made `state` left for it, if over `nodes`."""
+    got = _KEPT.get(id(state))
+    if got is None or got[0]() is not state or not np.array_equal(got[1], nodes):
+        return None
+    return got[2]
+
+
+def _keep(state: Arranged, nodes: np.ndarray, full: np.ndarray) -> None:
+    """Keep `state`'s full matrix over `nodes` for the next epoch, while the state lives
+    (its entry goes with it; a state the next epoch does not start from is dropped then)."""
+    key = id(state)
+    _KEPT[key] = (weakref.ref(state, lambda _: _KEPT.pop(key, None)), nodes, full)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from levelflow.engine.incremental.strategies.rewrites import as_positive
-from levelflow.tasks.ast import Atom, Rule
+from levelflow.tasks.ast import Atom, Rule, Wildcard
 
 # Each changed atom gives two terms: its gains (deleting False) add, its losses subtract.
 SIGNS = ((False, 1), (True, -1))
@@ -38,3 +38,17 @@ def delta_terms(rule: Rule, changed: Callable[[str], bool]) -> Iterator[DeltaTer
         if changed(atom.relation):
             yield DeltaTerms(as_positive(rule, i) if neg else rule, i, atom, neg,
                              tuple((j, a.relation, j < i) for j, a, _ in atoms if j != i))
+
+
+def versions_read(rules) -> set[str]:
+    """Return the relations some delta term of `rules` reads whole (a version, not a Δ): every
+    atom's of a body of two atoms or more, and a negated atom's with a wildcard (its
+    projection's change is checked against the version)."""
+    out = set()
+    for rule in rules:
+        atoms = rule.body_atoms()
+        if len(atoms) > 1:
+            out |= {a.relation for _, a, _ in atoms}
+        out |= {a.relation for _, a, neg in atoms
+                if neg and any(isinstance(t, Wildcard) for t in a.args)}
+    return out

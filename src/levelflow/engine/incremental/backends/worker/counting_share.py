@@ -25,6 +25,7 @@ from levelflow.engine.incremental.backends.worker.dred_share import (
     lower_now,
     sources_of,
 )
+from levelflow.engine.incremental.strategies.counting import versions_read
 from levelflow.engine.incremental.strategies.counting_polars import count_changes
 from levelflow.engine.plans import resident
 from levelflow.engine.plans.columnar import body_rows, frame_schema, head_rows
@@ -41,7 +42,7 @@ class CountedShare:
     """A counted task's kept state: its counts and the lower relations they count."""
 
     counts: dict[str, pl.DataFrame]  # relation -> c.., _cnt (every count > 0)
-    lower: dict[str, pl.DataFrame]  # lower relation -> its version as of the counts
+    lower: dict[str, pl.DataFrame]  # lower relation read whole -> its version as of the counts
 
 
 class LowerRows:
@@ -59,7 +60,10 @@ class LowerRows:
 
     def change(self, name: str, plus: bool) -> pl.DataFrame:
         got = (self.plus if plus else self.minus).get(name)
-        return got if got is not None else self.old[name].clear()
+        if got is not None:
+            return got
+        other = (self.minus if plus else self.plus).get(name)  # a relation not kept whole
+        return (other if other is not None else self.old[name]).clear()
 
 
 def scratch_counts(spec: Spec, lower: dict, facts: dict) -> dict[str, pl.DataFrame]:
@@ -93,16 +97,25 @@ def _entry(spec: Spec, share: int, src: dict) -> CountedShare | None:
     task of the program's facts alone reads no relation)."""
     if spec.old_token is None or any(kind in SHIPPED for _, kind in spec.sources):
         lower = src.get("old", {})
-        return CountedShare(scratch_counts(spec, lower, src.get("fold", {})), lower)
+        return CountedShare(scratch_counts(spec, lower, src.get("fold", {})),
+                            _read_whole(spec, lower))
     found = resident.lookup(spec.lineage, share, spec.old_token)
     return found if isinstance(found, CountedShare) else None  # else none, or another kind's
+
+
+def _read_whole(spec: Spec, lower: dict) -> dict[str, pl.DataFrame]:
+    """Return the lower relations the rules' terms read whole: only those are kept current
+    (cyclic(x) :- path(x, x) reads path's Δ alone; keeping its 1M tuples current cost 10-50
+    ms an epoch)."""
+    read = versions_read(spec.rules)
+    return {n: df for n, df in lower.items() if n in read}
 
 
 def update(spec: Spec, entry: CountedShare, src: dict
            ) -> tuple[CountedShare, dict[str, pl.DataFrame]]:
     """Return the state after the epoch's change and per relation its touched tuples with
     their old and new counts (c.., _old, _new)."""
-    rows = LowerRows(entry.lower, src.get("plus", {}), src.get("minus", {}))
+    rows = LowerRows(_read_whole(spec, entry.lower), src.get("plus", {}), src.get("minus", {}))
     facts = {n: (src.get("fplus", {}).get(n, empty), src.get("fminus", {}).get(n, empty))
              for n in spec.names
              for empty in [pl.DataFrame(schema=frame_schema(spec.decls[n]))]}

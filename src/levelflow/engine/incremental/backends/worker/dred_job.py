@@ -26,9 +26,10 @@ from levelflow.engine.incremental.backends.driver_rows import (
     LazyFrame,
     arrow_of,
     frame_of_table,
-    rows_like,
+    held_rows,
     rows_minus,
     rows_of,
+    rows_then,
     union_of_rows,
 )
 from levelflow.engine.incremental.backends.spark_broadcast import bcast_small
@@ -57,7 +58,6 @@ from levelflow.engine.incremental.backends.worker.share_job import (
 from levelflow.engine.incremental.strategies.closure_labels import labelled
 from levelflow.engine.incremental.versions import Change, TaskContext
 from levelflow.engine.memory import held_up_to
-from levelflow.engine.plans.few_rows import without
 from levelflow.engine.plans.in_spark import packed_schema
 from levelflow.engine.plans.plan_error import PlanError
 from levelflow.engine.plans.planner import distributed_routing
@@ -120,16 +120,14 @@ class Log:
         base and added rows are at most `most`); else itself."""
         if self.pieces == 0:
             return self
-        kept = [rows_of(df) for df in (self.base, self.added) if df is not None]
+        rows = held_rows(self.base)
+        added = rows_of(self.added) if self.added is not None else None
         gone = rows_of(self.removed) if self.removed is not None else None
-        if any(t is None for t in kept) or (self.removed is not None and gone is None) or \
-                sum(t.num_rows for t in kept) > most:
+        if rows is None or (self.added is not None and added is None) or \
+                (self.removed is not None and gone is None) or \
+                rows + (added.num_rows if added is not None else 0) > most:
             return self
-        names = kept[0].column_names
-        out = pl.concat([pl.from_arrow(t).select(names) for t in kept])
-        if gone is not None:
-            out = without(out, pl.from_arrow(gone).select(names))
-        base = rows_like(self.base, arrow_of(out))
+        base = rows_then(self.base, added, gone)  # copied when read (a ship, a query)
         return self if base is None else Log(base)
 
     def frame(self, cols):
