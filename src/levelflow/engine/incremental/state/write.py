@@ -212,7 +212,8 @@ def _holds(path: Path, table: pa.Table) -> bool:
     import pyarrow.parquet as pq
 
     try:
-        return pq.read_table(path, schema=table.schema).equals(table)
+        return pq.read_table(path, schema=table.schema,
+                             page_checksum_verification=True).equals(table)
     except (OSError, pa.ArrowException):
         return False
 
@@ -244,11 +245,18 @@ def write_all(frames: list[tuple]) -> None:
         # (3M rows of three int64 columns: 0.63 s against 0.28 s) for no smaller file.
         text = [f.name for f in table.schema if pa.types.is_string(f.type)
                 or pa.types.is_large_string(f.type) or pa.types.is_binary(f.type)]
+        # Integers delta-packed (DELTA_BINARY_PACKED, which Spark's vectorized reader reads):
+        # node ids take their bits, not 8 bytes, and a count or rank column next to none
+        # (3M edges with a count: written in 0.14 s against 0.22-0.36 s, 16 MB against 25-28 MB).
+        ints = {f.name: "DELTA_BINARY_PACKED" for f in table.schema
+                if pa.types.is_int32(f.type) or pa.types.is_int64(f.type)}
         # LZ4 (Parquet's LZ4_RAW, which Spark reads): files as small as Snappy's, written in
         # the same CPU time and read back 2-5x as fast (3M rows of three int64 columns: read
         # and compared in 0.09 s of CPU against 0.18 s, 28.5 MB against 30.8 MB).
+        # Each page with its CRC (no measurable cost): `state check` finds any flipped byte of
+        # it, also in a delta-packed block's padding, where no value changes.
         pq.write_table(table, path / f"part-00000-{uuid.uuid4()}.parquet", use_dictionary=text,
-                       compression="lz4")
+                       column_encoding=ints, compression="lz4", write_page_checksum=True)
 
     _each(write, [f for f in frames if isinstance(f[0], pa.Table)])
     frames = [f for f in frames if not isinstance(f[0], pa.Table)]
