@@ -285,7 +285,7 @@ def test_a_bootstrap_writes_its_base_facts_early_and_flushes_them_before_current
     taken, events = [], []
     real_take, real_fsync, real_replace = state_write.EarlyWrites.take, os.fsync, os.replace
     monkeypatch.setattr(state_write.EarlyWrites, "take", lambda self, table, path: real_take(
-        self, table, path) and (taken.append(path.name) or True))
+        self, table, path) and (taken.append(f"{path.parent.name}/{path.name}") or True))
     monkeypatch.setattr(os, "fsync", lambda fd: events.append(
         ("fsync", os.readlink(f"/proc/self/fd/{fd}"))) or real_fsync(fd))
     monkeypatch.setattr(os, "replace", lambda src, dst: events.append(
@@ -294,15 +294,16 @@ def test_a_bootstrap_writes_its_base_facts_early_and_flushes_them_before_current
     IncrementalSession.bootstrap(spark, tmp_path / "p.dl", write_facts(tmp_path / "f", EDGES),
                                  state).close()
     monkeypatch.undo()
-    assert sorted(taken) == ["edge", "label"]
+    # The base facts and, as no rule adds to them, their relations (each fact counted once).
+    assert sorted(taken) == ["base/edge", "base/label", "rel/edge", "rel/label"]
     switched = events.index(("replace", *[e[1:] for e in events if e[0] == "replace"
                                           and e[2] == str(state / "CURRENT")][0]))
     (moved,) = [e for e in events if e[0] == "replace" and e[2] == str(state / "epochs" / "0")]
     flushed = {e[1] for e in events[:switched] if e[0] == "fsync"}
-    for name in ("edge", "label"):
-        files = sorted((state / "epochs" / "0" / "base" / name).glob("*.parquet"))
+    for kind, name in (("base", "edge"), ("base", "label"), ("rel", "edge"), ("rel", "label")):
+        files = sorted((state / "epochs" / "0" / kind / name).glob("*.parquet"))
         assert len(files) == 1
-        assert str(Path(moved[1]) / "base" / name / files[0].name) in flushed
+        assert str(Path(moved[1]) / kind / name / files[0].name) in flushed
     ok, lines, _ = check_state(StateDir(state))
     assert ok, lines
     ref = reference(EDGES, tmp_path / "ref")
@@ -361,7 +362,8 @@ def test_an_early_write_is_taken_only_for_the_same_rows(tmp_path):
     from levelflow.engine.incremental.state import write as state_write
 
     same = pa.table({"c0": np.arange(1000), "c1": np.arange(1000) % 7})
-    early = state_write.EarlyWrites(tmp_path, {tmp_path / n: same for n in ("a", "b", "c")})
+    early = state_write.EarlyWrites(tmp_path, {tmp_path / n: same for n in ("a", "b", "c")},
+                                    {tmp_path / "a"})  # a: hashed early too
     other = same.set_column(1, "c1", pa.array(np.arange(1000) % 5))
     frames = [(same, tmp_path / "a"), (other, tmp_path / "b")]
     state_write.write_all(frames, early)
@@ -373,3 +375,19 @@ def test_an_early_write_is_taken_only_for_the_same_rows(tmp_path):
         (name, (_size, rows, checksum)), = entry["files"].items()
         assert (rows, checksum) == integrity.file_sums(item.path / name, item.schema)
         assert (rows, checksum) == state_write.checksums(table, [2])[0]
+
+
+def test_an_input_that_rules_add_to_is_written_as_evaluated(spark, tmp_path):
+    """An input relation that a rule adds to is not its base facts: the commit writes what
+    the epoch derived, not an early guess (the state equals from-scratch evaluation)."""
+    (tmp_path / "p.dl").write_text(PROGRAM + "edge(100, 101).\nedge(x, x) :- label(x, _).\n")
+    state = tmp_path / "state"
+    IncrementalSession.bootstrap(spark, tmp_path / "p.dl", write_facts(tmp_path / "f", EDGES),
+                                 state).close()
+    from levelflow.tasks import build_tasks, load_program
+
+    ref = naive_datalog.evaluate(build_tasks(load_program(tmp_path / "p.dl")), tmp_path / "f")
+    s = IncrementalSession.open(spark, state)
+    assert rows_of(s.relation("edge")) == ref["edge"] and {(100, 101), (3, 3)} <= ref["edge"]
+    assert rows_of(s.relation("path")) == ref["path"]
+    assert check_state(StateDir(state))[0]

@@ -30,6 +30,7 @@ import contextlib
 import shutil
 import time
 import uuid
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -60,8 +61,6 @@ from levelflow.engine.types import column_names
 from levelflow.errors import LevelflowError
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from pyspark.sql import SparkSession
 
     from levelflow.tasks.ast import Program
@@ -199,19 +198,32 @@ class StateDir(StateFiles):
         read_back(spark, current, written, early)
 
     @contextlib.contextmanager
-    def writing_early(self, program: Program, frames: dict[str, object]):
+    def writing_early(self, program: Program, frames: dict[str, object], counted: set[str]):
         """Within a new state's first epoch (first_epoch): write the base facts the driver
         holds (`frames`: input -> its frame) while the block runs, for its commit to take
-        (write.EarlyWrites: the write and read back of 3M edges, 0.15-0.3 s, off the commit).
-        Left untaken (a refused epoch), they are removed when their writes end."""
-        tables = {n: local_table(df, stored_schema(program, n, "base", set()))
-                  for n, df in frames.items()}
-        tables = {n: t for n, t in tables.items() if t is not None and t.num_rows}
+        (write.EarlyWrites: the write and read back of 3M edges, 0.15-0.3 s, off the commit);
+        also each one's relation where no rule adds to it (its facts, each counted once),
+        hashed as read_back would. Left untaken (a refused epoch), they are removed when their
+        writes end."""
+        import numpy as np
+
+        derived = {a.relation for rule in (*program.rules, *program.subsumptions)
+                   for a in rule.heads}
+        tables = {}
+        for name, df in frames.items():
+            table = local_table(df, stored_schema(program, name, "base", set()))
+            if table is None or not table.num_rows:
+                continue
+            tables[Path("base", name)] = table
+            if name in counted and name not in derived and program.decls[name].arity:
+                tables[Path("rel", name)] = table.append_column(
+                    COUNT, pa.array(np.ones(table.num_rows, np.int64)))
         if tables:
             self.epochs.mkdir(parents=True, exist_ok=True)
             tmp = self.epochs / f".tmp-0-{uuid.uuid4().hex[:8]}"
             tmp.mkdir()
-            self.early = EarlyWrites(tmp, {tmp / "base" / n: t for n, t in tables.items()})
+            self.early = EarlyWrites(tmp, {tmp / p: t for p, t in tables.items()},
+                                     {tmp / p for p in tables if p.parts[0] == "rel"})
         try:
             yield
         finally:

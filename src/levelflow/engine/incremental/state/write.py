@@ -209,8 +209,11 @@ def _checked(job: tuple) -> tuple[list | None, bool]:
     written to holds exactly its rows (read back already, if written early)."""
     path, table, holds_facts, hashed, early = job
     widths = [table.num_columns, table.num_columns - 1][:1 + holds_facts]
-    sums = checksums(table, widths) if hashed else None
-    return sums, early.result() if early is not None else _holds(path, table)
+    sums, holds = early.result() if early is not None else (None, None)
+    if hashed and sums is None:
+        sums = checksums(table, widths)
+    return (sums and sums[:len(widths)] if hashed else None), \
+        (_holds(path, table) if holds is None else holds)
 
 
 def _holds(path: Path, table: pa.Table) -> bool:
@@ -280,12 +283,14 @@ def _write_table(table: pa.Table, path: Path) -> None:
                    column_encoding=ints, compression="lz4", write_page_checksum=True)
 
 
-def _written_early(table: pa.Table, path: Path) -> bool:
-    """Return whether `path` holds exactly `table` after writing it there and flushing its
-    file (publish flushes it again, then clean: nothing changes in what is durable when)."""
+def _written_early(table: pa.Table, path: Path, hashed: bool) -> tuple[list | None, bool]:
+    """Return _checked's answer for `table` written to `path` (its checksums, of all its
+    columns then of its tuple columns, if `hashed`) after writing and flushing its file
+    (publish flushes it again, then clean: nothing changes in what is durable when)."""
     _write_table(table, path)
     fsync_all(list(path.iterdir()))
-    return _holds(path, table)
+    sums = checksums(table, [table.num_columns, table.num_columns - 1]) if hashed else None
+    return sums, _holds(path, table)
 
 
 class EarlyWrites:
@@ -293,15 +298,15 @@ class EarlyWrites:
     releases the GIL: the driver's other core), each where its commit would write it under
     `tmp`, the commit's directory; the commit takes each it is about to write unchanged."""
 
-    def __init__(self, tmp: Path, tables: dict[Path, pa.Table]):
+    def __init__(self, tmp: Path, tables: dict[Path, pa.Table], hashed: set[Path]):
         from concurrent.futures import ThreadPoolExecutor
 
         self.tmp = tmp
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="levelflow-early")
-        self.jobs = {path: (table, pool.submit(_written_early, table, path))
+        pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="levelflow-early")
+        self.jobs = {path: (table, pool.submit(_written_early, table, path, path in hashed))
                      for path, table in tables.items()}
         pool.shutdown(wait=False)
-        self.taken: dict[Path, Future] = {}  # path -> whether it read back as written
+        self.taken: dict[Path, Future] = {}  # path -> (checksums or None, read back whole)
 
     def take(self, table: pa.Table, path: Path) -> bool:
         """Return whether `table` is being written to `path` already (the same schema and
