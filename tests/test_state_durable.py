@@ -271,3 +271,123 @@ def test_check_tells_collected_epochs_from_damaged_ones(spark, copy):
     ok, lines, _ = check_state(StateDir(copy))
     text = "\n".join(lines)
     assert not ok and "epoch 3: damaged (" in text and "epoch 0: collected" in text
+
+
+# -- 45: a bootstrap writes its base facts while its tasks run ------------------------------------
+
+def test_a_bootstrap_writes_its_base_facts_early_and_flushes_them_before_current(
+        spark, tmp_path, monkeypatch):
+    """The base facts written while epoch 0 runs are the ones its manifest names, flushed
+    before CURRENT names the epoch; the state opens, checks whole and equals from scratch."""
+    from levelflow.engine.incremental.state import write as state_write
+
+    (tmp_path / "p.dl").write_text(PROGRAM)
+    taken, events = [], []
+    real_take, real_fsync, real_replace = state_write.EarlyWrites.take, os.fsync, os.replace
+    monkeypatch.setattr(state_write.EarlyWrites, "take", lambda self, table, path: real_take(
+        self, table, path) and (taken.append(f"{path.parent.name}/{path.name}") or True))
+    monkeypatch.setattr(os, "fsync", lambda fd: events.append(
+        ("fsync", os.readlink(f"/proc/self/fd/{fd}"))) or real_fsync(fd))
+    monkeypatch.setattr(os, "replace", lambda src, dst: events.append(
+        ("replace", str(src), str(dst))) or real_replace(src, dst))
+    state = tmp_path / "state"
+    IncrementalSession.bootstrap(spark, tmp_path / "p.dl", write_facts(tmp_path / "f", EDGES),
+                                 state).close()
+    monkeypatch.undo()
+    # The base facts and, as no rule adds to them, their relations (each fact counted once).
+    assert sorted(taken) == ["base/edge", "base/label", "rel/edge", "rel/label"]
+    switched = events.index(("replace", *[e[1:] for e in events if e[0] == "replace"
+                                          and e[2] == str(state / "CURRENT")][0]))
+    (moved,) = [e for e in events if e[0] == "replace" and e[2] == str(state / "epochs" / "0")]
+    flushed = {e[1] for e in events[:switched] if e[0] == "fsync"}
+    for kind, name in (("base", "edge"), ("base", "label"), ("rel", "edge"), ("rel", "label")):
+        files = sorted((state / "epochs" / "0" / kind / name).glob("*.parquet"))
+        assert len(files) == 1
+        assert str(Path(moved[1]) / kind / name / files[0].name) in flushed
+    ok, lines, _ = check_state(StateDir(state))
+    assert ok, lines
+    ref = reference(EDGES, tmp_path / "ref")
+    s = IncrementalSession.open(spark, state)
+    assert rows_of(s.relation("named")) == ref["named"]
+    assert rows_of(s.relation("path")) == ref["path"]
+
+
+@pytest.mark.parametrize("where", ["tasks", "commit", "disk"])
+def test_a_first_epoch_refused_while_its_base_facts_are_written_leaves_no_state(
+        spark, tmp_path, monkeypatch, where):
+    """Refused while evaluating, in its commit, or with the disk full under the early write
+    itself: no state directory is left (the early writes end before it is removed)."""
+    import time
+
+    import pyarrow.parquet as pq
+
+    from levelflow.engine.incremental import epoch
+    from levelflow.engine.incremental.state import write as state_write
+
+    def refuse(*args, **kwargs):
+        time.sleep(0.2)  # the early writes are under way
+        raise StateError("refused")
+
+    if where == "tasks":
+        monkeypatch.setattr(epoch.Epoch, "run", refuse)
+    elif where == "commit":
+        monkeypatch.setattr(state_write, "_facts_within", refuse)
+    else:
+        real = pq.write_table
+
+        def full(table, where, **kwargs):
+            if "/base/" in str(where):
+                raise OSError(28, "No space left on device")
+            return real(table, where, **kwargs)
+
+        monkeypatch.setattr(pq, "write_table", full)
+    (tmp_path / "p.dl").write_text(PROGRAM)
+    state = tmp_path / "state"
+    with pytest.raises(StateError) as e:
+        IncrementalSession.bootstrap(spark, tmp_path / "p.dl", write_facts(tmp_path / "f", EDGES),
+                                     state)
+    assert "\n" not in str(e.value)
+    if where == "disk":
+        assert "cannot write epoch 0 (" in str(e.value) and "No space left" in str(e.value)
+    assert not state.exists()
+
+
+def test_an_early_write_is_taken_only_for_the_same_rows(tmp_path):
+    """A table the commit writes where an early write put other rows is written anew; an
+    early write the commit does not write is removed; each read back verifies the file."""
+    import numpy as np
+    import pyarrow as pa
+
+    from levelflow.engine.incremental.state import integrity
+    from levelflow.engine.incremental.state import write as state_write
+
+    same = pa.table({"c0": np.arange(1000), "c1": np.arange(1000) % 7})
+    early = state_write.EarlyWrites(tmp_path, {tmp_path / n: same for n in ("a", "b", "c")},
+                                    {tmp_path / "a"})  # a: hashed early too
+    other = same.set_column(1, "c1", pa.array(np.arange(1000) % 5))
+    frames = [(same, tmp_path / "a"), (other, tmp_path / "b")]
+    state_write.write_all(frames, early)
+    assert list(early.taken) == [tmp_path / "a"] and not (tmp_path / "c").exists()
+    written = [({}, integrity.Stored(p.name, p, t.schema, t.num_rows, None, None), t)
+               for t, p in frames]
+    state_write.read_back(None, 0, written, early)
+    for (entry, item, table) in written:
+        (name, (_size, rows, checksum)), = entry["files"].items()
+        assert (rows, checksum) == integrity.file_sums(item.path / name, item.schema)
+        assert (rows, checksum) == state_write.checksums(table, [2])[0]
+
+
+def test_an_input_that_rules_add_to_is_written_as_evaluated(spark, tmp_path):
+    """An input relation that a rule adds to is not its base facts: the commit writes what
+    the epoch derived, not an early guess (the state equals from-scratch evaluation)."""
+    (tmp_path / "p.dl").write_text(PROGRAM + "edge(100, 101).\nedge(x, x) :- label(x, _).\n")
+    state = tmp_path / "state"
+    IncrementalSession.bootstrap(spark, tmp_path / "p.dl", write_facts(tmp_path / "f", EDGES),
+                                 state).close()
+    from levelflow.tasks import build_tasks, load_program
+
+    ref = naive_datalog.evaluate(build_tasks(load_program(tmp_path / "p.dl")), tmp_path / "f")
+    s = IncrementalSession.open(spark, state)
+    assert rows_of(s.relation("edge")) == ref["edge"] and {(100, 101), (3, 3)} <= ref["edge"]
+    assert rows_of(s.relation("path")) == ref["path"]
+    assert check_state(StateDir(state))[0]

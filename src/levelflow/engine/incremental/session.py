@@ -151,7 +151,12 @@ class IncrementalSession:
         if progress is not None:
             progress.phase("evaluating epoch 0")
         # Refused (a task's memory, --max-tuples, a deadline), it leaves no half-made state.
-        with state.first_epoch() if state is not None else contextlib.nullcontext():
+        with contextlib.ExitStack() as stack:
+            if state is not None:
+                stack.enter_context(state.first_epoch())
+                # The base facts go to disk while the tasks run, for the commit to take.
+                stack.enter_context(state.writing_early(
+                    prog, {n: v.new for n, v in base.items()}, snap.counted))
             session.last = session._run_epoch(base, bootstrap=True, progress=progress)
         # What the first epoch would load (a subsumptive task's frames, a counted task's
         # counts in the driver), loaded now while the user waits anyway.

@@ -3,13 +3,16 @@ as Parquet (from the driver or by Spark) and read back against what was written.
 
 from __future__ import annotations
 
+import shutil
 import uuid
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from levelflow.engine.evaluate import RANK
+from levelflow.engine.incremental.state.durable import fsync_all
 from levelflow.engine.incremental.state.errors import StateError
 from levelflow.engine.incremental.state.files import arrow_segment_schema, arrow_stored_schema
 from levelflow.engine.incremental.state.integrity import (
@@ -136,9 +139,10 @@ def _segment(old: dict, epoch: int, rows: int, tmp: Path, kind: str, name: str, 
                          arrow_segment_schema(arrow), -1, None, None), obs, df
 
 
-def read_back(spark, current: int, written: list) -> None:
+def read_back(spark, current: int, written: list, early: EarlyWrites | None = None) -> None:
     """Record the part files of every base and segment written, verified as read back
-    (`current`: the epoch a mismatch leaves current).
+    (`current`: the epoch a mismatch leaves current; `early`: tables written and read back
+    while the epoch ran).
 
     A base must hold the relation's rows; a segment, the rows Spark counted writing it,
     or, written by the driver, exactly its table's rows.
@@ -147,7 +151,8 @@ def read_back(spark, current: int, written: list) -> None:
     # numpy as Spark would (row_hash): no Spark job, unless a column is not an integer.
     tables = {i: obs for i, (_, _, obs) in enumerate(written) if isinstance(obs, pa.Table)}
     within = _facts_within(tables)
-    jobs = {i: (written[i][1].path, table, i in within.values(), i not in within)
+    jobs = {i: (written[i][1].path, table, i in within.values(), i not in within,
+                early.taken.get(written[i][1].path) if early is not None else None)
             for i, table in tables.items()}
     checked = dict(zip(jobs, _each(_checked, jobs.values()), strict=True))
     hashed = {i: sums and sums[0] for i, (sums, _) in checked.items()}
@@ -198,13 +203,17 @@ def _facts_within(tables: dict[int, pa.Table]) -> dict[int, int]:
     return out
 
 
-def _checked(job: tuple[Path, pa.Table, bool, bool]) -> tuple[list | None, bool]:
+def _checked(job: tuple) -> tuple[list | None, bool]:
     """Return a table's [(rows, checksum)], then those of its tuple columns if it holds
     facts (None where Spark must hash it, or not `hashed`), and whether the directory it was
-    written to holds exactly its rows."""
-    path, table, holds_facts, hashed = job
+    written to holds exactly its rows (read back already, if written early)."""
+    path, table, holds_facts, hashed, early = job
     widths = [table.num_columns, table.num_columns - 1][:1 + holds_facts]
-    return (checksums(table, widths) if hashed else None), _holds(path, table)
+    sums, holds = early.result() if early is not None else (None, None)
+    if hashed and sums is None:
+        sums = checksums(table, widths)
+    return (sums and sums[:len(widths)] if hashed else None), \
+        (_holds(path, table) if holds is None else holds)
 
 
 def _holds(path: Path, table: pa.Table) -> bool:
@@ -212,7 +221,8 @@ def _holds(path: Path, table: pa.Table) -> bool:
     import pyarrow.parquet as pq
 
     try:
-        return pq.read_table(path, schema=table.schema).equals(table)
+        return pq.read_table(path, schema=table.schema,
+                             page_checksum_verification=True).equals(table)
     except (OSError, pa.ArrowException):
         return False
 
@@ -229,28 +239,16 @@ def _each(fn, items) -> list:
         return list(pool.map(fn, items))
 
 
-def write_all(frames: list[tuple]) -> None:
-    """Write each (DataFrame or Arrow table, directory) as Parquet: tables from the driver,
-    frames by Spark concurrently (a small segment's write costs Spark's fixed overhead of a
-    job more than its rows, so they overlap)."""
+def write_all(frames: list[tuple], early: EarlyWrites | None = None) -> None:
+    """Write each (DataFrame or Arrow table, directory) as Parquet: tables from the driver
+    (but those `early` wrote already), frames by Spark concurrently (a small segment's write
+    costs Spark's fixed overhead of a job more than its rows, so they overlap)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    import pyarrow.parquet as pq
-
-    def write(frame) -> None:
-        table, path = frame
-        path.mkdir(parents=True)
-        # Dictionaries for text only: over numbers of many values they cost the write 2.3x
-        # (3M rows of three int64 columns: 0.63 s against 0.28 s) for no smaller file.
-        text = [f.name for f in table.schema if pa.types.is_string(f.type)
-                or pa.types.is_large_string(f.type) or pa.types.is_binary(f.type)]
-        # LZ4 (Parquet's LZ4_RAW, which Spark reads): files as small as Snappy's, written in
-        # the same CPU time and read back 2-5x as fast (3M rows of three int64 columns: read
-        # and compared in 0.09 s of CPU against 0.18 s, 28.5 MB against 30.8 MB).
-        pq.write_table(table, path / f"part-00000-{uuid.uuid4()}.parquet", use_dictionary=text,
-                       compression="lz4")
-
-    _each(write, [f for f in frames if isinstance(f[0], pa.Table)])
+    if early is not None:
+        frames = [f for f in frames if not (isinstance(f[0], pa.Table) and early.take(*f))]
+        early.drop_rest()
+    _each(lambda f: _write_table(*f), [f for f in frames if isinstance(f[0], pa.Table)])
     frames = [f for f in frames if not isinstance(f[0], pa.Table)]
     if len(frames) <= 1:
         for df, path in frames:
@@ -260,3 +258,77 @@ def write_all(frames: list[tuple]) -> None:
                             thread_name_prefix="levelflow-write") as pool:
         for f in [pool.submit(df.write.parquet, str(path)) for df, path in frames]:
             f.result()
+
+
+def _write_table(table: pa.Table, path: Path) -> None:
+    """Write a table from the driver as the one Parquet part file of a new directory."""
+    import pyarrow.parquet as pq
+
+    path.mkdir(parents=True)
+    # Dictionaries for text only: over numbers of many values they cost the write 2.3x
+    # (3M rows of three int64 columns: 0.63 s against 0.28 s) for no smaller file.
+    text = [f.name for f in table.schema if pa.types.is_string(f.type)
+            or pa.types.is_large_string(f.type) or pa.types.is_binary(f.type)]
+    # Integers delta-packed (DELTA_BINARY_PACKED, which Spark's vectorized reader reads):
+    # node ids take their bits, not 8 bytes, and a count or rank column next to none
+    # (3M edges with a count: written in 0.14 s against 0.22-0.36 s, 16 MB against 25-28 MB).
+    ints = {f.name: "DELTA_BINARY_PACKED" for f in table.schema
+            if pa.types.is_int32(f.type) or pa.types.is_int64(f.type)}
+    # LZ4 (Parquet's LZ4_RAW, which Spark reads): files as small as Snappy's, written in
+    # the same CPU time and read back 2-5x as fast (3M rows of three int64 columns: read
+    # and compared in 0.09 s of CPU against 0.18 s, 28.5 MB against 30.8 MB).
+    # Each page with its CRC (no measurable cost): `state check` finds any flipped byte of
+    # it, also in a delta-packed block's padding, where no value changes.
+    pq.write_table(table, path / f"part-00000-{uuid.uuid4()}.parquet", use_dictionary=text,
+                   column_encoding=ints, compression="lz4", write_page_checksum=True)
+
+
+def _written_early(table: pa.Table, path: Path, hashed: bool) -> tuple[list | None, bool]:
+    """Return _checked's answer for `table` written to `path` (its checksums, of all its
+    columns then of its tuple columns, if `hashed`) after writing and flushing its file
+    (publish flushes it again, then clean: nothing changes in what is durable when)."""
+    _write_table(table, path)
+    fsync_all(list(path.iterdir()))
+    sums = checksums(table, [table.num_columns, table.num_columns - 1]) if hashed else None
+    return sums, _holds(path, table)
+
+
+class EarlyWrites:
+    """Tables a first epoch writes, flushes and reads back while its tasks still run (pyarrow
+    releases the GIL: the driver's other core), each where its commit would write it under
+    `tmp`, the commit's directory; the commit takes each it is about to write unchanged."""
+
+    def __init__(self, tmp: Path, tables: dict[Path, pa.Table], hashed: set[Path]):
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.tmp = tmp
+        pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="levelflow-early")
+        self.jobs = {path: (table, pool.submit(_written_early, table, path, path in hashed))
+                     for path, table in tables.items()}
+        pool.shutdown(wait=False)
+        self.taken: dict[Path, Future] = {}  # path -> (checksums or None, read back whole)
+
+    def take(self, table: pa.Table, path: Path) -> bool:
+        """Return whether `table` is being written to `path` already (the same schema and
+        rows, in order); a different one written there is removed, to be written anew."""
+        early, future = self.jobs.pop(path, (None, None))
+        if future is None:
+            return False
+        if early.equals(table):
+            self.taken[path] = future
+            return True
+        future.exception()  # its files are made before they go
+        shutil.rmtree(path, ignore_errors=True)
+        return False
+
+    def drop_rest(self) -> None:
+        """Remove the tables written early that the commit does not write (none it took)."""
+        for path, (_, future) in self.jobs.items():
+            future.exception()
+            shutil.rmtree(path, ignore_errors=True)
+        self.jobs.clear()
+
+    def wait(self) -> None:
+        """Return once no early write runs (before their directory may go)."""
+        for future in [f for _, f in self.jobs.values()] + list(self.taken.values()):
+            future.exception()
