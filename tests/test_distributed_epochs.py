@@ -185,31 +185,45 @@ def test_run_state_plan_distributed_then_update(tmp_path, cli, cli_spark, barrie
     assert barrier_jobs  # the update's epoch of path: a barrier job (or two after the open)
 
 
-def test_the_drivers_rendezvous_swaps_addresses_with_the_jobs_token_only():
+def test_the_drivers_rendezvous_swaps_addresses_per_stage_with_a_jobs_token_only():
     import json
+    import socket
     import threading
 
-    from levelflow.engine.plans.exchange import ExchangeError, Rendezvous, swap_at
+    from levelflow.engine.plans.exchange import _ASK, ExchangeError, Rendezvous, swap_at
 
     token = "k" * 32
-    meeting = Rendezvous(2, token, "127.0.0.1", timeout=5)
+    meeting = Rendezvous(timeout=5)
+    meeting.expect(token, 2)
     got: dict = {}
 
-    def task(me: int, said: str) -> None:
+    def task(key, said: str, stage: int, me: int, attempt: int = 0) -> None:
         try:
-            got[me] = swap_at(meeting.address, said, json.dumps([me, "h", 100 + me]), 5)
+            got[key] = swap_at(("127.0.0.1", meeting.port), said, (stage, attempt),
+                               json.dumps([me, f"h{stage}", 100 + attempt]), 5)
         except ExchangeError as e:
-            got[me] = e
+            got[key] = e
 
-    threads = [threading.Thread(target=task, args=(9, "x" * 32))]  # another job's token
-    threads[0].start()
-    threads[0].join(10)
-    threads += [threading.Thread(target=task, args=(i, token)) for i in (0, 1)]
-    for t in threads[1:]:
-        t.start()
-    for t in threads:
-        t.join(10)
+    def run(*tasks) -> None:
+        threads = [threading.Thread(target=task, args=t) for t in tasks]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+
+    run(("x", "x" * 32, 3, 0))  # no such job
+    # The same job run twice at once (two stages): each swaps its own tasks' lines.
+    run(((3, 0), token, 3, 0), ((3, 1), token, 3, 1), ((4, 0), token, 4, 0),
+        ((4, 1), token, 4, 1))
+    # A retried stage: partition 0's first task is gone; its next one takes its place.
+    body = json.dumps([5, 7, json.dumps([0, "h5", 107])]).encode()
+    gone = socket.create_connection(("127.0.0.1", meeting.port))
+    gone.sendall(_ASK.pack(len(token), len(body)) + token.encode() + body)
+    gone.close()
+    run(((5, 1), token, 5, 1, 9), ((5, 0), token, 5, 0, 8))
     meeting.close()
-    assert isinstance(got[9], ExchangeError)  # told nothing
-    assert sorted(map(json.loads, got[0])) == sorted(map(json.loads, got[1])) == \
-        [[0, "h", 100], [1, "h", 101]]
+    assert isinstance(got["x"], ExchangeError)  # told nothing
+    for stage in (3, 4):
+        assert sorted(map(json.loads, got[stage, 0])) == \
+            sorted(map(json.loads, got[stage, 1])) == [[0, f"h{stage}", 100], [1, f"h{stage}", 100]]
+    assert sorted(map(json.loads, got[5, 0])) == [[0, "h5", 108], [1, "h5", 109]]

@@ -177,6 +177,24 @@ def test_one_partition_and_two_give_the_reference(spark, tmp_path):
         assert {tuple(r) for r in out["path"].collect()} == expected, parts
 
 
+def test_an_unstored_result_runs_its_barrier_job_again_when_read(spark, tmp_path):
+    """store=False: the counts' job, then each read (a query of its own) another barrier job
+    of the same frame, its addresses swapped anew at the driver's rendezvous (a stage each)."""
+    from levelflow.engine.plans import evaluate_planned
+    from levelflow.engine.plans.planner import Plan
+    from levelflow.engine.types import relation_schema
+
+    edges = _edges(7, 30, 60)
+    write_facts(tmp_path / "facts", {"edge": edges})
+    pt = build_tasks(parse_program(NONLINEAR_TC, "p.dl"))
+    expected = naive_evaluate(pt, tmp_path / "facts")["path"]
+    frame = spark.createDataFrame(sorted(edges), relation_schema(pt.program.decls["edge"]))
+    out = evaluate_planned(spark, pt.program, pt.task_of("path"), {"edge": frame},
+                           plan=Plan("distributed", "forced"), parts=2, store=False)
+    assert out.stats.rows["path"] == out["path"].count() == len(expected)
+    assert {tuple(r) for r in out["path"].collect()} == expected
+
+
 def test_the_recursive_task_is_one_job_whatever_its_rounds(spark, tmp_path):
     jobs = {}
     for n in (4, 40):  # a chain: n rounds of the left-linear closure

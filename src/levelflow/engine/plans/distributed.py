@@ -189,12 +189,13 @@ class Partition:
             self.outcome.rounds.append(found)
 
 
-def evaluate_distributed(layout: Layout, batches: Iterable[pa.RecordBatch],
-                         timeout: float) -> Iterator[pa.RecordBatch]:
-    """Yield this partition's share of the task's relations, from its slice of the inputs
-    (ExchangeError if a peer is silent for `timeout` seconds)."""
+def evaluate_distributed(layout: Layout, batches: Iterable[pa.RecordBatch], timeout: float,
+                         rendezvous: tuple[str, int]) -> Iterator[pa.RecordBatch]:
+    """Yield this partition's share of the task's relations, from its slice of the inputs, the
+    peers' addresses swapped at the driver's `rendezvous` (ExchangeError if a peer is silent
+    for `timeout` seconds)."""
     batches = list(batches)  # read to the end (worker.py says why)
-    net = Exchange.open(layout.token, timeout)
+    net = Exchange.open(layout.token, timeout, rendezvous)
     try:
         data = pl.from_arrow(pa.Table.from_batches(batches)) if batches else None
         lower: dict[str, list[pl.DataFrame]] = {}

@@ -1,7 +1,7 @@
 """Frames exchanged between the P tasks of one barrier Spark job, worker to worker over TCP.
 
 Runs in the Python workers of a barrier stage (every task scheduled at once). Each task listens
-on a port, the addresses are swapped once through BarrierTaskContext.allGather, and then every
+on a port, the addresses are swapped once through the driver (Rendezvous), and then every
 superstep each task sends every other task one message (its frames for that task, and a few
 counters) and reads one from each: a round of a distributed fixpoint moves its delta without a
 Spark job. A connection first presents the job's random token; one that does not is refused.
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import json
+import select
 import socket
 import struct
 import threading
@@ -69,11 +70,9 @@ class Exchange:
         self.timeout = timeout
 
     @classmethod
-    def open(cls, token: str, timeout: float = TIMEOUT_SECONDS,
-             rendezvous: tuple[str, int] | None = None) -> Exchange:
-        """Return the exchange of this barrier task with every other task of the stage; the
-        addresses swapped through the driver's `rendezvous` (host, port) when given, else
-        through the barrier's allGather."""
+    def open(cls, token: str, timeout: float, rendezvous: tuple[str, int]) -> Exchange:
+        """Return the exchange of this barrier task with every other task of the stage, the
+        addresses swapped through the driver's `rendezvous` (host, port; `meeting`)."""
         from pyspark import BarrierTaskContext
 
         ctx = BarrierTaskContext.get()
@@ -83,8 +82,8 @@ class Exchange:
         server = socket.create_server(("", 0), backlog=parts)
         try:
             mine = json.dumps([me, host, server.getsockname()[1]])
-            said = ctx.allGather(mine) if rendezvous is None else \
-                swap_at(rendezvous, token, mine, timeout)
+            said = swap_at(rendezvous, token, (ctx.stageId(), ctx.taskAttemptId()), mine,
+                           timeout)
             where = {p: (h, port) for p, h, port in map(json.loads, said)}
             return cls.connect(me, where, server, token, timeout)
         finally:
@@ -170,60 +169,129 @@ class Exchange:
         _close(self.outgoing, self.incoming)
 
 
-def swap_at(rendezvous: tuple[str, int], token: str, mine: str, timeout: float) -> list[str]:
-    """Return every task's address line, swapped through the driver's Rendezvous."""
+def swap_at(rendezvous: tuple[str, int], token: str, task: tuple[int, int], mine: str,
+            timeout: float) -> list[str]:
+    """Return every address line of this task's stage (`task`: stage id, task attempt id),
+    swapped through the driver's Rendezvous."""
+    body = json.dumps([*task, mine]).encode()
     try:
         with socket.create_connection(rendezvous, timeout=timeout) as sock:
-            said = mine.encode()
-            sock.sendall(token.encode() + struct.pack("<i", len(said)) + said)
+            sock.sendall(_ASK.pack(len(token), len(body)) + token.encode() + body)
             size, = struct.unpack("<i", _recv(sock, 4))
             return json.loads(bytes(_recv(sock, size)))
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, ExchangeError) as e:
         raise ExchangeError(f"the driver's rendezvous failed: {e}") from None
 
 
+_ASK = struct.Struct("<ii")  # token bytes, body bytes
+_ASK_MAX = 1 << 16  # a longer token or body is not a task's: refused unread
+
+
+def _closed(sock: socket.socket) -> bool:
+    """Return whether the peer of a waiting connection is gone (it sends nothing more)."""
+    try:
+        if not select.select([sock], [], [], 0)[0]:
+            return False  # nothing to read: still waiting
+        return sock.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
+
+
 class Rendezvous:
-    """The driver's side of a barrier job's address swap, in place of the barrier's allGather
-    (Spark's barrier tasks poll for it once a second: about 1 s of each job). Each task
-    connects, presents the job's token and says its address line; once every task has, each
-    gets them all. Serves one job, in a daemon thread; `address` is what the tasks are told."""
+    """The driver's side of every barrier job's address swap, in place of the barrier's
+    allGather (Spark's barrier tasks poll for it once a second: about 1 s of each job). One per
+    driver process (`meeting`). Each task connects, presents its job's token (one `expect`ed),
+    its stage and task attempt ids and its address line; once every partition of the stage
+    has, each gets them all. Keyed by stage: a job run again (a lazy frame read twice) is
+    another stage, so a token stays expected as long as the driver runs. A retried stage
+    keeps its id: a partition's newer task replaces its older one, and a task gone before
+    the swap is waited for anew (Spark kills a failed attempt's tasks before retrying it)."""
 
-    def __init__(self, parts: int, token: str, host: str, timeout: float = TIMEOUT_SECONDS
-                 ) -> None:
-        self.parts, self.token, self.timeout = parts, token, timeout
-        self.server = socket.create_server(("", 0), backlog=parts)
-        self.address = (host, self.server.getsockname()[1])
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
+    def __init__(self, timeout: float = TIMEOUT_SECONDS) -> None:
+        self.timeout = timeout
+        self.server = socket.create_server(("", 0), backlog=64)
+        self.port = self.server.getsockname()[1]
+        self.parts: dict[str, int] = {}  # token -> tasks per stage
+        # (token, stage) -> partition -> (task attempt id, connection, address line)
+        self.waiting: dict[tuple[str, int], dict[int, tuple[int, socket.socket, str]]] = {}
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
 
-    def _serve(self) -> None:
-        said: dict[int, str] = {}
-        socks = []
-        self.server.settimeout(self.timeout)
-        try:
-            while len(said) < self.parts:
+    def expect(self, token: str, parts: int) -> None:
+        """Serve the jobs presenting `token`, of `parts` tasks each."""
+        with self.lock:
+            self.parts[token] = parts
+
+    def _accept(self) -> None:
+        while True:
+            try:
                 sock, _ = self.server.accept()
-                sock.settimeout(self.timeout)
-                head = bytes(_recv(sock, len(self.token) + 4))
-                if head[:len(self.token)] != self.token.encode():
-                    sock.close()  # not this job's task: it gets nothing
-                    continue
-                socks.append(sock)
-                line = bytes(_recv(sock, struct.unpack("<i", head[len(self.token):])[0]))
-                said[json.loads(line)[0]] = line.decode()
-            table = json.dumps(list(said.values())).encode()
-            for sock in socks:
-                sock.sendall(struct.pack("<i", len(table)) + table)
-        except (OSError, ExchangeError, ValueError):
-            pass  # a task that hears nothing fails its job (its ExchangeError names it)
-        finally:
-            for sock in socks:
-                sock.close()
-            self.server.close()
+            except OSError:
+                return  # closed
+            # A thread per connection: a silent one holds up no other task.
+            threading.Thread(target=self._hear, args=(sock,), daemon=True).start()
+
+    def _hear(self, sock: socket.socket) -> None:
+        try:
+            sock.settimeout(self.timeout)
+            sizes = _ASK.unpack(_recv(sock, _ASK.size))
+            if not all(0 < n <= _ASK_MAX for n in sizes):
+                raise ExchangeError("not a task's request")
+            token = bytes(_recv(sock, sizes[0])).decode()
+            stage, task, line = json.loads(bytes(_recv(sock, sizes[1])))
+            me = json.loads(line)[0]
+        except (OSError, ExchangeError, ValueError, TypeError, IndexError):
+            sock.close()  # a task that hears nothing fails its job (its ExchangeError names it)
+            return
+        with self.lock:
+            parts = self.parts.get(token)
+            if parts is None:
+                sock.close()  # not a job of ours: told nothing
+                return
+            group = self.waiting.setdefault((token, stage), {})
+            old = group.get(me)
+            if old is not None and old[0] > task:
+                sock.close()  # a late task of an attempt already retried
+                return
+            group[me] = (task, sock, line)
+            if old is not None:
+                old[1].close()
+            for p, (_, peer, _) in list(group.items()):
+                if _closed(peer):
+                    peer.close()
+                    del group[p]
+            if len(group) < parts:
+                return  # the stage's last task answers everyone
+            del self.waiting[(token, stage)]
+        table = json.dumps([line for _, _, line in group.values()]).encode()
+        for _, peer, _ in group.values():
+            try:
+                peer.sendall(struct.pack("<i", len(table)) + table)
+            except OSError:
+                pass  # that task is gone: its stage fails and is retried
+            finally:
+                peer.close()
 
     def close(self) -> None:
-        """Stop serving (the job ended)."""
+        """Stop serving."""
         self.server.close()
+
+
+_MEETING: list[Rendezvous] = []
+_MEETING_LOCK = threading.Lock()
+
+
+def meeting(spark, token: str, parts: int) -> tuple[str, int]:
+    """Return the address (host, port) at which the barrier jobs presenting `token` swap
+    their tasks' addresses: the driver's Rendezvous, at the driver host Spark's executors
+    reach (spark.driver.host)."""
+    with _MEETING_LOCK:
+        if not _MEETING:
+            _MEETING.append(Rendezvous())
+        meeting = _MEETING[0]
+    meeting.expect(token, parts)
+    host = spark.sparkContext.getConf().get("spark.driver.host") or "127.0.0.1"
+    return host, meeting.port
 
 
 def _close(*socks: Mapping[int, socket.socket]) -> None:

@@ -112,11 +112,12 @@ def _evaluated(spark, layout: Layout, frames: Sequence):
         from levelflow.engine.plans.distributed import evaluate_distributed
 
         timeout = exchange.TIMEOUT_SECONDS  # read here: tests lower it in the driver
+        where = exchange.meeting(spark, layout.token, layout.parts)
         # Each task reads any slice and routes its rows. Shuffles before and after: a barrier
         # stage may not coalesce its input, and what reads its result (a take, a union) would
         # otherwise be refused for sharing its stage. Its Python runs in every partition.
         return united_sources(spark, frames).repartition(layout.parts).mapInArrow(
-            lambda batches: evaluate_distributed(layout, batches, timeout), schema,
+            lambda batches: evaluate_distributed(layout, batches, timeout, where), schema,
             barrier=True).repartition(layout.parts)
 
     def run(batches):

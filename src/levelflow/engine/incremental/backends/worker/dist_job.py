@@ -77,13 +77,8 @@ def _sources(ctx: TaskContext, task: Task, ship: bool) -> tuple[list, list]:
 def _run(ctx: TaskContext, spec: DistSpec, frames) -> pl.DataFrame:
     """Return every partition's output rows after one barrier Spark job, the partitions'
     addresses swapped through a rendezvous in the driver (exchange.Rendezvous)."""
-    sc = ctx.spark.sparkContext
-    host = sc.getConf().get("spark.driver.host") or "127.0.0.1"
-    meeting = exchange.Rendezvous(spec.parts, spec.token, host, spec.timeout)
-    try:
-        return _barrier_job(ctx, dataclasses.replace(spec, rendezvous=meeting.address), frames)
-    finally:
-        meeting.close()
+    where = exchange.meeting(ctx.spark, spec.token, spec.parts)
+    return _barrier_job(ctx, dataclasses.replace(spec, rendezvous=where), frames)
 
 
 def _barrier_job(ctx: TaskContext, spec: DistSpec, frames) -> pl.DataFrame:
