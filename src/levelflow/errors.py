@@ -27,6 +27,11 @@ class LevelflowError(Exception):
         super().__init__(*args)
 
 
+class InputError(LevelflowError):
+    """A DataFrame, Parquet file, table or database does not fit its relation; str() names
+    both (engine/spark_io.py, engine/sqlite_io.py)."""
+
+
 class UsageError(LevelflowError):
     """A command line that is wrong in itself: a malformed or out-of-range flag value, or flags
     that do not combine. Exit 2, as typer's own usage errors; errors in what the flags name

@@ -28,7 +28,7 @@ def write_outputs(program: Program, relations: Mapping, outdir, *, jobs: int = 1
     )
     from levelflow.engine.frame_outputs import stage_output
     from levelflow.engine.spark_io import frame_kind
-    from levelflow.engine.sqlite_io import stage_sqlite
+    from levelflow.engine.sqlite_output import stage_sqlite
 
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)

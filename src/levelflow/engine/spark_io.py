@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from levelflow.engine.sql_text import quoted
 from levelflow.engine.types import SQL_TYPES, relation_schema
-from levelflow.errors import LevelflowError
+from levelflow.errors import InputError
 from levelflow.tasks.ast import IO
 from levelflow.tasks.ordinals import ORD, OrdinalsInput, ordinals_input
 
@@ -36,10 +36,6 @@ _ACCEPTS = {"number": _INTEGRAL, "unsigned": _INTEGRAL, "float": _FLOATING + _IN
             "symbol": ("string",)}
 _KIND = {"number": "an integral", "unsigned": "an integral", "float": "a numeric",
          "symbol": "a string"}
-
-
-class InputError(LevelflowError):
-    """A DataFrame, Parquet file or table does not fit its relation; str() names both."""
 
 
 @dataclass(frozen=True, slots=True)
