@@ -85,6 +85,7 @@ def with_frames(program, frames: dict):
 
     inputs = dict(program.inputs)
     for name, df in frames.items():
+        df = built(df)
         if name not in program.inputs:
             what = "an input relation" if name in program.decls else "a relation"
             raise InputError(f"inputs: {name!r} is not {what} of {program.file}")
@@ -165,6 +166,7 @@ def conform(decl: Decl, df: DataFrame, what: str) -> DataFrame:
     import pyspark.sql.functions as F
     from pyspark.sql import DataFrame
 
+    df = built(df)
     if not isinstance(df, DataFrame):
         raise InputError(f"{what}: error: expects a DataFrame, got {type(df).__name__}")
     if decl.arity == 0:
@@ -272,6 +274,14 @@ def _bad_arrow(col, primitive: str) -> str | None:
     if primitive == "float" and len(col) and not pc.all(pc.is_finite(col)).as_py():
         return "NaN or infinite"
     return None
+
+
+def built(df):
+    """Return a relation levelflow gave back (a frame built on first use) as the DataFrame it
+    stands for; anything else as it is."""
+    from levelflow.engine.incremental.backends.driver_rows import LazyFrame
+
+    return df.force() if isinstance(df, LazyFrame) else df
 
 
 def named(decl: Decl, df: DataFrame) -> DataFrame:

@@ -50,8 +50,6 @@ class SparkWorkers:
                  prepare: Callable[[int], Callable[[], object]],
                  finish: Callable[[int, object, float], Sequence[int]],
                  cancel: threading.Event | None = None, timeout: float | None = None) -> None:
-        from levelflow.engine.session import jobs_started, spark_in_use
-
         self.spark = spark
         self.names = names
         self.prepare = prepare
@@ -67,9 +65,11 @@ class SparkWorkers:
         self.in_driver: set[int] = set()  # tasks whose call needs no Spark (`in_driver`)
         self.timeout, self.expired = timeout, False  # seconds from now; whether they passed
         self.timer = None
-        # Spark's job counter now (one py4j call), if Spark runs: where it has not moved when
-        # the tasks are done, none of them started a job, and none is looked up per task.
-        self.jobs_before = jobs_started(spark) if spark_in_use(spark) else None
+        # Spark's job counter as the first task that may start a job starts (one py4j call),
+        # if Spark runs then (-1 if not): where it has not moved when the tasks are done, none
+        # of them started a job, and none is looked up per task. Tasks all in the driver touch
+        # no session at all.
+        self.jobs_before: int | None = None
         if timeout is not None:
             self.timer = threading.Timer(timeout, self._expire)
             self.timer.daemon = True
@@ -119,10 +119,14 @@ class SparkWorkers:
 
     def start(self, ready: list[int]) -> None:
         """Submit each ready task to a free slot (none once the deadline passed)."""
+        from levelflow.engine.session import jobs_started, spark_in_use
+
         if self.expired:
             raise DeadlinePassed(self.timeout)
         for v in ready:
             call = self.prepare(v)
+            if self.jobs_before is None and not isinstance(call, in_driver):
+                self.jobs_before = jobs_started(self.spark) if spark_in_use(self.spark) else -1
             if isinstance(call, in_driver):
                 self.in_driver.add(v)
             slot = self.free.pop()
@@ -187,7 +191,8 @@ class SparkWorkers:
 
         tasks = list(tasks)
         if not spark_in_use(self.spark) or self.in_driver.issuperset(tasks) or \
-                self.jobs_before is not None and jobs_started(self.spark) == self.jobs_before:
+                self.jobs_before is not None and self.jobs_before >= 0 and \
+                jobs_started(self.spark) == self.jobs_before:
             return dict.fromkeys(tasks, 0)  # no job at all since these workers started
         # The JVM's array's length: PySpark's tracker fetches each id in a call of its own.
         tracker = self.spark.sparkContext._jsc.statusTracker()
