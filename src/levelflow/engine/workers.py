@@ -125,10 +125,10 @@ class SparkWorkers:
             raise DeadlinePassed(self.timeout)
         for v in ready:
             call = self.prepare(v)
-            if self.jobs_before is None and not isinstance(call, in_driver):
-                self.jobs_before = jobs_started(self.spark) if spark_in_use(self.spark) else -1
             if isinstance(call, in_driver):
                 self.in_driver.add(v)
+            elif self.jobs_before is None:
+                self.jobs_before = jobs_started(self.spark) if spark_in_use(self.spark) else -1
             slot = self.free.pop()
             self.inflight[self.pool[slot].submit(self._run, v, slot, call)] = (v, slot)
 
