@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from levelflow.engine.frame_outputs import OutputError, Staged
+from levelflow.engine.incremental.backends.driver_rows import arrow_rows
 from levelflow.engine.sqlite_io import SYMBOLS, db_path, q
 from levelflow.tasks.ast import IO, Decl
 
@@ -53,17 +54,9 @@ def stage_sqlite(ios: list[IO], decls: dict[str, Decl], relations, outdir: Path
     return done
 
 
-def _arrow_of(df) -> pa.Table:
-    """Return a relation's rows as Arrow: those the driver holds, else one Spark job's."""
-    from levelflow.engine.incremental.backends.driver_rows import rows_of
-
-    table = rows_of(df)
-    return table if table is not None else df.toArrow()
-
-
 def _write(con, decl: Decl, io: IO, df, db: Path) -> int:
     """Return the tuples written to table `_R` and view `R` (both made anew)."""
-    table = _arrow_of(df)
+    table = arrow_rows(df)
     name, data = io.relation, q("_" + io.relation)
     kind = con.execute("SELECT type FROM sqlite_master WHERE name = ?", (name,)).fetchone()
     if kind is not None and kind[0] != "view":

@@ -39,14 +39,11 @@ def polars_input(df, decl: Decl) -> pl.DataFrame:
     """Return a relation as a Polars frame of its columns (c0..): itself if it is one, an
     Arrow table's rows, the rows the driver holds behind a DataFrame, else the DataFrame's
     rows (one Spark job)."""
-    from levelflow.engine.incremental.backends.driver_rows import polars_of, rows_of
+    from levelflow.engine.incremental.backends.driver_rows import arrow_rows, polars_of
 
     if isinstance(df, pl.DataFrame):
         return df
-    if isinstance(df, pa.Table):
-        return polars_of(df, decl)
-    table = rows_of(df)
-    return polars_of(table if table is not None else df.toArrow(), decl)
+    return polars_of(df if isinstance(df, pa.Table) else arrow_rows(df), decl)
 
 
 def driver_facts(spark, program: Program, task: Task, factdir: str | Path | None

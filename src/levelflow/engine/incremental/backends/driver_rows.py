@@ -76,7 +76,7 @@ class LazyFrame:
         made = _ROWS.get(self)
         if made is None or self._df is not None:
             return self.force().count()
-        return made.table.num_rows
+        return held_rows(self)
 
 
 def _spark_rows(made: _Rows) -> list:
@@ -98,6 +98,12 @@ def rows_of(df) -> pa.Table | None:
     """Return the rows a frame was made from in the driver, or None (a Spark-side frame)."""
     made = None if df is None else _ROWS.get(df)
     return None if made is None else made.table
+
+
+def arrow_rows(df) -> pa.Table:
+    """Return a frame's rows as Arrow: those the driver holds, else one Spark job's."""
+    table = rows_of(df)
+    return table if table is not None else df.toArrow()
 
 
 def union_of_rows(a, b, limit: int):
