@@ -17,7 +17,7 @@ def write_outputs(program: Program, relations: Mapping, outdir, *, jobs: int = 1
 
     `IO=stdout` outputs are printed as Soufflé prints them, framed by their name, once every
     file is in place. `IO=parquet`, `IO=spark` and `IO=sqlite` outputs are staged first and
-    swapped in with the files (engine/frame_outputs.py, engine/sqlite_io.py).
+    swapped in with the files (engine/frame_outputs.py, engine/sqlite_output.py).
     """
     from levelflow.engine.facts import (
         io_compress,
@@ -67,7 +67,8 @@ def write_outputs(program: Program, relations: Mapping, outdir, *, jobs: int = 1
         for stage, _ in staged:
             stage.abort()
         raise
-    done = {io.relation: count for io, (_, count) in zip(frames, staged, strict=False)}
+    done = {io.relation: count
+            for io, (_, count) in zip(frames, staged[:len(frames)], strict=True)}
     for _, counts_of in in_databases:
         done.update(counts_of)
     return {**done, **{name: count for (name, *_), count in zip(plan, counts, strict=True)}}
