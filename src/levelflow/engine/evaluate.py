@@ -159,6 +159,9 @@ def evaluate_task(spark: SparkSession, program: Program, task: Task,
     With `ranked`, each relation carries a RANK column (one cut piece; incremental DRed).
     With `limit`, a recursive task stops (TupleLimit) after the round that passes it.
     """
+    # Not at the top: driver_rows imports the plans package, which imports this module.
+    from levelflow.engine.incremental.backends.driver_rows import driver_table
+
     if checkpoint not in CHECKPOINTS:
         raise ValueError(f"checkpoint must be one of {CHECKPOINTS}, got {checkpoint!r}")
     if checkpoint == "reliable" and not spark.sparkContext.getCheckpointDir():
@@ -183,8 +186,12 @@ def evaluate_task(spark: SparkSession, program: Program, task: Task,
     for name in names:
         parts = base[name] or [empty_relation(spark, decls[name])]
         mode = "local" if recursive_rules else checkpoint
-        union = union_all(parts)  # a fact file's rows alone come distinct already
-        first[name] = cut(union.distinct() if needs_distinct(parts) else union, mode)
+        table = driver_table(parts[0]) if len(parts) == 1 and mode == "local" else None
+        if table is not None:  # a fact file's rows: the frame is cut when it is built
+            first[name] = (parts[0].force() if recursive_rules else parts[0]), table.num_rows
+        else:
+            union = union_all(parts)  # a fact file's rows alone come distinct already
+            first[name] = cut(union.distinct() if needs_distinct(parts) else union, mode)
         if decls[name].choice:  # choice-domain's round 0 (engine/choose.py)
             first[name] = choose_spark(spark, decls[name], first[name][0])
     stats.per_iteration.append({n: first[n][1] for n in names})

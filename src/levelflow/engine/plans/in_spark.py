@@ -19,9 +19,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+import numpy as np
+
+from levelflow.engine import io_meter
 from levelflow.engine.plans.layout import COUNT_REL, STATS_REL, Layout
 from levelflow.engine.sql_text import count_where, exprs, quoted
 from levelflow.engine.types import relation_schema
+
+# A driver-held source is shipped in pieces of about this many rows (united_sources) and at
+# most this many bytes (Spark's binary values and Arrow's large_binary arrays take more, but a
+# piece is a copy in the JVM and in a Python worker at once).
+BLOB_ROWS = 1_000_000
+BLOB_BYTES = 64 << 20
+BLOB_MIN_ROWS = 50_000
 
 
 def packed_schema(names, decls, extra=()):
@@ -52,13 +62,61 @@ def pack_inputs(spark, layout: Layout, frames: Sequence):
 
 
 def united_sources(spark, frames: Sequence):
-    """Return every source's rows in one frame (`_src`, `s<src>_c<j>`), plus a marker row."""
+    """Return every source's rows in one frame (`_src`, `s<src>_c<j>`), plus a marker row; a
+    source the driver holds as an Arrow table (driver_rows.driver_table) comes as `_blob` rows
+    instead, its table in Arrow IPC pieces (worker.source_frames decodes them)."""
+    from levelflow.engine.incremental.backends.driver_rows import driver_table
+
     packed = spark.range(1).selectExpr("-1 AS _src")  # every share gets a row
+    blobs: list[tuple[int, bytes]] = []
     for s, df in enumerate(frames):  # SQL text: one JVM call per column, not three
+        table = driver_table(df)
+        if table is not None:
+            blobs += blob_pieces(s, table, spark.sparkContext.defaultParallelism)
+            continue
         cols = [f"{quoted(c)} AS {quoted(f's{s}_{c}')}" for c in df.columns]
         packed = packed.unionByName(df.selectExpr(f"{s} AS _src", *cols),
                                     allowMissingColumns=True)
+    if blobs:
+        packed = packed.unionByName(blob_frame(spark, blobs), allowMissingColumns=True)
     return packed
+
+
+def blob_pieces(src: int, table, parallelism: int) -> list[tuple[int, bytes]]:
+    """Return (src, Arrow IPC stream) pieces of a source's table, its columns named as packed
+    (`_src`, `s<src>_c<j>`): at most BLOB_ROWS rows and BLOB_BYTES a piece, and 4 pieces a
+    core where each still has BLOB_MIN_ROWS, so that a distributed plan's shuffle deals them
+    out evenly."""
+    import pyarrow as pa
+
+    rows = table.num_rows
+    pieces = max(-(-rows // BLOB_ROWS), -(-table.nbytes // BLOB_BYTES),
+                 min(4 * max(parallelism, 1), rows // BLOB_MIN_ROWS), 1)
+    step = max(-(-rows // pieces), 1)
+    named = table.rename_columns([f"s{src}_{c}" for c in table.column_names])
+    named = named.add_column(0, "_src", pa.array(np.full(rows, src, np.int32)))
+    return [(src, _ipc(named.slice(start, step))) for start in range(0, max(rows, 1), step)]
+
+
+def _ipc(table) -> bytes:
+    """Return a table as one Arrow IPC stream."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def blob_frame(spark, blobs: list[tuple[int, bytes]]):
+    """Return a frame of `_src`, `_blob` rows: a few rows, whatever the tables' sizes, which
+    Spark moves as bytes with no conversion per tuple."""
+    import pyarrow as pa
+
+    table = pa.table({"_src": pa.array([s for s, _ in blobs], pa.int32()),
+                      "_blob": pa.array([b for _, b in blobs], pa.large_binary())})
+    with io_meter.timed("shipping"):
+        return spark.createDataFrame(table)
 
 
 def cached_cut(df, observed: str):

@@ -50,13 +50,24 @@ def shares_of(batches: Iterable[pa.RecordBatch]) -> list[tuple[int, pl.DataFrame
 def source_frames(part: pl.DataFrame, schemas: list[dict]) -> list[pl.DataFrame]:
     """Return per packed source `_src` its rows, columns `s<src>_<c>` renamed back to `c` and
     cast to `schemas[src]` (an empty frame for a source without rows)."""
-    by_src = part.partition_by("_src", as_dict=True)
+    by_src = unblobbed(part).partition_by("_src", as_dict=True)
     out = []
     for s, schema in enumerate(schemas):
         rows = by_src.get((s,))
         out.append(pl.DataFrame(schema=schema) if rows is None else rows.select(
             [pl.col(f"s{s}_{c}").alias(c).cast(t) for c, t in schema.items()]))
     return out
+
+
+def unblobbed(part: pl.DataFrame) -> pl.DataFrame:
+    """Return packed input rows with its `_blob` rows (a driver-held source's Arrow IPC pieces,
+    in_spark.united_sources) replaced by the rows they hold."""
+    if "_blob" not in part.columns:
+        return part
+    blobs = part.filter(pl.col("_blob").is_not_null())["_blob"]
+    decoded = [pl.from_arrow(pa.ipc.open_stream(blob).read_all()) for blob in blobs]
+    rows = part.filter(pl.col("_blob").is_null()).drop("_blob")
+    return pl.concat([rows, *decoded], how="diagonal_relaxed")
 
 
 def _sources(part: pl.DataFrame, layout: Layout) -> tuple[dict, dict]:

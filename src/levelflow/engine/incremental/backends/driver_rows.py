@@ -43,6 +43,8 @@ class _Rows:
 
 
 _ROWS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # frame -> _Rows
+# frame -> the Arrow table of a fact file's distinct rows it ships (spark_ship.distinct_frame)
+_SHIPPED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class LazyFrame:
@@ -94,6 +96,18 @@ def _spark_rows(made: _Rows) -> list:
     return [_create_row(names, values) for values in zip(*columns, strict=True)]
 
 
+def shipped_later(table: pa.Table, ship) -> LazyFrame:
+    """Return a frame `ship()` builds on first use, `table` kept beside it (driver_table)."""
+    df = LazyFrame(ship)
+    _SHIPPED[df] = table
+    return df
+
+
+def driver_table(df) -> pa.Table | None:
+    """Return the Arrow table a shipped_later frame stands for, or None for any other frame."""
+    return _SHIPPED.get(df)
+
+
 def rows_of(df) -> pa.Table | None:
     """Return the rows a frame was made from in the driver, or None (a Spark-side frame)."""
     made = None if df is None else _ROWS.get(df)
@@ -103,6 +117,8 @@ def rows_of(df) -> pa.Table | None:
 def arrow_rows(df) -> pa.Table:
     """Return a frame's rows as Arrow: those the driver holds, else one Spark job's."""
     table = rows_of(df)
+    if table is None:
+        table = driver_table(df)
     return table if table is not None else df.toArrow()
 
 
