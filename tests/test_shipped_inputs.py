@@ -95,3 +95,13 @@ def test_fact_files_reach_the_workers_unbuilt(spark, tmp_path, monkeypatch, plan
     assert {s.task: s.plan for s in result.task_stats if s is not None}["path"] == plan
     edge_frames = [f for f in made if driver_rows.driver_table(f).num_rows == len(edges)]
     assert edge_frames and all(f._df is None for f in edge_frames)  # never built in Spark
+
+
+def test_each_piece_travels_in_a_task_of_its_own(spark, monkeypatch):
+    # A task carrying every piece would be refused on a cluster past spark.rpc.message.maxSize.
+    monkeypatch.setattr(in_spark, "BLOB_MIN_ROWS", 100)
+    table = pa.table({"c0": pa.array(range(2000), pa.int64())})
+    pieces = in_spark.blob_pieces(0, table, parallelism=2)
+    frame = in_spark.blob_frame(spark, pieces)
+    parts = frame.rdd.glom().map(lambda rows: [(r["_src"], bytes(r["_blob"])) for r in rows])
+    assert len(pieces) == 8 and sorted(parts.collect()) == sorted([p] for p in pieces)

@@ -19,18 +19,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-import numpy as np
-
 from levelflow.engine import io_meter
 from levelflow.engine.plans.layout import COUNT_REL, STATS_REL, Layout
 from levelflow.engine.sql_text import count_where, exprs, quoted
 from levelflow.engine.types import relation_schema
 
-# A driver-held source is shipped in pieces of about this many rows (united_sources) and at
-# most this many bytes (Spark's binary values and Arrow's large_binary arrays take more, but a
-# piece is a copy in the JVM and in a Python worker at once).
+# A driver-held source is shipped in pieces of at most this many rows (united_sources) and
+# this many bytes: a piece is one task's data on its way to an executor (blob_frame).
 BLOB_ROWS = 1_000_000
-BLOB_BYTES = 64 << 20
+BLOB_BYTES = 32 << 20
 BLOB_MIN_ROWS = 50_000
 
 
@@ -84,17 +81,13 @@ def united_sources(spark, frames: Sequence):
 
 def blob_pieces(src: int, table, parallelism: int) -> list[tuple[int, bytes]]:
     """Return (src, Arrow IPC stream) pieces of a source's table, its columns named as packed
-    (`_src`, `s<src>_c<j>`): at most BLOB_ROWS rows and BLOB_BYTES a piece, and 4 pieces a
-    core where each still has BLOB_MIN_ROWS, so that a distributed plan's shuffle deals them
-    out evenly."""
-    import pyarrow as pa
-
+    (`s<src>_c<j>`): at most BLOB_ROWS rows and BLOB_BYTES a piece, and 4 pieces a core where
+    each still has BLOB_MIN_ROWS, so that a distributed plan's shuffle deals them out evenly."""
     rows = table.num_rows
     pieces = max(-(-rows // BLOB_ROWS), -(-table.nbytes // BLOB_BYTES),
                  min(4 * max(parallelism, 1), rows // BLOB_MIN_ROWS), 1)
     step = max(-(-rows // pieces), 1)
     named = table.rename_columns([f"s{src}_{c}" for c in table.column_names])
-    named = named.add_column(0, "_src", pa.array(np.full(rows, src, np.int32)))
     return [(src, _ipc(named.slice(start, step))) for start in range(0, max(rows, 1), step)]
 
 
@@ -109,14 +102,25 @@ def _ipc(table) -> bytes:
 
 
 def blob_frame(spark, blobs: list[tuple[int, bytes]]):
-    """Return a frame of `_src`, `_blob` rows: a few rows, whatever the tables' sizes, which
-    Spark moves as bytes with no conversion per tuple."""
-    import pyarrow as pa
+    """Return a frame of `_src`, `_blob` rows, a partition each: a few rows, whatever the
+    tables' sizes, which Spark moves as bytes with no conversion per tuple."""
+    from pyspark.sql import DataFrame
+    from pyspark.sql.types import BinaryType, IntegerType, StructField, StructType
 
-    table = pa.table({"_src": pa.array([s for s, _ in blobs], pa.int32()),
-                      "_blob": pa.array([b for _, b in blobs], pa.large_binary())})
+    schema = StructType([StructField("_src", IntegerType(), False),
+                         StructField("_blob", BinaryType(), False)])
+    sc = spark.sparkContext
     with io_meter.timed("shipping"):
-        return spark.createDataFrame(table)
+        # Not createDataFrame: its local relation travels whole inside every task, which a
+        # cluster refuses past spark.rpc.message.maxSize (128 MB). A parallelized collection
+        # sends each task its own partition; the JVM unpickles it with no Python worker.
+        pickled = sc.parallelize(blobs, len(blobs))._jrdd
+        try:
+            rows = sc._jvm.SerDeUtil.toJavaArray(sc._jvm.SerDeUtil.pythonToJava(pickled, True))
+            return DataFrame(spark._jsparkSession.applySchemaToPythonRDD(rows.rdd(),
+                                                                         schema.json()), spark)
+        except Exception:  # noqa: BLE001 - no JVM gateway (Spark Connect): a Python pass
+            return spark.createDataFrame(sc.parallelize(blobs, len(blobs)), schema)
 
 
 def cached_cut(df, observed: str):

@@ -64,8 +64,10 @@ def unblobbed(part: pl.DataFrame) -> pl.DataFrame:
     in_spark.united_sources) replaced by the rows they hold."""
     if "_blob" not in part.columns:
         return part
-    blobs = part.filter(pl.col("_blob").is_not_null())["_blob"]
-    decoded = [pl.from_arrow(pa.ipc.open_stream(blob).read_all()) for blob in blobs]
+    blobs = part.filter(pl.col("_blob").is_not_null())
+    decoded = [pl.from_arrow(pa.ipc.open_stream(blob).read_all()).with_columns(
+        pl.lit(src, pl.Int32).alias("_src")) for src, blob in zip(
+            blobs["_src"], blobs["_blob"], strict=True)]
     rows = part.filter(pl.col("_blob").is_null()).drop("_blob")
     return pl.concat([rows, *decoded], how="diagonal_relaxed")
 
