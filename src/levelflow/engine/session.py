@@ -38,6 +38,9 @@ def _loopback_master(master: str) -> bool:
     return all(h in ("127.0.0.1", "localhost") for h in hosts)
 
 
+POLARS_THREADS = "spark.executorEnv.POLARS_MAX_THREADS"
+
+
 def spark_conf(master: str = "local[*]", shuffle_partitions: int = 2, driver_memory: str = "2g",
                app_name: str = "levelflow", java_options: str = "", extra: dict | None = None):
     """Return the SparkConf make_session starts Spark with: quiet logs, no UI, few partitions."""
@@ -81,6 +84,12 @@ def spark_conf(master: str = "local[*]", shuffle_partitions: int = 2, driver_mem
         conf.set("spark.driver.host", "127.0.0.1").set("spark.driver.bindAddress", "127.0.0.1")
     for key, value in (extra or {}).items():
         conf.set(key, str(value))
+    if not master.startswith("local") and not conf.contains(POLARS_THREADS):
+        # A task on a cluster owns spark.task.cpus cores (Spark sets OMP_NUM_THREADS so for its
+        # Python workers, SPARK-42613); Polars' pool would take every core of the host, so one
+        # executor's evaluation already ran on the cores meant for the others (a standalone
+        # 10M-edge reachability: 2 one-core workers no faster than 1).
+        conf.set(POLARS_THREADS, conf.get("spark.task.cpus", "1"))
     return conf
 
 
