@@ -105,3 +105,24 @@ def test_each_piece_travels_in_a_task_of_its_own(spark, monkeypatch):
     frame = in_spark.blob_frame(spark, pieces)
     parts = frame.rdd.glom().map(lambda rows: [(r["_src"], bytes(r["_blob"])) for r in rows])
     assert len(pieces) == 8 and sorted(parts.collect()) == sorted([p] for p in pieces)
+
+
+def test_a_fact_file_written_back_out_is_never_built(spark, tmp_path, monkeypatch):
+    # Its output is written from the driver's table (driver_rows.held_table), as a driver
+    # task's relation is: fetching it from Spark would build and cut the frame first.
+    made = []
+    shipped_later = driver_rows.shipped_later
+
+    def spied(table, ship):
+        made.append(shipped_later(table, ship))
+        return made[-1]
+
+    monkeypatch.setattr(driver_rows, "shipped_later", spied)
+    names = {(i, f"n{(i * 7) % 13}") for i in range(200)}
+    write_facts(tmp_path / "facts", {"name": names})
+    text = ".decl name(x:number, s:symbol)\n.input name\n.output name\n"
+    run_program(spark, build_tasks(parse_program(text, "p.dl")), tmp_path / "facts",
+                tmp_path / "out", plan="global", driver_rows=None)
+    lines = (tmp_path / "out" / "name.csv").read_text().splitlines()
+    assert lines == [f"{i}\t{s}" for i, s in sorted(names)]
+    assert len(made) == 1 and made[0]._df is None

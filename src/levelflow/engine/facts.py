@@ -164,11 +164,11 @@ def write_relation(df: DataFrame, decl: Decl, path: str | Path, delimiter: str =
     `shown` is the file an error names (the final path of a temporary one, unused now that
     every symbol is written as it is); `compress` gzips it.
     """
-    from levelflow.engine.incremental.backends.driver_rows import rows_of
+    from levelflow.engine.incremental.backends.driver_rows import held_table
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    table = rows_of(df)
+    table = held_table(df)
     if table is None and decl.arity and not decl.shapes and "float" not in decl.types:
         table = _arrow_if_it_fits(df)
     if table is not None:  # rows the driver holds (or now fetched whole): formatted by Polars

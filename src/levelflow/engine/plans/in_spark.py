@@ -114,13 +114,14 @@ def blob_frame(spark, blobs: list[tuple[int, bytes]]):
         # Not createDataFrame: its local relation travels whole inside every task, which a
         # cluster refuses past spark.rpc.message.maxSize (128 MB). A parallelized collection
         # sends each task its own partition; the JVM unpickles it with no Python worker.
-        pickled = sc.parallelize(blobs, len(blobs))._jrdd
+        pieces = sc.parallelize(blobs, len(blobs))
         try:
-            rows = sc._jvm.SerDeUtil.toJavaArray(sc._jvm.SerDeUtil.pythonToJava(pickled, True))
+            rows = sc._jvm.SerDeUtil.toJavaArray(
+                sc._jvm.SerDeUtil.pythonToJava(pieces._jrdd, True))
             return DataFrame(spark._jsparkSession.applySchemaToPythonRDD(rows.rdd(),
                                                                          schema.json()), spark)
         except Exception:  # noqa: BLE001 - no JVM gateway (Spark Connect): a Python pass
-            return spark.createDataFrame(sc.parallelize(blobs, len(blobs)), schema)
+            return spark.createDataFrame(pieces, schema)
 
 
 def cached_cut(df, observed: str):

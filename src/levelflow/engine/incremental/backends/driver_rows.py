@@ -114,11 +114,16 @@ def rows_of(df) -> pa.Table | None:
     return None if made is None else made.table
 
 
+def held_table(df) -> pa.Table | None:
+    """Return the rows the driver holds behind a frame (rows_of's, else a shipped fact file's
+    table), or None for a Spark-side frame."""
+    table = rows_of(df)
+    return table if table is not None else driver_table(df)
+
+
 def arrow_rows(df) -> pa.Table:
     """Return a frame's rows as Arrow: those the driver holds, else one Spark job's."""
-    table = rows_of(df)
-    if table is None:
-        table = driver_table(df)
+    table = held_table(df)
     return table if table is not None else df.toArrow()
 
 
