@@ -37,6 +37,20 @@ named(s, t) :- path(x, y), name(x, s), name(y, t), x < 5.
 """
 
 
+@pytest.fixture
+def made(monkeypatch) -> list:
+    """Return the list of every fact file's frame made (shipped_later) while the test runs."""
+    frames = []
+    shipped_later = driver_rows.shipped_later
+
+    def spied(table, ship):
+        frames.append(shipped_later(table, ship))
+        return frames[-1]
+
+    monkeypatch.setattr(driver_rows, "shipped_later", spied)
+    return frames
+
+
 def test_pieces_round_trip_to_the_sources_rows(monkeypatch):
     monkeypatch.setattr(in_spark, "BLOB_MIN_ROWS", 100)
     table = pa.table({"c0": pa.array(range(1000), pa.int64()),
@@ -69,17 +83,9 @@ def test_piece_sizes_follow_rows_bytes_and_cores(monkeypatch):
 
 
 @pytest.mark.parametrize("plan", ["local", "partitioned", "distributed"])
-def test_fact_files_reach_the_workers_unbuilt(spark, tmp_path, monkeypatch, plan):
+def test_fact_files_reach_the_workers_unbuilt(spark, tmp_path, monkeypatch, made, plan):
     monkeypatch.setattr(in_spark, "BLOB_ROWS", 40)  # several pieces a file
     monkeypatch.setattr(in_spark, "BLOB_MIN_ROWS", 10)
-    made = []
-    shipped_later = driver_rows.shipped_later
-
-    def spied(table, ship):
-        made.append(shipped_later(table, ship))
-        return made[-1]
-
-    monkeypatch.setattr(driver_rows, "shipped_later", spied)
     rng = random.Random(7)
     edges = {(rng.randrange(60), rng.randrange(60)) for _ in range(150)} | {(0, 1), (1, 0)}
     names = {(i, f"n{i % 9}") for i in range(60)}
@@ -107,17 +113,9 @@ def test_each_piece_travels_in_a_task_of_its_own(spark, monkeypatch):
     assert len(pieces) == 8 and sorted(parts.collect()) == sorted([p] for p in pieces)
 
 
-def test_a_fact_file_written_back_out_is_never_built(spark, tmp_path, monkeypatch):
+def test_a_fact_file_written_back_out_is_never_built(spark, tmp_path, made):
     # Its output is written from the driver's table (driver_rows.held_table), as a driver
     # task's relation is: fetching it from Spark would build and cut the frame first.
-    made = []
-    shipped_later = driver_rows.shipped_later
-
-    def spied(table, ship):
-        made.append(shipped_later(table, ship))
-        return made[-1]
-
-    monkeypatch.setattr(driver_rows, "shipped_later", spied)
     names = {(i, f"n{(i * 7) % 13}") for i in range(200)}
     write_facts(tmp_path / "facts", {"name": names})
     text = ".decl name(x:number, s:symbol)\n.input name\n.output name\n"
